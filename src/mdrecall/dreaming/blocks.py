@@ -1,0 +1,311 @@
+"""Facts inside a search hit: Markdown blocks, picking the ones a query was about, finding them again.
+
+A search hit is a chunk of ~200 tokens that usually holds several unrelated facts. Counting recalls
+per chunk would promote a whole chunk (one-off facts included) once any one fact in it recurs, so a
+hit is narrowed to the block(s) the query shares words with: a list item (with its continuation lines),
+a paragraph (long ones split into sentences), a table row or a transcript line. A hit that shares no
+word with the query (a purely semantic match) is kept as a "passage" of all its blocks.
+
+Blocks are identified by their normalised text, not their line numbers, so notes that grow during the
+day do not split one fact's counts across keys; line numbers are kept as "last seen here".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from mdrecall.text import CJK_CHAR, query_terms, term_stems
+
+_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+_LIST_ITEM = re.compile(r"^(\s*)(?:[-*+]|\d{1,3}[.)])\s+(.*)$")
+_CHECKBOX = re.compile(r"^\[[ xX]\]\s+")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_TABLE_SEPARATOR = re.compile(r"^\s*\|?[\s:|-]+\|[\s:|-]*$")
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+")
+_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+_WS = re.compile(r"\s+")
+_ROLE = re.compile(r"^(?:User|Assistant):\s*")
+
+# Paragraphs longer than this are split into sentences so one fact in a long paragraph is its own unit.
+LONG_PARAGRAPH_CHARS = 400
+# Headings that say nothing about the facts under them (a date, "Notes", ...), so not used as context.
+_GENERIC_HEADING = re.compile(
+    r"^(?:\d{4}-\d{2}-\d{2}.*|notes?|daily( notes?| log)?|log|journal|today|misc(ellaneous)?|summary|"
+    r"tasks?|todos?|to-?do|done|inbox|scratch|updates?|general|other|random|thoughts|"
+    r"(?:mon|tues|wednes|thurs|fri|satur|sun)day.*|session.*|morning|afternoon|evening)$",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    start_line: int  # 1-based, inclusive
+    end_line: int
+    text: str  # normalised: whitespace collapsed, list marker and checkbox removed
+    heading: str | None = None
+
+
+def normalize(text: str) -> str:
+    return _WS.sub(" ", text).strip()
+
+
+def text_hash(text: str) -> str:
+    """Identity of a fact's text: sha1 of the normalised text, 12 hex digits."""
+    return hashlib.sha1(normalize(text).encode("utf-8")).hexdigest()[:12]
+
+
+def query_hash(query: str) -> str:
+    return hashlib.sha1(normalize(query).lower().encode("utf-8")).hexdigest()[:12]
+
+
+def _split_sentences(block: Block) -> list[Block]:
+    if len(block.text) <= LONG_PARAGRAPH_CHARS:
+        return [block]
+    parts = [p.strip() for p in _SENTENCE_END.split(block.text) if p.strip()]
+    return [Block(block.start_line, block.end_line, p, block.heading) for p in parts] or [block]
+
+
+def markdown_blocks(text: str) -> list[Block]:
+    """Split Markdown into fact-sized blocks with their line ranges and nearest heading."""
+    lines = text.split("\n")
+    blocks: list[Block] = []
+    heading: str | None = None
+    current: list[str] = []
+    start = 0
+    kind = ""  # "item", "para", "fence"
+
+    def flush(end: int) -> None:
+        nonlocal current, kind
+        if current:
+            body = normalize(" ".join(current)) if kind != "fence" else "\n".join(current).strip()
+            if body:
+                block = Block(start, end, body if kind != "fence" else normalize(body), heading)
+                blocks.extend(_split_sentences(block) if kind == "para" else [block])
+        current = []
+        kind = ""
+
+    index = 0
+    # YAML front matter is metadata, not facts.
+    if lines and lines[0].strip() == "---":
+        for j in range(1, len(lines)):
+            if lines[j].strip() in ("---", "..."):
+                index = j + 1
+                break
+    while index < len(lines):
+        line = lines[index]
+        number = index + 1
+        if kind == "fence":
+            current.append(line)
+            if _FENCE.match(line):
+                flush(number)
+            index += 1
+            continue
+        if _FENCE.match(line):
+            flush(number - 1)
+            kind, start, current = "fence", number, [line]
+            index += 1
+            continue
+        if not line.strip():
+            flush(number - 1)
+            index += 1
+            continue
+        match = _HEADING.match(line)
+        if match:
+            flush(number - 1)
+            title = match.group(2).strip()
+            heading = None if _GENERIC_HEADING.match(title) else title
+            index += 1
+            continue
+        stripped = line.strip()
+        if stripped.startswith("|"):
+            flush(number - 1)
+            if not _TABLE_SEPARATOR.match(stripped):
+                cells = [c.strip() for c in stripped.strip("|").split("|")]
+                row = " | ".join(c for c in cells if c)
+                if row:
+                    blocks.append(Block(number, number, normalize(row), heading))
+            index += 1
+            continue
+        match = _LIST_ITEM.match(line)
+        if match:
+            flush(number - 1)
+            kind, start = "item", number
+            current = [_CHECKBOX.sub("", match.group(2))]
+            index += 1
+            continue
+        body = stripped[1:].strip() if stripped.startswith(">") else stripped
+        if kind == "item":
+            current.append(body)  # continuation (indented or lazy) of the list item
+        elif kind == "para":
+            current.append(body)
+        else:
+            kind, start, current = "para", number, [body]
+        index += 1
+    flush(len(lines))
+    return [b for b in blocks if b.text]
+
+
+def transcript_blocks(lines: Sequence[str], line_numbers: Sequence[int]) -> list[Block]:
+    """Rendered transcript lines (``User: …`` / ``Assistant: …``), one block each, cited by JSONL line."""
+    return [
+        Block(number, number, normalize(line), None)
+        for line, number in zip(lines, line_numbers)
+        if normalize(line)
+    ]
+
+
+def display_text(block_text: str) -> str:
+    """The fact as a person should read it: transcript role prefixes removed."""
+    return normalize(_ROLE.sub("", block_text))
+
+
+def is_generic_heading(title: str) -> bool:
+    return bool(_GENERIC_HEADING.match(title.strip()))
+
+
+# --- narrowing a hit to the blocks a query was about -------------------------------------------------
+
+
+def _stem(word: str) -> str:
+    return term_stems([word])[0]
+
+
+def _cjk_bigrams(token: str) -> set[str]:
+    if len(token) == 1:
+        return {token}
+    return {token[i : i + 2] for i in range(len(token) - 1)}
+
+
+def _match_keys(text: str) -> set[str]:
+    keys: set[str] = set()
+    for token in _TOKEN.findall(text.lower()):
+        if CJK_CHAR.match(token):
+            # A CJK run mixed with Latin letters is split by script by the regex only partly; take bigrams.
+            cjk = "".join(ch for ch in token if CJK_CHAR.match(ch))
+            keys |= _cjk_bigrams(cjk)
+            latin = "".join(ch if not CJK_CHAR.match(ch) else " " for ch in token).split()
+            keys |= {_stem(w) for w in latin}
+        else:
+            keys.add(_stem(token))
+    return keys
+
+
+def _term_matches(term: str, keys: set[str]) -> bool:
+    if CJK_CHAR.match(term):
+        return all(bigram in keys for bigram in _cjk_bigrams(term))
+    stem = _stem(term)
+    if stem in keys:
+        return True
+    # "deploy" / "deployment", "postgres" / "postgresql": a shared prefix of 5+ characters.
+    if len(stem) >= 5:
+        return any(len(k) >= 5 and (k.startswith(stem) or stem.startswith(k)) for k in keys)
+    return False
+
+
+def overlap(query: str, text: str) -> int:
+    """How many of the query's search terms occur in ``text``."""
+    terms = query_terms(query)
+    keys = _match_keys(text)
+    return sum(1 for t in terms if _term_matches(t, keys))
+
+
+def select_blocks(query: str, blocks: Sequence[Block], max_blocks: int = 3) -> tuple[list[Block], bool]:
+    """The blocks a hit was "about" for this query; the flag is True when they are a whole passage.
+
+    Blocks sharing the most query terms win (ties all count, up to ``max_blocks``). With no shared
+    term at all, the hit is recorded as one passage of all its blocks.
+    """
+    if not blocks:
+        return [], False
+    scored = [(overlap(query, b.text + " " + (b.heading or "")), i, b) for i, b in enumerate(blocks)]
+    best = max(s for s, _, _ in scored)
+    if best == 0:
+        return (list(blocks), len(blocks) > 1)
+    chosen = [b for s, _, b in scored if s == best]
+    return chosen[:max_blocks], False
+
+
+def blocks_in_range(blocks: Iterable[Block], start_line: int, end_line: int) -> list[Block]:
+    return [b for b in blocks if b.start_line <= end_line and b.end_line >= start_line]
+
+
+# --- finding a recorded fact again in the live note ----------------------------------------------------
+
+
+def _similar(a: str, b: str) -> float:
+    """Token Jaccard similarity of two normalised texts."""
+    ta, tb = _match_keys(a), _match_keys(b)
+    if not ta or not tb:
+        return 0.0
+    return len(ta & tb) / len(ta | tb)
+
+
+# A live block counts as "the same fact, edited" at this similarity (or when one contains the other
+# and keeps most of it); below it the recorded text is treated as deleted.
+EDIT_SIMILARITY = 0.6
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    status: str  # "exact" | "edited"
+    blocks: tuple[Block, ...]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(b.text for b in self.blocks)
+
+    @property
+    def start_line(self) -> int:
+        return min(b.start_line for b in self.blocks)
+
+    @property
+    def end_line(self) -> int:
+        return max(b.end_line for b in self.blocks)
+
+    @property
+    def heading(self) -> str | None:
+        return self.blocks[0].heading
+
+
+def _locate_one(target: str, blocks: Sequence[Block], near_line: int) -> tuple[str, Block] | None:
+    exact = [b for b in blocks if b.text == target]
+    if exact:
+        return "exact", min(exact, key=lambda b: abs(b.start_line - near_line))
+    best: tuple[float, int, Block] | None = None
+    for b in blocks:
+        if target in b.text or b.text in target:
+            shorter, longer = sorted((len(b.text), len(target)))
+            quality = 1.0 if shorter / max(1, longer) >= 0.5 else 0.0
+        else:
+            quality = _similar(target, b.text)
+        if quality < EDIT_SIMILARITY:
+            continue
+        rank = (quality, -abs(b.start_line - near_line), b)
+        if best is None or rank[:2] > best[:2]:
+            best = rank
+    return ("edited", best[2]) if best else None
+
+
+def locate(snippet: str, blocks: Sequence[Block], near_line: int) -> Located | None:
+    """Find a recorded snippet (one block, or a passage of blocks joined by newlines) in live blocks.
+
+    Returns None when the text is gone or changed beyond recognition: such text is never promoted.
+    """
+    targets = [t for t in snippet.split("\n") if t.strip()]
+    if not targets:
+        return None
+    found: list[Block] = []
+    status = "exact"
+    line = near_line
+    for target in targets:
+        hit = _locate_one(normalize(target), blocks, line)
+        if hit is None:
+            return None
+        if hit[0] != "exact":
+            status = "edited"
+        found.append(hit[1])
+        line = hit[1].end_line + 1
+    return Located(status, tuple(found))

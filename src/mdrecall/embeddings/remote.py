@@ -1,0 +1,172 @@
+"""What every remote provider shares: limits, identity, dimension checks, normalisation, batching.
+
+A subclass implements ``_request(texts, input_type) -> vectors`` for one request of at most
+``max_batch_items`` texts; ``embed_query`` may be overridden where the API has a separate query call.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import Any, Sequence
+
+from mdrecall.embeddings.base import estimate_tokens
+from mdrecall.embeddings.batching import ProgressFn, embed_in_batches
+from mdrecall.embeddings.http import Clock, RemoteEmbeddingError, Retrier
+from mdrecall.embeddings.settings import ResolvedSettings
+
+#: Native output sizes of well-known models; a response of another size is refused.
+KNOWN_DIMS: dict[str, int] = {
+    "text-embedding-3-small": 1536,
+    "text-embedding-3-large": 3072,
+    "text-embedding-ada-002": 1536,
+    "gemini-embedding-001": 3072,
+    "mistral-embed": 1024,
+    "voyage-4-large": 1024,
+    "voyage-4": 1024,
+    "voyage-4-lite": 1024,
+    "voyage-3.5": 1024,
+    "voyage-3.5-lite": 1024,
+    "voyage-3-large": 1024,
+    "nomic-embed-text": 768,
+}
+
+
+def normalise(vector: Sequence[float]) -> list[float]:
+    """L2-normalise (some APIs return unnormalised vectors, e.g. Gemini below 3072 dims)."""
+    norm = math.sqrt(sum(x * x for x in vector))
+    if norm == 0 or not math.isfinite(norm):
+        raise RemoteEmbeddingError("embedding has zero or non-finite length", kind="response")
+    return [x / norm for x in vector]
+
+
+class RemoteProvider:
+    id: str = "remote"
+
+    def __init__(self, settings: ResolvedSettings, *, clock: Clock | None = None) -> None:
+        self.settings = settings
+        self.model = settings.model
+        self.retrier = Retrier(self.id, settings.retry, clock)
+        base_model = self.model.split(":", 1)[0]  # ollama tags: "nomic-embed-text:latest"
+        self._expected_dims: int | None = settings.dimensions or KNOWN_DIMS.get(base_model)
+        self._dims_lock = threading.Lock()
+        #: Set by providers that support an asynchronous batch API (OpenAI).
+        self.batch_api: Any = None
+
+    # -- contract --------------------------------------------------------------------------------
+    @property
+    def dims(self) -> int | None:
+        return self._expected_dims
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        s = self.settings
+        return {
+            "provider": self.id,
+            "model": self.model,
+            "baseUrl": s.base_url,
+            "dimensions": s.dimensions,
+            "inputTypes": {"query": s.query_input_type, "document": s.document_input_type},
+        }
+
+    @property
+    def max_input_tokens(self) -> int:
+        return self.settings.max_input_tokens
+
+    @property
+    def max_batch_items(self) -> int:
+        return self.settings.max_items
+
+    @property
+    def max_batch_tokens(self) -> int | None:
+        return self.settings.max_tokens_per_request
+
+    @property
+    def concurrency(self) -> int:
+        return self.settings.concurrency
+
+    @property
+    def last_error(self) -> str | None:
+        return self.retrier.last_error
+
+    def count_tokens(self, text: str) -> int:
+        return estimate_tokens(text)
+
+    def count_tokens_many(self, texts: Sequence[str]) -> list[int]:
+        return [estimate_tokens(t) for t in texts]
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        out: list[list[float]] = []
+        step = self.max_batch_items
+        for start in range(0, len(texts), step):
+            part = [self._fit(t) for t in texts[start : start + step]]
+            out.extend(self._checked(self._request(part, "document"), len(part)))
+        return out
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._checked(self._request([self._fit(text)], "query"), 1)[0]
+
+    def embed_documents_batched(self, texts: Sequence[str], progress: ProgressFn | None = None) -> list[list[float]]:
+        """Hook for the indexer: item- and token-bounded batches, ``concurrency`` at a time."""
+        return embed_in_batches(self, texts, concurrency=self.concurrency, progress=progress)
+
+    def close(self) -> None:
+        client = getattr(self, "client", None)
+        if client is not None:
+            client.close()
+
+    # -- helpers for subclasses ------------------------------------------------------------------
+    def _request(self, texts: list[str], input_type: str) -> list[list[float]]:
+        raise NotImplementedError
+
+    def input_type(self, kind: str) -> str | None:
+        return self.settings.query_input_type if kind == "query" else self.settings.document_input_type
+
+    def _fit(self, text: str) -> str:
+        # Remote token counts are estimates; cut proportionally with a margin rather than be refused.
+        tokens = estimate_tokens(text)
+        limit = self.max_input_tokens
+        if tokens <= limit:
+            return text
+        return text[: max(1, int(len(text) * limit / tokens * 0.9))]
+
+    def _checked(self, vectors: list[list[float]], expected: int) -> list[list[float]]:
+        if len(vectors) != expected:
+            raise RemoteEmbeddingError(
+                f"{self.id}: asked for {expected} embeddings, got {len(vectors)}", retryable=True, kind="response"
+            )
+        out = []
+        for vector in vectors:
+            if not vector or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in vector):
+                raise RemoteEmbeddingError(f"{self.id}: response holds an empty or non-numeric embedding", kind="response")
+            with self._dims_lock:
+                if self._expected_dims is None:
+                    self._expected_dims = len(vector)
+                elif len(vector) != self._expected_dims:
+                    raise RemoteEmbeddingError(
+                        f"{self.id}: model {self.model} returned {len(vector)}-dimensional vectors, expected "
+                        f"{self._expected_dims}; refusing to mix vector sizes (check dimensions/model)",
+                        kind="response",
+                    )
+            out.append(normalise(vector))
+        return out
+
+
+def openai_style_vectors(provider_id: str, payload: Any, expected: int) -> list[list[float]]:
+    """``{"data": [{"index": i, "embedding": [...]}, ...]}`` (OpenAI, Voyage, Mistral, compatible servers)."""
+    data = payload.get("data") if isinstance(payload, dict) else None
+    if not isinstance(data, list):
+        raise RemoteEmbeddingError(f"{provider_id}: response has no 'data' list", retryable=True, kind="response")
+    if all(isinstance(item, dict) and isinstance(item.get("index"), int) for item in data):
+        data = sorted(data, key=lambda item: item["index"])
+        if [item["index"] for item in data] != list(range(len(data))):
+            raise RemoteEmbeddingError(f"{provider_id}: response indexes are not 0..{expected - 1}", kind="response")
+    vectors = []
+    for item in data:
+        embedding = item.get("embedding") if isinstance(item, dict) else None
+        if not isinstance(embedding, list):
+            raise RemoteEmbeddingError(
+                f"{provider_id}: response item has no float 'embedding' list", retryable=True, kind="response"
+            )
+        vectors.append(embedding)
+    return vectors

@@ -1,0 +1,1 @@
+"""The search pipeline: keyword and vector retrieval, fusion, decay, diversity, truncation."""

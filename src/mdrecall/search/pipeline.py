@@ -1,0 +1,163 @@
+"""One search, start to finish: retrieve, fuse, decay, diversify, truncate, cite.
+
+Degrades step by step and says so in the response: hybrid → in-process vectors (no sqlite-vec) →
+keyword-only (no provider, or the query embedding failed) → file scan (no FTS5).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Callable, Sequence
+
+import numpy as np
+
+from mdrecall.config import MemoryConfig
+from mdrecall.search.decay import decay_multiplier
+from mdrecall.search.fusion import Scored, rrf_fusion, weighted_fusion
+from mdrecall.search.keyword import Candidate, keyword_search, scan_search
+from mdrecall.search.mmr import mmr_rerank
+from mdrecall.store.db import IndexDB
+from mdrecall.types import SearchMode, SearchResult
+
+VectorSearch = Callable[[IndexDB, np.ndarray, int, Sequence[str] | None], list[Candidate]]
+
+
+@dataclass
+class SearchPlan:
+    query: str
+    max_results: int
+    min_score: float
+    sources: Sequence[str] | None
+    now: datetime
+    #: Result filter (session scoping); returns False to hide a hit.
+    visible: Callable[[str, str], bool] | None = None
+
+
+@dataclass
+class SearchOutcome:
+    results: list[SearchResult]
+    mode: SearchMode
+    warnings: list[str] = field(default_factory=list)
+    degraded: bool = False
+
+
+def run_search(
+    db: IndexDB,
+    config: MemoryConfig,
+    plan: SearchPlan,
+    embed_query: Callable[[str], list[float]] | None,
+    vector_search: VectorSearch | None,
+    degraded_reasons: list[str],
+) -> SearchOutcome:
+    q = config.query
+    warnings = list(degraded_reasons)
+    degraded = bool(degraded_reasons)
+    candidates = min(400, max(plan.max_results * q.hybrid.candidateMultiplier, 40))
+    fts = db.caps.fts_available
+
+    keyword: list[Candidate] = []
+    if fts and (q.hybrid.enabled or embed_query is None or vector_search is None):
+        keyword = keyword_search(db, plan.query, candidates, plan.sources, q.fts.tokenizer)
+
+    vector: list[Candidate] = []
+    use_vectors = embed_query is not None and vector_search is not None
+    if use_vectors:
+        try:
+            query_vec = np.asarray(embed_query(plan.query), dtype=np.float32)  # type: ignore[misc]
+        except Exception as exc:  # any provider failure degrades this query to keywords
+            warnings.append(f"query embedding failed, answered by keyword search only: {exc}")
+            degraded = True
+            use_vectors = False
+            if fts and not keyword:
+                keyword = keyword_search(db, plan.query, candidates, plan.sources, q.fts.tokenizer)
+        else:
+            if np.any(query_vec):
+                vector = vector_search(db, query_vec, candidates, plan.sources)  # type: ignore[misc]
+
+    if use_vectors and fts and q.hybrid.enabled:
+        mode: SearchMode = "hybrid"
+    elif use_vectors:
+        mode = "vector-only"
+    elif fts:
+        mode = "keyword-only"
+    else:
+        mode = "file-scan"
+        keyword = scan_search(db, plan.query, candidates, plan.sources)
+
+    if mode == "vector-only":
+        merged = weighted_fusion([], vector, 1.0, 0.0)
+    elif q.hybrid.fusion == "rrf" and mode == "hybrid":
+        merged = rrf_fusion(keyword, vector, q.hybrid.vectorWeight, q.hybrid.textWeight, q.hybrid.rrfK)
+    else:
+        merged = weighted_fusion(keyword, vector, q.hybrid.vectorWeight, q.hybrid.textWeight)
+
+    if plan.visible is not None:
+        merged = [m for m in merged if plan.visible(m.source, m.path)]
+
+    relevance = {m.rowid: m.score for m in merged}
+    if q.temporalDecay.enabled:
+        for m in merged:
+            m.score *= decay_multiplier(m.path, m.source, plan.now, q.temporalDecay.halfLifeDays)
+        merged.sort(key=lambda m: m.score, reverse=True)
+
+    if q.mmr.enabled:
+        merged = mmr_rerank(merged, lambda m: m.score, lambda m: m.text, q.mmr.lambda_)
+
+    passing = [m for m in merged if m.score >= plan.min_score]
+    if not passing:
+        # Decay must not hide the only answer: fall back to hits relevant before decay.
+        passing = [m for m in merged if relevance[m.rowid] >= plan.min_score]
+    results = _truncate(passing, plan.max_results, q.maxInjectedChars)
+    return SearchOutcome(results, mode, warnings, degraded)
+
+
+def _truncate(items: list[Scored], max_results: int, budget: int) -> list[SearchResult]:
+    out: list[SearchResult] = []
+    used = 0
+    for item in items[:max_results]:
+        remaining = budget - used
+        if remaining <= 0:
+            break
+        text, end_line = item.text, item.end_line
+        if len(text) > remaining:
+            text, end_line = _cut(item, remaining)
+            if not text:
+                break
+        used += len(text)
+        out.append(
+            SearchResult(
+                path=item.path,
+                start_line=item.start_line,
+                end_line=end_line,
+                score=round(min(1.0, max(0.0, item.score)), 6),
+                snippet=text,
+                source=item.source,
+                citation=citation(item.path, item.start_line, end_line),
+                vector_score=item.vector_score,
+                text_score=item.text_score,
+            )
+        )
+    return out
+
+
+def _cut(item: Scored, remaining: int) -> tuple[str, int]:
+    """Keep the whole lines that fit; a first line longer than the budget is cut mid-line."""
+    lines = item.text.split("\n")
+    kept: list[str] = []
+    size = 0
+    for line in lines:
+        extra = len(line) + (1 if kept else 0)
+        if size + extra > remaining:
+            break
+        kept.append(line)
+        size += extra
+    if not kept:
+        return item.text[:remaining], item.start_line
+    if item.end_line - item.start_line + 1 == len(lines):
+        return "\n".join(kept), item.start_line + len(kept) - 1
+    return "\n".join(kept), item.end_line
+
+
+def citation(path: str, start: int, end: int) -> str:
+    return f"{path}#L{start}" if start == end else f"{path}#L{start}-L{end}"

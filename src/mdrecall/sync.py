@@ -1,0 +1,317 @@
+"""Incremental indexing: find what changed, chunk it, embed what the cache lacks, write it atomically.
+
+Cost model: an unchanged file costs one ``stat`` (mtime+size match) or one read+hash (touched but
+identical). A changed file is re-chunked; only chunks whose text hash has no cached embedding are
+embedded, in large batches. Each file's rows are replaced in one transaction, after all of its
+embeddings exist, so an interrupted sync never leaves a half-written file: the next sync redoes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from mdrecall.chunking import Chunk, chunk_id, chunk_lines, chunk_markdown, fit_to_model
+from mdrecall.config import MemoryConfig
+from mdrecall.embeddings.base import EmbeddingProvider
+from mdrecall.store.db import ChunkRow, FileRow, IndexDB, vector_to_blob
+from mdrecall.text import fts_index_text
+from mdrecall.types import SyncProgress, SyncReport
+from mdrecall.workspace import MemoryFile, discover_memory_files
+
+ProgressCallback = Callable[[SyncProgress], None]
+
+#: Texts embedded per call; large calls keep the model at its raw throughput.
+EMBED_GROUP = 512
+
+
+@dataclass
+class PendingFile:
+    file: MemoryFile
+    row: FileRow
+    chunks: list[Chunk]
+    #: Source line numbers per rendered line for transcripts (None for Markdown: identity).
+    line_map: list[int] | None = None
+    missing: list[int] = field(default_factory=list)  # chunk indexes still without a vector
+    vectors: dict[int, bytes] = field(default_factory=dict)
+
+
+@dataclass
+class SyncContext:
+    provider: EmbeddingProvider | None
+    provider_key: str
+    model: str
+
+
+def _read_text(path: Path, max_bytes: int, lenient: bool = False) -> tuple[str | None, bytes | None, str | None]:
+    """(text, raw bytes, skip reason)."""
+    try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            return None, None, f"larger than limits.maxFileBytes ({size} > {max_bytes} bytes)"
+        raw = path.read_bytes()
+    except OSError as exc:
+        return None, None, f"cannot read: {exc.strerror or exc}"
+    if len(raw) > max_bytes:
+        return None, None, f"larger than limits.maxFileBytes ({len(raw)} > {max_bytes} bytes)"
+    if lenient:
+        return raw.decode("utf-8", errors="replace"), raw, None
+    if b"\x00" in raw:
+        return None, raw, "binary file (contains NUL bytes)"
+    try:
+        return raw.decode("utf-8"), raw, None
+    except UnicodeDecodeError as exc:
+        return None, raw, f"not valid UTF-8 (byte {exc.start})"
+
+
+class Indexer:
+    def __init__(
+        self,
+        workspace: Path,
+        config: MemoryConfig,
+        db: IndexDB,
+        ctx: SyncContext,
+        progress: ProgressCallback | None = None,
+        extra_sources: Sequence["SourceAdapter"] = (),
+    ) -> None:
+        self.workspace = workspace
+        self.config = config
+        self.db = db
+        self.ctx = ctx
+        self.progress = progress
+        self.extra_sources = list(extra_sources)
+
+    # -- discovery -------------------------------------------------------------------------------
+    def discover(self) -> list[MemoryFile]:
+        files: list[MemoryFile] = []
+        if "memory" in self.config.sources:
+            files.extend(discover_memory_files(self.workspace, self.config))
+        for adapter in self.extra_sources:
+            files.extend(adapter.discover())
+        return files
+
+    def _adapter_for(self, source: str) -> "SourceAdapter | None":
+        for adapter in self.extra_sources:
+            if adapter.source == source:
+                return adapter
+        return None
+
+    def _chunk(self, file: MemoryFile, text: str) -> tuple[list[Chunk], list[int] | None]:
+        tokens, overlap = self.config.chunking.tokens, self.config.chunking.overlap
+        adapter = self._adapter_for(file.source)
+        if adapter is not None:
+            lines, line_map = adapter.render(file, text)
+            chunks = chunk_lines(lines, tokens, overlap, line_map)
+        else:
+            chunks, line_map = chunk_markdown(text, tokens, overlap), None
+        provider = self.ctx.provider
+        if provider is not None and chunks:
+            counter = getattr(provider, "count_tokens_many", None)
+            if counter is None:
+                counter = lambda texts: [provider.count_tokens(t) for t in texts]  # noqa: E731
+            chunks = fit_to_model(chunks, counter, provider.max_input_tokens)
+        return chunks, line_map
+
+    # -- main ------------------------------------------------------------------------------------
+    def run(self, full: bool = False) -> SyncReport:
+        started = time.monotonic()
+        report = SyncReport(full_rebuild=full)
+        self._emit(0, 0, "Scanning memory files…")
+        discovered = self.discover()
+        report.files_scanned = len(discovered)
+        existing = self.db.files()
+        skipped = self.db.skipped()
+        pending: list[PendingFile] = []
+        seen: set[str] = set()
+        max_bytes = self.config.limits.maxFileBytes
+        for file in discovered:
+            seen.add(file.rel_path)
+            try:
+                st = file.path.stat()
+            except OSError:
+                continue
+            mtime, size = st.st_mtime_ns, st.st_size
+            old = existing.get(file.rel_path)
+            if not full and old is not None and old.mtime == mtime and old.size == size and old.source == file.source:
+                report.files_unchanged += 1
+                continue
+            prev_skip = skipped.get(file.rel_path)
+            if not full and prev_skip is not None and prev_skip[2] == mtime and prev_skip[3] == size:
+                report.files_skipped += 1
+                continue
+            adapter = self._adapter_for(file.source)
+            text, raw, reason = _read_text(file.path, max_bytes, lenient=getattr(adapter, "lenient_decode", False))
+            if reason is not None or text is None or raw is None:
+                self.db.record_skipped(file.rel_path, file.source, reason or "unreadable", mtime, size)
+                report.files_skipped += 1
+                continue
+            digest = hashlib.sha256(raw).hexdigest()
+            if not full and old is not None and old.hash == digest and old.source == file.source:
+                self.db.touch_file(file.rel_path, mtime, size)
+                report.files_unchanged += 1
+                continue
+            chunks, line_map = self._chunk(file, text)
+            pending.append(PendingFile(file, FileRow(file.rel_path, file.source, digest, mtime, size), chunks, line_map))
+
+        self._embed_and_write(pending, report)
+
+        for path in existing:
+            if path not in seen:
+                self.db.remove_file(path)
+                report.files_removed += 1
+        for path in skipped:
+            if path not in seen:
+                self.db.remove_file(path)
+        if self.config.cache.enabled:
+            self.db.cache_prune(self.config.cache.maxEntries)
+        report.seconds = time.monotonic() - started
+        self._emit(report.files_indexed, len(pending), "Done")
+        return report
+
+    def _emit(self, completed: int, total: int, label: str) -> None:
+        if self.progress is not None:
+            suffix = f" {completed}/{total}" if total else ""
+            self.progress(SyncProgress(completed, total, label + suffix))
+
+    def _embed_and_write(self, pending: list[PendingFile], report: SyncReport) -> None:
+        ctx = self.ctx
+        provider = ctx.provider
+        total_chunks = sum(len(p.chunks) for p in pending)
+        if provider is None:
+            for done, item in enumerate(pending, 1):
+                self._write(item, report)
+                self._emit(done, len(pending), "Indexing memory files…")
+            return
+
+        use_cache = self.config.cache.enabled
+        # Cache lookups for every pending chunk, in one pass.
+        all_hashes = {c.hash for p in pending for c in p.chunks}
+        cached = self.db.cache_get(provider.id, provider.model, ctx.provider_key, all_hashes) if use_cache else {}
+        if cached:
+            self.db.cache_touch(provider.id, provider.model, ctx.provider_key, list(cached))
+        for item in pending:
+            for i, chunk in enumerate(item.chunks):
+                blob = cached.get(chunk.hash)
+                if blob is not None:
+                    item.vectors[i] = blob
+                    report.cache_hits += 1
+                else:
+                    item.missing.append(i)
+
+        embedded = report.cache_hits
+        group: list[PendingFile] = []
+        group_size = 0
+        for item in pending:
+            group.append(item)
+            group_size += len(item.missing)
+            if group_size >= EMBED_GROUP:
+                embedded = self._embed_group(group, report, embedded, total_chunks)
+                group, group_size = [], 0
+        if group:
+            self._embed_group(group, report, embedded, total_chunks)
+
+    def _embed_group(self, group: list[PendingFile], report: SyncReport, embedded: int, total: int) -> int:
+        provider = self.ctx.provider
+        assert provider is not None
+        # Identical texts inside a group are embedded once.
+        unique: dict[str, str] = {}
+        for item in group:
+            for i in item.missing:
+                unique.setdefault(item.chunks[i].hash, item.chunks[i].text)
+        hashes = list(unique)
+        vectors: dict[str, bytes] = {}
+        if hashes:
+            embedder = getattr(provider, "embed_documents_batched", None)
+            texts = [unique[h] for h in hashes]
+            if embedder is not None:
+                raw_vectors = embedder(texts, lambda done, _total: self._emit(embedded + done, total, "Embedding chunks…"))
+            else:
+                raw_vectors = provider.embed_documents(texts)
+            if len(raw_vectors) != len(texts):
+                raise RuntimeError(f"provider {provider.id} returned {len(raw_vectors)} vectors for {len(texts)} texts")
+            for h, vec in zip(hashes, raw_vectors):
+                vectors[h] = vector_to_blob(vec)
+            report.chunks_embedded += len(hashes)
+            if self.config.cache.enabled:
+                with self.db.conn:
+                    self.db.cache_put(provider.id, provider.model, self.ctx.provider_key, list(vectors.items()))
+        for item in group:
+            for i in item.missing:
+                item.vectors[i] = vectors[item.chunks[i].hash]
+            item.missing.clear()
+            self._write(item, report)
+        embedded += sum(len(item.chunks) for item in group)
+        self._emit(min(embedded, total), total, "Embedding chunks…")
+        return embedded
+
+    def _write(self, item: PendingFile, report: SyncReport) -> None:
+        rows = []
+        for i, chunk in enumerate(item.chunks):
+            rows.append(
+                ChunkRow(
+                    id=chunk_id(item.file.source, item.file.rel_path, chunk),
+                    path=item.file.rel_path,
+                    source=item.file.source,
+                    start_line=chunk.start_line,
+                    end_line=chunk.end_line,
+                    hash=chunk.hash,
+                    text=chunk.text,
+                    embedding=item.vectors.get(i),
+                    fts_text=fts_index_text(chunk.text) if self.config.query.fts.tokenizer == "unicode61" else chunk.text,
+                )
+            )
+        self.db.replace_file(item.row, rows, self.ctx.model)
+        report.files_indexed += 1
+        report.chunks_written += len(rows)
+
+
+class SourceAdapter:
+    """A non-Markdown source (session transcripts): discovers its files and renders them to lines."""
+
+    source: str = ""
+
+    def discover(self) -> list[MemoryFile]:
+        raise NotImplementedError
+
+    def render(self, file: MemoryFile, text: str) -> tuple[list[str], list[int]]:
+        """(rendered lines, 1-based source line per rendered line)."""
+        raise NotImplementedError
+
+
+def seed_cache_from(db: IndexDB, old_path: Path) -> None:
+    """Copy reusable embeddings from the live index into a database being rebuilt."""
+    if not old_path.exists():
+        return
+    conn = db.conn
+    try:
+        conn.execute("ATTACH DATABASE ? AS old", (str(old_path),))
+    except Exception:
+        return
+    try:
+        with conn:
+            tables = {r[0] for r in conn.execute("SELECT name FROM old.sqlite_master WHERE type='table'")}
+            if "embedding_cache" in tables:
+                conn.execute("INSERT OR IGNORE INTO embedding_cache SELECT * FROM old.embedding_cache")
+            meta_row = conn.execute("SELECT value FROM old.meta WHERE key = 'memory_index_meta_v1'").fetchone() if "meta" in tables else None
+            if meta_row and "chunks" in tables:
+                meta = json.loads(meta_row[0])
+                if meta.get("provider") not in (None, "none"):
+                    conn.execute(
+                        "INSERT OR IGNORE INTO embedding_cache(provider, model, provider_key, hash, embedding, dims, updated_at) "
+                        "SELECT ?, ?, ?, hash, embedding, length(embedding) / 4, ? FROM old.chunks WHERE embedding IS NOT NULL",
+                        (meta["provider"], meta["model"], meta["providerKey"], time.time_ns()),
+                    )
+    except Exception:
+        pass  # a damaged old index only costs re-embedding
+    finally:
+        try:
+            conn.execute("DETACH DATABASE old")
+        except Exception:
+            pass
+
+
+__all__ = ["Indexer", "SourceAdapter", "SyncContext", "seed_cache_from", "EMBED_GROUP"]

@@ -1,0 +1,159 @@
+"""Word-level text handling shared by chunking, keyword search and MMR.
+
+CJK handling: FTS5's ``unicode61`` tokenizer treats a run of Han characters as one token, so a query
+for a one- or two-character word inside a sentence never matches. mdrecall indexes every CJK, kana and
+Hangul character as its own token (by spacing them out in the FTS copy of the text) and queries CJK
+words as phrases of adjacent characters (bigrams), which finds words of any length.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Han (incl. extensions and compatibility), kana, Hangul syllables and jamo, CJK punctuation excluded.
+_CJK_RANGES = (
+    "\u2e80-\u2fdf"  # radicals
+    "\u3040-\u30ff"  # hiragana, katakana
+    "\u3100-\u312f"  # bopomofo
+    "\u3131-\u318f"  # hangul compatibility jamo
+    "\u31f0-\u31ff"  # katakana extensions
+    "\u3400-\u4dbf"  # ext A
+    "\u4e00-\u9fff"  # unified
+    "\ua960-\ua97f"
+    "\uac00-\ud7af"  # hangul syllables
+    "\uf900-\ufaff"  # compatibility ideographs
+    "\uff66-\uff9f"  # half-width katakana
+    "\U00020000-\U0002fa1f"
+)
+CJK_CHAR = re.compile(f"[{_CJK_RANGES}]")
+_CJK_RUN = re.compile(f"[{_CJK_RANGES}]+")
+# Words: letters/digits/underscore outside CJK ranges.
+_WORD = re.compile(f"[^\\W{_CJK_RANGES}]+")
+_PUNCT = re.compile(r"[^\w\s]")
+_TOKEN = re.compile(f"[{_CJK_RANGES}]+|[^\\W{_CJK_RANGES}]+")
+
+ENGLISH_STOP_WORDS = frozenset(
+    """
+    a about above after again against all am an and any are aren't as at be because been before being
+    below between both but by can cannot could did didn't do does doesn't doing don't down during each
+    few for from further had has have having he her here hers herself him himself his how i if in into
+    is isn't it its itself just let me more most my myself no nor not now of off on once only or other
+    ought our ours ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were what
+    when where which while who whom why will with would you your yours yourself yourselves s t d ll m
+    re ve also did does ever get got go going gone like one us
+    """.split()
+)
+# Question scaffolding in CJK queries; as bigrams these match everywhere and say nothing.
+CJK_STOP_BIGRAMS = frozenset(
+    """
+    什么 为什 么时 时候 哪个 哪些 哪里 哪一 一个 多少 怎么 如何 是否 是什 是哪 的是 了什 是多 有哪 有什 在哪 么样
+    什麼 為什 哪裡 怎麼 多少 甚麼
+    """.split()
+)
+CJK_STOP_CHARS = frozenset("的了是在和与及或也都就而吗呢吧啊么")
+
+
+def is_cjk(ch: str) -> bool:
+    return CJK_CHAR.match(ch) is not None
+
+
+def count_cjk(text: str) -> int:
+    return len(CJK_CHAR.findall(text))
+
+
+def fts_index_text(text: str) -> str:
+    """The copy of ``text`` stored in FTS5: CJK characters spaced out so each is one token."""
+    if not CJK_CHAR.search(text):
+        return text
+    return _CJK_RUN.sub(lambda m: " " + " ".join(m.group(0)) + " ", text)
+
+
+def word_tokens(text: str) -> list[str]:
+    """Lower-cased non-CJK words plus CJK runs, in order."""
+    return [t.lower() for t in _TOKEN.findall(text)]
+
+
+def _stem(word: str) -> str:
+    """A light English suffix stripper used for overlap checks (FTS5 uses its own Porter stemmer)."""
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def similarity_tokens(text: str) -> set[str]:
+    """Token set for Jaccard similarity (MMR): words, CJK unigrams and adjacent CJK bigrams."""
+    tokens: set[str] = set()
+    for tok in _TOKEN.findall(text.lower()):
+        if CJK_CHAR.match(tok):
+            tokens.update(tok)
+            tokens.update(tok[i : i + 2] for i in range(len(tok) - 1))
+        else:
+            tokens.add(tok)
+    return tokens
+
+
+def query_terms(query: str) -> list[str]:
+    """Search terms of a natural-language query: content words and CJK bigrams (or lone characters).
+
+    Stop words are dropped unless nothing else is left, so "who is it?" still searches something.
+    """
+    words: list[str] = []
+    stop: list[str] = []
+    for tok in _TOKEN.findall(query):
+        if CJK_CHAR.match(tok):
+            if len(tok) == 1:
+                (stop if tok in CJK_STOP_CHARS else words).append(tok)
+                continue
+            for i in range(len(tok) - 1):
+                gram = tok[i : i + 2]
+                if gram in CJK_STOP_BIGRAMS or all(c in CJK_STOP_CHARS for c in gram):
+                    stop.append(gram)
+                else:
+                    words.append(gram)
+        else:
+            low = tok.lower()
+            if low in ENGLISH_STOP_WORDS or (len(low) == 1 and not low.isdigit()):
+                stop.append(low)
+            else:
+                words.append(low)
+    chosen = words or stop
+    seen: set[str] = set()
+    unique = []
+    for term in chosen:
+        if term not in seen:
+            seen.add(term)
+            unique.append(term)
+    return unique
+
+
+def fts_match_expression(terms: list[str]) -> str | None:
+    """An FTS5 MATCH string that ORs the terms (ranked by BM25), CJK terms as character phrases."""
+    parts = []
+    for term in terms:
+        clean = term.replace('"', "")
+        if not clean:
+            continue
+        if CJK_CHAR.match(clean):
+            parts.append('"' + " ".join(clean) + '"')
+        else:
+            parts.append('"' + clean + '"')
+    return " OR ".join(parts) if parts else None
+
+
+def term_stems(terms: list[str]) -> list[str]:
+    return [_stem(t) if not CJK_CHAR.match(t) else t for t in terms]
+
+
+def estimate_tokens(text: str) -> int:
+    """Conservative word-piece estimate for chunk budgeting.
+
+    Every CJK character counts as one token (BERT-style tokenizers split them one by one; the seed's
+    four-characters-per-token rule under-counts CJK fourfold). Latin words count 1.3 (word pieces),
+    punctuation one each.
+    """
+    cjk = count_cjk(text)
+    words = len(_WORD.findall(text))
+    punct = len(_PUNCT.findall(text))
+    return cjk + int(words * 1.3 + 0.999) + punct

@@ -1,0 +1,214 @@
+"""Session transcript rendering: real JSONL bytes in, User/Assistant lines and JSONL line numbers out."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+from mdrecall.transcripts import (
+    WRAP_CHARS,
+    list_transcripts,
+    render_transcript,
+    session_key_of,
+    stored_path,
+)
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "workspace"
+
+
+def _oc(role: str, content: object, ts: object = "2026-11-14T10:00:00Z") -> str:
+    return json.dumps({"type": "message", "message": {"role": role, "content": content, "timestamp": ts}})
+
+
+def _jsonl(*lines: str) -> bytes:
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def test_openclaw_and_flat_records_with_line_map() -> None:
+    raw = _jsonl(
+        json.dumps({"type": "session", "id": "s1"}),  # 1: header, not a message
+        _oc("user", "Where do we deploy?"),  # 2
+        _oc("assistant", [{"type": "text", "text": "On Fly.io,"}, {"type": "text", "text": "region mad."}]),  # 3
+        json.dumps({"role": "user", "content": "flat format works too", "timestamp": 1763114400}),  # 4
+        json.dumps({"role": "assistant", "content": [{"type": "text", "text": "Yes."}]}),  # 5
+    )
+    r = render_transcript(raw)
+    assert r.text.split("\n") == [
+        "User: Where do we deploy?",
+        "Assistant: On Fly.io, region mad.",
+        "User: flat format works too",
+        "Assistant: Yes.",
+    ]
+    assert r.line_map == [2, 3, 4, 5]
+    assert r.message_count == 4
+    # Seconds are promoted to milliseconds; ISO strings parsed; missing -> None.
+    assert r.timestamps[2] == 1763114400 * 1000
+    assert r.timestamps[0] == int(datetime(2026, 11, 14, 10, tzinfo=timezone.utc).timestamp() * 1000)
+    assert r.timestamps[3] is None
+
+
+def test_tool_calls_results_and_system_traffic_are_skipped() -> None:
+    raw = _jsonl(
+        _oc("assistant", [{"type": "tool_use", "id": "t1", "name": "memory_search", "input": {"query": "x"}}]),  # 1
+        _oc("user", [{"type": "tool_result", "tool_use_id": "t1", "content": "TOOL OUTPUT"}]),  # 2
+        json.dumps({"type": "message", "message": {"role": "toolResult", "content": "TOOL OUTPUT"}}),  # 3
+        _oc("system", "You are a helpful agent"),  # 4
+        _oc("user", "System: [2026-11-14 10:05:00] Exec completed (code 0)"),  # 5
+        _oc("user", "[cron:daily-summary] run the summary"),  # 6
+        _oc("user", "Read HEARTBEAT.md if it exists (workspace context). Follow it strictly."),  # 7
+        _oc("assistant", "HEARTBEAT_OK"),  # 8
+        _oc("assistant", "NO_REPLY"),  # 9
+        _oc("user", "   \n  "),  # 10
+        _oc("assistant", [{"type": "image", "source": "..."}]),  # 11
+        _oc("user", "the only real message"),  # 12
+    )
+    r = render_transcript(raw)
+    assert r.text == "User: the only real message"
+    assert r.line_map == [12]
+    assert "TOOL OUTPUT" not in r.text
+
+
+def test_inbound_metadata_envelope_is_stripped() -> None:
+    text = (
+        "Conversation info (untrusted metadata):\n```json\n{\"channel\": \"telegram\", \"chat_id\": 42}\n```\n"
+        "Sender info (untrusted metadata):\n```json\n{\"name\": \"Mira\"}\n```\n"
+        "What did we decide about Safari?"
+    )
+    r = render_transcript(_jsonl(_oc("user", text)))
+    assert r.text == "User: What did we decide about Safari?"
+
+
+def test_malformed_lines_are_skipped_and_counted() -> None:
+    raw = b"\n".join(
+        [
+            _oc("user", "first").encode(),  # 1
+            b'{"type": "message", "message": {"role": "user", "content": "trunc',  # 2: cut mid-write
+            b"not json at all",  # 3
+            b"[1, 2, 3]",  # 4: JSON but not an object
+            b"",  # 5
+            b'{"type": "message", "message": "not a dict"}',  # 6
+            b'{"type": "message", "message": {"role": "user", "content": 42}}',  # 7
+            b"{" * 5000 + b"}" * 5000,  # 8: deep nesting
+            _oc("assistant", "last").encode(),  # 9
+        ]
+    )
+    r = render_transcript(raw)
+    assert r.text.split("\n") == ["User: first", "Assistant: last"]
+    assert r.line_map == [1, 9]
+    assert r.skipped_lines >= 3
+
+
+def test_non_utf8_bytes_do_not_crash() -> None:
+    good = _oc("user", "café in Lisbon").encode("utf-8")
+    latin1 = _oc("assistant", "café").encode("latin-1")  # invalid UTF-8 inside a JSON string
+    raw = good + b"\n" + latin1 + b"\n\xff\xfe\x00garbage\n" + _oc("user", "北京 咖啡 猫").encode("utf-8")
+    r = render_transcript(raw)
+    lines = r.text.split("\n")
+    assert lines[0] == "User: café in Lisbon"
+    assert lines[1].startswith("Assistant: caf")
+    assert lines[-1] == "User: 北京 咖啡 猫"
+    assert r.line_map == [1, 2, 4]
+
+
+def test_huge_message_wraps_on_spaces_with_prefix() -> None:
+    words = " ".join(f"word{i}" for i in range(60_000))  # ~470 KB
+    raw = _jsonl(_oc("user", "short"), _oc("assistant", words))
+    r = render_transcript(raw)
+    lines = r.text.split("\n")
+    assert lines[0] == "User: short"
+    body = lines[1:]
+    assert len(body) > 500
+    assert all(line.startswith("Assistant: ") for line in body)
+    assert all(len(line) - len("Assistant: ") <= WRAP_CHARS for line in body)
+    # Wrapping only moves spaces: nothing is lost or split inside a word.
+    assert " ".join(line[len("Assistant: ") :] for line in body) == words
+    assert r.line_map == [1] + [2] * len(body)
+    assert r.message_count == 2
+    # Rendered range -> JSONL range.
+    assert r.jsonl_lines(1, 3) == (1, 2)
+
+
+def test_unbreakable_text_is_hard_cut() -> None:
+    blob = "x" * (WRAP_CHARS * 2 + 5)
+    r = render_transcript(_jsonl(_oc("user", blob)))
+    segments = [line[len("User: ") :] for line in r.text.split("\n")]
+    assert [len(s) for s in segments] == [WRAP_CHARS, WRAP_CHARS, 5]
+
+
+def test_planted_secrets_never_rendered() -> None:
+    secrets = [
+        "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z",
+        "sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe",
+        "AKIAIOSFODNN7EXAMPLE",
+        "ghp_1a2B3c4D5e6F7g8H9i0JkLmNoPqRsTuVwXyZ12",
+        "s3cr3tPassw0rd",
+        "MIIEowIBAAKCAQEA7bq98sD2mY4bQ0yZQx1c2VjcmV0",
+    ]
+    pem = "-----BEGIN PRIVATE KEY-----\nMIIEowIBAAKCAQEA7bq98sD2mY4bQ0yZQx1c2VjcmV0\n-----END PRIVATE KEY-----"
+    raw = _jsonl(
+        _oc("user", f"here is my key {secrets[0]} and {secrets[1]}"),
+        _oc("assistant", [{"type": "text", "text": f"Don't paste {secrets[2]} or {secrets[3]} in chat."}]),
+        _oc("user", f"db is postgres://app:{secrets[4]}@db:5432/x and\n{pem}"),
+    )
+    r = render_transcript(raw)
+    for secret in secrets:
+        assert secret not in r.text
+    assert r.text.count("[REDACTED:") >= 6
+    # A secret longer than the wrap width is still caught (redaction runs before wrapping).
+    long_text = "a " * 399 + secrets[0]
+    assert secrets[0] not in render_transcript(_jsonl(_oc("user", long_text))).text
+
+
+def test_dreaming_transcripts_are_dropped_entirely() -> None:
+    raw = _jsonl(
+        json.dumps({"type": "session", "runId": "dreaming-narrative-2026-11-14"}),
+        _oc("user", "narrate the day"),
+        _oc("assistant", "Today Mira..."),
+    )
+    r = render_transcript(raw)
+    assert r.text == "" and r.line_map == [] and r.message_count == 0
+
+
+def test_hash_changes_with_content_and_is_stable() -> None:
+    a = render_transcript(_jsonl(_oc("user", "one")))
+    b = render_transcript(_jsonl(_oc("user", "one")))
+    c = render_transcript(_jsonl(_oc("user", "one"), _oc("assistant", "two")))
+    assert a.hash == b.hash != c.hash
+
+
+def test_list_transcripts(tmp_path: Path) -> None:
+    root = tmp_path / ".openclaw" / "sessions"
+    for key, name in [("main", "a.jsonl"), ("main", "b.jsonl"), ("telegram-42", "x.jsonl")]:
+        (root / key / "transcripts").mkdir(parents=True, exist_ok=True)
+        (root / key / "transcripts" / name).write_text(_oc("user", "hi") + "\n")
+    ignored = root / "main" / "transcripts"
+    for name in ["a.jsonl.reset.2026-11-14T10-00-00Z", "c.checkpoint.1.jsonl", "notes.md", "sessions.json"]:
+        (ignored / name).write_text("{}")
+    (root / "main" / "stray.jsonl").write_text("{}")  # not under transcripts/
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text(_oc("user", "secret elsewhere") + "\n")
+    (ignored / "link.jsonl").symlink_to(outside)
+
+    found = list_transcripts(tmp_path)
+    assert [(k, p.name) for k, p in found] == [("main", "a.jsonl"), ("main", "b.jsonl"), ("telegram-42", "x.jsonl")]
+    assert [stored_path(k, p) for k, p in found][2] == "sessions/telegram-42/x.jsonl"
+    assert session_key_of("sessions/telegram-42/x.jsonl") == "telegram-42"
+    assert session_key_of("memory/2026-11-14.md") is None
+    assert list_transcripts(tmp_path / "missing") == []
+    # An absolute sessions dir works too.
+    assert len(list_transcripts(tmp_path / "elsewhere", root)) == 3
+
+
+def test_example_workspace_transcript() -> None:
+    found = list_transcripts(EXAMPLE)
+    assert [k for k, _ in found] == ["main"]
+    r = render_transcript(found[0][1].read_bytes())
+    assert r.message_count >= 6
+    assert "memory_search" not in r.text  # tool call
+    assert "Heartbeat check" not in r.text  # system wrapper
+    assert "饼干" in r.text
+    raw_lines = found[0][1].read_text(encoding="utf-8").splitlines()
+    for rendered, lineno in zip(r.text.split("\n"), r.line_map):
+        role, _, text = rendered.partition(": ")
+        assert json.loads(raw_lines[lineno - 1])["message"]["role"] == role.lower()
