@@ -18,8 +18,8 @@ from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 from mdrecall.config import MemoryConfig, load_config
 from mdrecall.embeddings.base import provider_key as compute_provider_key
-from mdrecall.embeddings.registry import ProviderSelection, select_provider
-from mdrecall.errors import MdrecallError, PathError, StoreError
+from mdrecall.embeddings.registry import ProviderSelection, activate_fallback, select_provider
+from mdrecall.errors import EmbeddingError, MdrecallError, PathError, StoreError
 from mdrecall.search.pipeline import SearchPlan, run_search
 from mdrecall.search.vector import InProcessVectors, sqlite_vec_search
 from mdrecall.store import WriterLock, cleanup_stale_rebuilds, default_store_path, rebuild_path, remove_db_files, swap_in
@@ -112,6 +112,10 @@ class BuiltinMemoryManager:
             return
         self._closed = True
         self._read_db.close()
+        provider = self._selection.provider if self._selection is not None else None
+        closer = getattr(provider, "close", None)
+        if closer is not None:
+            closer()  # remote providers hold HTTP connection pools
 
     def _open_db(self) -> IndexDB:
         """Open the live index; a corrupt file is moved aside and rebuilt from the Markdown."""
@@ -189,15 +193,40 @@ class BuiltinMemoryManager:
                 report.rebuild_reason = "another process is syncing"
                 return report
             try:
-                return self._sync_locked(force, progress)
+                try:
+                    return self._sync_locked(force, progress)
+                except EmbeddingError as exc:
+                    if not self._switch_to_fallback(exc):
+                        raise
+                    return self._sync_locked(force, progress)  # new provider identity: a full rebuild
             except Exception as exc:
                 self._last_error = f"{type(exc).__name__}: {exc}"
                 raise
             finally:
                 self._lock.release()
 
+    def _switch_to_fallback(self, error: EmbeddingError) -> bool:
+        """An explicit provider failed during sync: switch to ``fallback`` once (recorded in status)."""
+        with self._provider_mutex:
+            selection = self._selection
+            if selection is None or selection.provider is None:
+                return False
+            switched = activate_fallback(selection, self.config, error)
+            if switched is None or switched.provider is None:
+                return False
+            old = selection.provider
+            self._selection = switched
+            self._provider_key = compute_provider_key(switched.provider.identity)
+        closer = getattr(old, "close", None)
+        if closer is not None:
+            closer()
+        return True
+
     def _sync_locked(self, force: bool, progress: ProgressCallback | None) -> SyncReport:
         cleanup_stale_rebuilds(self.db_path)
+        current = self._selection_or_select().provider
+        if current is not None and current.dims is None and hasattr(current, "resolve_dims"):
+            current.resolve_dims()  # remote models of unknown size: one probe before the identity is fixed
         desired = self._desired_meta()
         selection = self._selection_or_select()
         provider = selection.provider

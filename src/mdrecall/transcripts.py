@@ -269,16 +269,3 @@ def list_transcripts(
                 continue
             found.append((session_dir.name, path))
     return found
-
-
-def stored_path(session_key: str, path: Path) -> str:
-    """Workspace-independent stored path: ``sessions/<sessionKey>/<file>.jsonl``."""
-    return f"sessions/{session_key}/{path.name}"
-
-
-def session_key_of(stored: str) -> str | None:
-    """Inverse of :func:`stored_path` for the session-key part; None for non-session paths."""
-    parts = stored.split("/")
-    if len(parts) == 3 and parts[0] == "sessions":
-        return parts[1]
-    return None

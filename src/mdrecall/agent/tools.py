@@ -100,7 +100,7 @@ MEMORY_GET_SCHEMA: dict[str, Any] = {
             "type": "integer",
             "minimum": 1,
             "maximum": MAX_LINES_CAP,
-            "description": "How many lines to read (default 120; output is also capped at 12,000 characters).",
+            "description": "How many lines to read (default and cap 120; output is also capped at 12,000 characters).",
         },
     },
     "required": ["path"],
@@ -477,10 +477,19 @@ class MemoryTools:
             "from": result.get("from"),
             "lines": result.get("lines"),
         }
+        if result.get("totalLines") is not None:
+            out["totalLines"] = result["totalLines"]
         if result.get("truncated"):
             out["truncated"] = True
-        if result.get("nextFrom") is not None:
-            out["nextFrom"] = result["nextFrom"]
+            if result.get("nextFrom") is not None:
+                out["nextFrom"] = result["nextFrom"]
+            if out["text"]:
+                # Said in the text too: models read text more reliably than sibling fields.
+                out["text"] += (
+                    f"\n\n[More content available. Use from={out['nextFrom']} to continue.]"
+                    if "nextFrom" in out
+                    else "\n\n[More content available. Requested excerpt exceeded the maxChars budget.]"
+                )
         return out
 
     # -- memory_status

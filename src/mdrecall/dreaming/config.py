@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 from datetime import tzinfo
-from typing import Any, Literal, Mapping
+from typing import Any, Mapping
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -71,8 +71,6 @@ class DreamingConfig(BaseModel):
     def tz(self) -> tzinfo | None:
         return ZoneInfo(self.timezone) if self.timezone else None
 
-
-Mode = Literal["approved", "passing"]
 
 _KEYS = sorted(DreamingConfig.model_fields)
 

@@ -212,7 +212,10 @@ def parse_retry_after(headers: Mapping[str, str], body: Any = None, *, now: floa
             if math.isfinite(value) and value >= 0:
                 return value
         except ValueError:
-            parsed = email.utils.parsedate_to_datetime(raw) if raw else None
+            try:
+                parsed = email.utils.parsedate_to_datetime(raw)
+            except (TypeError, ValueError):
+                parsed = None
             if parsed is not None:
                 current = time.time() if now is None else now
                 return max(0.0, parsed.timestamp() - current)

@@ -7,6 +7,7 @@ as ``float`` explicitly (the SDK would otherwise ask for base64).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from mdrecall.config import MemoryConfig
@@ -67,8 +68,7 @@ def make_client(settings: ResolvedSettings) -> Any:
     return openai.OpenAI(
         # Never let the SDK fill the key from OPENAI_API_KEY for another server: pass it explicitly.
         api_key=settings.api_key or "",
-        organization="",
-        project="",
+        # organization/project: the SDK reads OPENAI_ORG_ID / OPENAI_PROJECT_ID, which is right for OpenAI.
         base_url=settings.base_url,
         max_retries=0,
         timeout=settings.timeout,
@@ -105,10 +105,17 @@ class OpenAIEmbeddingProvider(RemoteProvider):
 
     def _request(self, texts: list[str], input_type: str) -> list[list[float]]:
         extras = self.request_body_extras()
+        # Raw response: the SDK's pydantic parsing costs seconds per thousand 1536-float vectors.
         response = self.call_sdk(
-            lambda: self.client.embeddings.create(model=self.model, input=texts, encoding_format="float", **extras)
+            lambda: self.client.embeddings.with_raw_response.create(
+                model=self.model, input=texts, encoding_format="float", **extras
+            )
         )
-        return openai_style_vectors(self.id, response.model_dump(), len(texts))
+        try:
+            payload = json.loads(response.http_response.content)
+        except ValueError as exc:
+            raise RemoteEmbeddingError(f"{self.id}: response is not JSON", retryable=True, kind="response") from exc
+        return openai_style_vectors(self.id, payload, len(texts))
 
 
 def create(config: MemoryConfig, clock: Clock | None = None) -> OpenAIEmbeddingProvider:

@@ -6,9 +6,10 @@ A subclass implements ``_request(texts, input_type) -> vectors`` for one request
 
 from __future__ import annotations
 
-import math
 import threading
 from typing import Any, Sequence
+
+import numpy as np
 
 from mdrecall.embeddings.base import estimate_tokens
 from mdrecall.embeddings.batching import ProgressFn, embed_in_batches
@@ -30,14 +31,6 @@ KNOWN_DIMS: dict[str, int] = {
     "voyage-3-large": 1024,
     "nomic-embed-text": 768,
 }
-
-
-def normalise(vector: Sequence[float]) -> list[float]:
-    """L2-normalise (some APIs return unnormalised vectors, e.g. Gemini below 3072 dims)."""
-    norm = math.sqrt(sum(x * x for x in vector))
-    if norm == 0 or not math.isfinite(norm):
-        raise RemoteEmbeddingError("embedding has zero or non-finite length", kind="response")
-    return [x / norm for x in vector]
 
 
 class RemoteProvider:
@@ -106,6 +99,16 @@ class RemoteProvider:
     def embed_query(self, text: str) -> list[float]:
         return self._checked(self._request([self._fit(text)], "query"), 1)[0]
 
+    def resolve_dims(self) -> int | None:
+        """Learn the vector size with one probe request when neither config nor the model table says.
+
+        The engine calls this before fixing the index identity, so the vector table is created on the
+        first sync instead of after a rebuild.
+        """
+        if self._expected_dims is None:
+            self.embed_query("dimension probe")
+        return self._expected_dims
+
     def embed_documents_batched(self, texts: Sequence[str], progress: ProgressFn | None = None) -> list[list[float]]:
         """Hook for the indexer: item- and token-bounded batches, ``concurrency`` at a time."""
         return embed_in_batches(self, texts, concurrency=self.concurrency, progress=progress)
@@ -135,21 +138,27 @@ class RemoteProvider:
             raise RemoteEmbeddingError(
                 f"{self.id}: asked for {expected} embeddings, got {len(vectors)}", retryable=True, kind="response"
             )
-        out = []
-        for vector in vectors:
-            if not vector or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in vector):
-                raise RemoteEmbeddingError(f"{self.id}: response holds an empty or non-numeric embedding", kind="response")
-            with self._dims_lock:
-                if self._expected_dims is None:
-                    self._expected_dims = len(vector)
-                elif len(vector) != self._expected_dims:
-                    raise RemoteEmbeddingError(
-                        f"{self.id}: model {self.model} returned {len(vector)}-dimensional vectors, expected "
-                        f"{self._expected_dims}; refusing to mix vector sizes (check dimensions/model)",
-                        kind="response",
-                    )
-            out.append(normalise(vector))
-        return out
+        lengths = {len(v) if isinstance(v, list) else -1 for v in vectors}
+        if len(lengths) != 1 or min(lengths) < 1:
+            raise RemoteEmbeddingError(f"{self.id}: response holds embeddings of mixed or no length", kind="response")
+        size = lengths.pop()
+        with self._dims_lock:
+            if self._expected_dims is None:
+                self._expected_dims = size
+            elif size != self._expected_dims:
+                raise RemoteEmbeddingError(
+                    f"{self.id}: model {self.model} returned {size}-dimensional vectors, expected "
+                    f"{self._expected_dims}; refusing to mix vector sizes (check dimensions/model)",
+                    kind="response",
+                )
+        try:
+            matrix = np.asarray(vectors, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise RemoteEmbeddingError(f"{self.id}: response holds non-numeric embeddings", kind="response") from exc
+        norms = np.linalg.norm(matrix, axis=1)
+        if not np.all(np.isfinite(matrix)) or np.any(norms == 0):
+            raise RemoteEmbeddingError(f"{self.id}: response holds zero-length or non-finite embeddings", kind="response")
+        return (matrix / norms[:, None]).tolist()
 
 
 def openai_style_vectors(provider_id: str, payload: Any, expected: int) -> list[list[float]]:

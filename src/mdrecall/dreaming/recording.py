@@ -1,0 +1,365 @@
+"""Recording recalls: every search's hits on short-term material go into the recall store.
+
+``install_recall_tracking(manager)`` registers :func:`record_recalls` as a search listener, so every
+``memory_search`` (agent tool, MCP, CLI) is recorded in one place. A listener must never break a
+search: failures are logged and swallowed.
+
+Per search, each hit on a daily note or a transcript is narrowed to the fact(s) the query was about
+(blocks.py), and each fact's entry gets one signal: ``recallCount`` +1, its raw score added to
+``totalScore``, its score relative to the search's best hit added to ``totalRelevance``, the query hash
+and the day added to ``queryHashes``/``recallDays``. A fact seen in two overlapping chunks of one search
+counts once; the same query surfacing the same fact again on the same day counts once
+(``dedupeByQueryPerDay``). Contaminated text and text already promoted are never recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from mdrecall.dreaming.blocks import (
+    Block,
+    blocks_in_range,
+    markdown_blocks,
+    normalize,
+    query_hash,
+    select_blocks,
+    text_hash,
+    transcript_blocks,
+)
+from mdrecall.dreaming.clock import day_bucket, ensure_aware, from_iso, to_iso
+from mdrecall.dreaming.concepts import concept_tags
+from mdrecall.dreaming.config import DreamingConfig, dreaming_config
+from mdrecall.dreaming.contamination import is_contaminated
+from mdrecall.dreaming.entry import MAX_QUERY_HASHES, MAX_RECALL_DAYS, RecallEntry
+from mdrecall.dreaming.paths import is_short_term, normalize_path
+from mdrecall.dreaming.scoring import clamp01
+from mdrecall.dreaming.store import RecallStore
+
+log = logging.getLogger(__name__)
+
+SIGNALS = ("recall", "daily", "grounded")
+_INTERNAL_QUERY_PREFIX = "__dreaming"
+
+
+@dataclass
+class Hit:
+    path: str
+    start_line: int
+    end_line: int
+    score: float
+    snippet: str
+    source: str
+
+
+@dataclass
+class Fact:
+    source: str
+    path: str
+    start_line: int
+    end_line: int
+    text: str
+    heading: str | None
+    passage: bool
+    score: float
+    relevance: float
+
+
+@dataclass
+class RecordSummary:
+    hits: int = 0  # short-term hits seen
+    recorded: int = 0  # entry updates written
+    skipped: dict[str, int] = field(default_factory=dict)
+    keys: list[str] = field(default_factory=list)
+
+    def skip(self, reason: str) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+
+
+def _as_hit(result: Any) -> Hit | None:
+    def get(*names: str) -> Any:
+        for name in names:
+            if isinstance(result, Mapping):
+                if name in result:
+                    return result[name]
+            elif hasattr(result, name):
+                return getattr(result, name)
+        return None
+
+    path = get("path")
+    if not isinstance(path, str) or not path:
+        return None
+    try:
+        start = int(get("start_line", "startLine") or 1)
+        end = int(get("end_line", "endLine") or start)
+        score = float(get("score") or 0.0)
+    except (TypeError, ValueError):
+        return None
+    return Hit(normalize_path(path), start, max(start, end), score, str(get("snippet") or ""), str(get("source") or "memory"))
+
+
+class _SourceReader:
+    """Reads each hit's live file once per search, so a hit can be narrowed to whole blocks."""
+
+    def __init__(self, workspace: Path, sessions_dir: str | None) -> None:
+        self.workspace = workspace
+        self.sessions_dir = sessions_dir
+        self._cache: dict[tuple[str, str], list[Block] | None] = {}
+
+    def blocks(self, source: str, path: str) -> list[Block] | None:
+        key = (source, path)
+        if key not in self._cache:
+            self._cache[key] = read_source_blocks(self.workspace, source, path, self.sessions_dir)
+        return self._cache[key]
+
+
+def read_source_blocks(workspace: Path, source: str, path: str, sessions_dir: str | None = None) -> list[Block] | None:
+    """Blocks of a short-term file as it is now; None when it cannot be read (moved, deleted)."""
+    if source == "sessions":
+        return _transcript_blocks(workspace, path, sessions_dir)
+    file = (workspace / path).resolve()
+    try:
+        if not file.is_relative_to(workspace.resolve()):
+            return None
+        text = file.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    return markdown_blocks(text)
+
+
+def _transcript_blocks(workspace: Path, path: str, sessions_dir: str | None) -> list[Block] | None:
+    """A transcript's rendered lines (``User: …``), cited by JSONL line as the index cites them."""
+    from mdrecall.transcripts import DEFAULT_SESSIONS_DIR, render_transcript, sessions_root
+
+    file = Path(path) if Path(path).is_absolute() else workspace / path
+    parts = path.split("/")
+    if not file.is_file() and len(parts) == 3 and parts[0] == "sessions":
+        # The workspace-independent form "sessions/<sessionKey>/<file>.jsonl".
+        file = sessions_root(workspace, sessions_dir or DEFAULT_SESSIONS_DIR) / parts[1] / "transcripts" / parts[2]
+    try:
+        raw = file.read_bytes()
+    except OSError:
+        return None
+    rendered = render_transcript(raw)
+    return transcript_blocks(rendered.lines, rendered.line_map)
+
+
+def _snippet_blocks(hit: Hit) -> list[Block]:
+    if hit.source == "sessions":
+        lines = hit.snippet.split("\n")
+        return transcript_blocks(lines, [hit.start_line + i for i in range(len(lines))])
+    shifted = []
+    for b in markdown_blocks(hit.snippet):
+        shifted.append(Block(b.start_line + hit.start_line - 1, b.end_line + hit.start_line - 1, b.text, b.heading))
+    return shifted
+
+
+def extract_facts(query: str, hits: Iterable[Hit], reader: _SourceReader, top_score: float) -> list[Fact]:
+    facts: dict[tuple[str, str, str], Fact] = {}
+    for hit in hits:
+        live = reader.blocks(hit.source, hit.path)
+        candidates = blocks_in_range(live, hit.start_line, hit.end_line) if live is not None else []
+        if not candidates:
+            candidates = _snippet_blocks(hit)
+        chosen, passage = select_blocks(query, candidates)
+        if not chosen:
+            continue
+        relevance = clamp01(hit.score / top_score) if top_score > 0 else 0.0
+        groups = [chosen] if passage else [[b] for b in chosen]
+        for group in groups:
+            text = "\n".join(b.text for b in group)
+            fact = Fact(
+                source=hit.source,
+                path=hit.path,
+                start_line=min(b.start_line for b in group),
+                end_line=max(b.end_line for b in group),
+                text=text,
+                heading=group[0].heading,
+                passage=passage,
+                score=hit.score,
+                relevance=relevance,
+            )
+            ident = (fact.source, fact.path, text_hash(text))
+            previous = facts.get(ident)
+            # Overlapping chunks of one search can both contain a fact: count it once, at its best.
+            if previous is None or (fact.score, fact.relevance) > (previous.score, previous.relevance):
+                facts[ident] = fact
+    return list(facts.values())
+
+
+def entry_key(source: str, path: str, claim_hash: str) -> str:
+    return f"{source}:{path}#{claim_hash}"
+
+
+def _apply_signal(entry: RecallEntry, fact: Fact, qhash: str, day: str, stamp: str, now: datetime, signal: str) -> None:
+    if signal == "daily":
+        entry.daily_count += 1
+    elif signal == "grounded":
+        entry.grounded_count += 1
+    else:
+        entry.recall_count += 1
+    entry.total_score += clamp01(fact.score)
+    entry.max_score = max(entry.max_score, fact.score)
+    entry.total_relevance += fact.relevance
+    if qhash not in entry.query_hashes:
+        entry.query_hashes = (entry.query_hashes + [qhash])[-MAX_QUERY_HASHES:]
+    if day not in entry.recall_days:
+        entry.recall_days = sorted(entry.recall_days + [day])[-MAX_RECALL_DAYS:]
+    if entry.last_day != day:
+        entry.last_day, entry.last_day_queries = day, []
+    if qhash not in entry.last_day_queries:
+        entry.last_day_queries = (entry.last_day_queries + [qhash])[-MAX_QUERY_HASHES:]
+    tags = concept_tags(fact.path, fact.text)
+    entry.concept_tags = tags or entry.concept_tags
+    first = from_iso(entry.first_recalled_at)
+    if first is None or now < first:
+        entry.first_recalled_at = stamp
+    last = from_iso(entry.last_recalled_at)
+    if last is None or now >= last:
+        entry.last_recalled_at = stamp
+        entry.snippet, entry.heading = fact.text, fact.heading
+        entry.start_line, entry.end_line = fact.start_line, fact.end_line
+
+
+def _sessions_dir(config: Any) -> str | None:
+    sessions = getattr(config, "sessions", None)
+    return getattr(sessions, "dir", None)
+
+
+def record_recalls(
+    workspace: Path | str,
+    query: str,
+    results: Iterable[Any],
+    now: datetime | None = None,
+    *,
+    config: Any = None,
+    session_key: str | None = None,
+    signal: str = "recall",
+) -> RecordSummary:
+    """Record one search's short-term hits. ``config``: a MemoryConfig, DreamingConfig or mapping."""
+    del session_key  # recalls are per workspace; the searching session does not change what was recalled
+    if signal not in SIGNALS:
+        raise ValueError(f"signal must be one of {SIGNALS}, got {signal!r}")
+    cfg = dreaming_config(config)
+    summary = RecordSummary()
+    if not (cfg.enabled and cfg.tracking):
+        return summary
+    clean_query = normalize(query or "")
+    if not clean_query or clean_query.startswith(_INTERNAL_QUERY_PREFIX):
+        return summary
+    all_hits = [h for h in (_as_hit(r) for r in (results or [])) if h is not None]
+    hits = [h for h in all_hits if is_short_term(h.path, h.source, track_sessions=cfg.trackSessions)]
+    summary.hits = len(hits)
+    if not hits:
+        return summary
+    now = ensure_aware(now)
+    workspace = Path(workspace)
+    top = max(h.score for h in all_hits)
+    facts = extract_facts(clean_query, hits, _SourceReader(workspace, _sessions_dir(config)), top)
+    if not facts:
+        return summary
+
+    qhash = query_hash(clean_query)
+    day = day_bucket(now, cfg.tz())
+    stamp = to_iso(now)
+    store = RecallStore(workspace, cfg)
+    with store.update(now) as state:
+        for fact in facts:
+            if is_contaminated(fact.text):
+                summary.skip("contaminated")
+                continue
+            claim = text_hash(fact.text)
+            if claim in state.promoted_hashes:
+                summary.skip("already promoted")
+                continue
+            key = entry_key(fact.source, fact.path, claim)
+            entry = state.entries.get(key)
+            if entry is None:
+                entry = RecallEntry(
+                    key=key, path=fact.path, source=fact.source, start_line=fact.start_line,
+                    end_line=fact.end_line, snippet=fact.text, heading=fact.heading,
+                    passage=fact.passage, claim_hash=claim,
+                )
+                state.entries[key] = entry
+            elif entry.promoted_at:
+                summary.skip("already promoted")
+                continue
+            if cfg.dedupeByQueryPerDay and entry.last_day == day and qhash in entry.last_day_queries:
+                summary.skip("same query today")
+                continue
+            _apply_signal(entry, fact, qhash, day, stamp, now, signal)
+            summary.recorded += 1
+            summary.keys.append(key)
+    return summary
+
+
+def record_grounding(
+    workspace: Path | str,
+    path: str,
+    from_line: int | None,
+    lines: int | None,
+    now: datetime | None = None,
+    *,
+    config: Any = None,
+) -> int:
+    """Count a ``memory_get`` read of recalled lines as a grounded signal (at most once a day per entry).
+
+    Only entries already recalled are touched: reading a note is evidence that a surfaced fact was
+    used, not a recall by itself. Returns the number of entries updated.
+    """
+    cfg = dreaming_config(config)
+    if not (cfg.enabled and cfg.tracking):
+        return 0
+    rel = normalize_path(path)
+    now = ensure_aware(now)
+    day = day_bucket(now, cfg.tz())
+    start = max(1, from_line or 1)
+    end = start + lines - 1 if lines else 10**9
+    updated = 0
+    store = RecallStore(Path(workspace), cfg)
+    if not store.exists():
+        return 0
+    with store.update(now) as state:
+        for entry in state.entries.values():
+            if entry.path != rel or entry.promoted_at or entry.last_grounded_day == day:
+                continue
+            if entry.start_line <= end and entry.end_line >= start:
+                entry.grounded_count += 1
+                entry.total_relevance += 1.0
+                entry.last_grounded_day = day
+                updated += 1
+    return updated
+
+
+def install_recall_tracking(manager: Any) -> bool:
+    """Register recall recording on a manager's searches; False when tracking is switched off.
+
+    Raises ConfigError for an invalid ``dreaming`` section, so a typo surfaces when the manager opens.
+    """
+    cfg = dreaming_config(manager.config)
+    if not (cfg.enabled and cfg.tracking):
+        return False
+    workspace = Path(manager.workspace)
+    memory_config = manager.config
+
+    def on_search(query: str, response: Any, session_key: str | None, now: datetime | None) -> None:
+        results = getattr(response, "results", response)
+        try:
+            record_recalls(workspace, query, results, now, config=memory_config, session_key=session_key)
+        except Exception as exc:  # a listener must never fail the search it observes
+            log.warning("recall tracking failed for %s: %s", workspace, exc)
+
+    manager.add_search_listener(on_search)
+    if hasattr(manager, "add_read_listener"):
+        def on_read(path: str, from_line: int | None, lines: int | None, now: datetime | None = None) -> None:
+            try:
+                if is_short_term(normalize_path(path), "memory", track_sessions=cfg.trackSessions):
+                    record_grounding(workspace, path, from_line, lines, now, config=memory_config)
+            except Exception as exc:
+                log.warning("recall grounding failed for %s: %s", workspace, exc)
+
+        manager.add_read_listener(on_read)
+    return True

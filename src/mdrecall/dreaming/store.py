@@ -1,0 +1,173 @@
+"""The recall store: ``<workspace>/memory/.dreams/short-term-recall.json``.
+
+Format (pretty-printed, trailing newline)::
+
+    {"version": 1, "updatedAt": ISO, "entries": {<key>: entry}, "promotedHashes": [<claimHash>, ...]}
+
+Writers take ``short-term-recall.json.lock`` (see locking.py), re-read the file, change it and replace
+it atomically, so concurrent recorders in several processes never lose a count and readers never see a
+half-written file. Nothing is written when nothing changed.
+
+The store is bounded by ``dreaming.maxEntries``. When over, entries are evicted in this order, so the
+ones that matter (recalled more than once, recently, or waiting in review) go last:
+
+1. promoted entries (their text hash stays in ``promotedHashes``, so nothing is lost);
+2. entries with a single signal, least recently recalled first;
+3. entries too old to be promoted (``maxAgeDays``), least recently recalled first;
+4. everything else, lowest promotion score first.
+
+A corrupt store file is moved aside (``.corrupt-<time>``) with a warning instead of failing searches.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterator
+
+from mdrecall.dreaming.clock import age_days, ensure_aware, from_iso, to_iso
+from mdrecall.dreaming.config import DreamingConfig
+from mdrecall.dreaming.entry import RecallEntry
+from mdrecall.dreaming.locking import FileLock, atomic_write_text
+from mdrecall.dreaming.paths import store_path
+from mdrecall.dreaming.scoring import evaluate
+
+log = logging.getLogger(__name__)
+
+STORE_VERSION = 1
+MAX_PROMOTED_HASHES = 20_000
+
+
+@dataclass
+class StoreState:
+    entries: dict[str, RecallEntry] = field(default_factory=dict)
+    promoted_hashes: set[str] = field(default_factory=set)
+    updated_at: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self, updated_at: str | None) -> dict[str, Any]:
+        return {
+            "version": STORE_VERSION,
+            "updatedAt": updated_at,
+            "entries": {key: self.entries[key].to_json() for key in sorted(self.entries)},
+            "promotedHashes": sorted(self.promoted_hashes),
+        }
+
+    def content_fingerprint(self) -> str:
+        return json.dumps(self.to_json(None), sort_keys=True, ensure_ascii=False)
+
+    def find(self, ref: str) -> list[RecallEntry]:
+        """Entries matching a full key, a text id (claim hash) or a unique prefix of either."""
+        if ref in self.entries:
+            return [self.entries[ref]]
+        exact = [e for e in self.entries.values() if e.claim_hash == ref]
+        if exact:
+            return exact
+        return [e for e in self.entries.values() if e.key.startswith(ref) or e.claim_hash.startswith(ref)]
+
+
+def _parse(raw: str, origin: Path) -> StoreState:
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        raise ValueError("top level is not an object")
+    state = StoreState(updated_at=data.get("updatedAt"))
+    entries = data.get("entries") or {}
+    if not isinstance(entries, dict):
+        raise ValueError("'entries' is not an object")
+    for key, value in entries.items():
+        try:
+            entry = RecallEntry.from_json(value)
+        except (ValueError, TypeError) as exc:
+            state.warnings.append(f"{origin}: dropped malformed entry {key!r}: {exc}")
+            continue
+        state.entries[entry.key] = entry
+    hashes = data.get("promotedHashes") or []
+    if isinstance(hashes, list):
+        state.promoted_hashes = {h for h in hashes if isinstance(h, str)}
+    return state
+
+
+class RecallStore:
+    def __init__(self, workspace: Path | str, config: DreamingConfig | None = None, lock_timeout: float = 10.0) -> None:
+        self.workspace = Path(workspace)
+        self.config = config or DreamingConfig()
+        self.path = store_path(self.workspace)
+        self.lock_path = self.path.with_name(self.path.name + ".lock")
+        self.lock_timeout = lock_timeout
+
+    def exists(self) -> bool:
+        return self.path.is_file()
+
+    def load(self) -> StoreState:
+        """A consistent snapshot without taking the lock (files are only ever replaced whole)."""
+        return self._read(quarantine=False)
+
+    def _read(self, *, quarantine: bool) -> StoreState:
+        try:
+            raw = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return StoreState()
+        try:
+            state = _parse(raw, self.path)
+        except (ValueError, TypeError) as exc:
+            message = f"{self.path}: unreadable recall store ({exc}); starting a new one"
+            if quarantine:
+                aside = self.path.with_name(f"{self.path.name}.corrupt-{datetime.now():%Y%m%d-%H%M%S}")
+                try:
+                    os.replace(self.path, aside)
+                    message += f" (old file kept as {aside.name})"
+                except OSError:
+                    pass
+            log.warning(message)
+            state = StoreState(warnings=[message])
+        for warning in state.warnings:
+            log.warning(warning)
+        return state
+
+    @contextmanager
+    def update(self, now: datetime | None = None, *, dry_run: bool = False) -> Iterator[StoreState]:
+        """Lock, load, let the caller change the state, then bound and save it if anything changed."""
+        if dry_run:
+            yield self.load()
+            return
+        with FileLock(self.lock_path, timeout=self.lock_timeout):
+            state = self._read(quarantine=True)
+            before = state.content_fingerprint()
+            yield state
+            evicted = enforce_bound(state, self.config, ensure_aware(now))
+            if evicted:
+                log.info("recall store over %d entries: evicted %d", self.config.maxEntries, evicted)
+            if state.content_fingerprint() != before:
+                state.updated_at = to_iso(ensure_aware(now))
+                text = json.dumps(state.to_json(state.updated_at), indent=2, ensure_ascii=False) + "\n"
+                atomic_write_text(self.path, text)
+
+
+def _eviction_rank(entry: RecallEntry, now: datetime, cfg: DreamingConfig) -> tuple[int, float, str]:
+    last = from_iso(entry.last_recalled_at)
+    stamp = last.timestamp() if last else 0.0
+    in_review = bool(entry.staged_at or entry.rejected_at)
+    if entry.promoted_at:
+        return (0, stamp, entry.key)
+    if entry.signal_count <= 1 and not in_review:
+        return (1, stamp, entry.key)
+    if cfg.maxAgeDays >= 0 and age_days(now, last) > cfg.maxAgeDays and not in_review:
+        return (2, stamp, entry.key)
+    return (3, evaluate(entry, now, cfg).score, entry.key)
+
+
+def enforce_bound(state: StoreState, cfg: DreamingConfig, now: datetime) -> int:
+    excess = len(state.entries) - cfg.maxEntries
+    if excess <= 0:
+        return 0
+    order = sorted(state.entries.values(), key=lambda e: _eviction_rank(e, now, cfg))
+    for entry in order[:excess]:
+        del state.entries[entry.key]
+    if len(state.promoted_hashes) > MAX_PROMOTED_HASHES:
+        state.promoted_hashes = set(sorted(state.promoted_hashes)[-MAX_PROMOTED_HASHES:])
+    return excess

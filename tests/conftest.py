@@ -1,0 +1,156 @@
+"""Shared fixtures for the engine tests.
+
+* Every test gets its own ``MDRECALL_HOME`` and no provider keys from the developer's environment.
+* The local model (all-MiniLM-L6-v2) is loaded once per session (``local_provider``). Managers that
+  need vectors use providers registered with ``register_provider`` that wrap that one instance
+  (``counting_provider``), so tests get real embeddings without loading the model per manager.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import pytest
+
+PROVIDER_ENV = (
+    "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID", "GEMINI_API_KEY", "GOOGLE_API_KEY",
+    "VOYAGE_API_KEY", "MISTRAL_API_KEY", "OLLAMA_HOST", "OLLAMA_API_KEY",
+)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    # Never read or write the developer's ~/.mdrecall, never let real keys decide `provider: auto`.
+    home = tmp_path_factory.mktemp("mdrecall-home")
+    monkeypatch.setenv("MDRECALL_HOME", str(home))
+    for name in PROVIDER_ENV:
+        monkeypatch.delenv(name, raising=False)
+    return home
+
+
+def write_files(root: Path, files: dict[str, str | bytes]) -> Path:
+    """Create ``files`` (relative path -> text or bytes) under ``root``; returns ``root``."""
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def make_ws(tmp_path: Path) -> Callable[..., Path]:
+    """``make_ws({"MEMORY.md": "...", ...})`` -> a workspace directory under tmp_path."""
+    counter = iter(range(1000))
+
+    def factory(files: dict[str, str | bytes], name: str | None = None) -> Path:
+        root = tmp_path / (name or f"ws{next(counter)}")
+        root.mkdir(parents=True, exist_ok=True)
+        return write_files(root, files)
+
+    return factory
+
+
+@pytest.fixture
+def cfg(tmp_path: Path) -> Callable[..., dict[str, Any]]:
+    """``cfg(**keys)`` -> a config mapping with the index inside tmp_path, provider none unless given."""
+
+    def factory(db: str = "index.sqlite", **extra: Any) -> dict[str, Any]:
+        config: dict[str, Any] = {"provider": "none", "store": {"path": str(tmp_path / db)}}
+        for key, value in extra.items():
+            if isinstance(value, dict) and isinstance(config.get(key), dict):
+                config[key] = {**config[key], **value}
+            else:
+                config[key] = value
+        return config
+
+    return factory
+
+
+@pytest.fixture(scope="session")
+def local_provider():  # type: ignore[no-untyped-def]
+    """The real local model, loaded once for the whole session."""
+    from mdrecall.embeddings.local import LocalEmbeddingProvider
+
+    return LocalEmbeddingProvider()
+
+
+@dataclass
+class EmbedStats:
+    document_calls: int = 0
+    documents: int = 0
+    query_calls: int = 0
+    texts: list[str] = field(default_factory=list)
+    fail_queries: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def reset(self) -> None:
+        with self.lock:
+            self.document_calls = self.documents = self.query_calls = 0
+            self.texts.clear()
+
+
+class WrappedLocal:
+    """A registered provider around the session's local model that counts (or fails) embed calls."""
+
+    def __init__(self, inner: Any, stats: EmbedStats, provider_id: str) -> None:
+        self._inner = inner
+        self._stats = stats
+        self.id = provider_id
+        self.model = inner.model
+
+    @property
+    def dims(self) -> int | None:
+        return self._inner.dims
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return {**self._inner.identity, "provider": self.id}
+
+    @property
+    def max_input_tokens(self) -> int:
+        return self._inner.max_input_tokens
+
+    @property
+    def max_batch_items(self) -> int:
+        return self._inner.max_batch_items
+
+    def count_tokens(self, text: str) -> int:
+        return self._inner.count_tokens(text)
+
+    def count_tokens_many(self, texts: Sequence[str]) -> list[int]:
+        return self._inner.count_tokens_many(texts)
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        with self._stats.lock:
+            self._stats.document_calls += 1
+            self._stats.documents += len(texts)
+            self._stats.texts.extend(texts)
+        return self._inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        from mdrecall.errors import EmbeddingError
+
+        with self._stats.lock:
+            self._stats.query_calls += 1
+        if self._stats.fail_queries:
+            raise EmbeddingError("simulated outage: query embedding refused", retryable=True, status=503)
+        return self._inner.embed_query(text)
+
+
+@pytest.fixture
+def counting_provider(local_provider) -> Iterator[EmbedStats]:  # type: ignore[no-untyped-def]
+    """Registers provider ``"counting"`` (the real local model, with call counts); yields its stats."""
+    from mdrecall.embeddings import registry
+
+    stats = EmbedStats()
+    registry.register_provider("counting", lambda config: WrappedLocal(local_provider, stats, "counting"))
+    try:
+        yield stats
+    finally:
+        registry._FACTORIES.pop("counting", None)

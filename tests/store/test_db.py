@@ -1,0 +1,172 @@
+"""The SQLite store: schema, per-file atomic replace, the embedding cache, capabilities, writer lock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import apsw
+import numpy as np
+import pytest
+
+from mdrecall.store import WriterLock, swap_in
+from mdrecall.store.db import ChunkRow, FileRow, IndexDB, StoreOptions, vector_to_blob
+
+
+def _vec(seed: int, dims: int = 8) -> bytes:
+    v = np.random.default_rng(seed).normal(size=dims).astype(np.float32)
+    return vector_to_blob(v / np.linalg.norm(v))
+
+
+def _chunk(path: str, i: int, text: str, embedding: bytes | None = None) -> ChunkRow:
+    return ChunkRow(f"{path}:{i}", path, "memory", i + 1, i + 1, f"h{path}{i}", text, embedding, text)
+
+
+def _tables(db: IndexDB) -> set[str]:
+    return {r[0] for r in db.conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table')")}
+
+
+def _count(db: IndexDB, table: str) -> int:
+    return int(db.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+
+
+def test_schema_wal_and_capabilities(tmp_path: Path) -> None:
+    db = IndexDB(tmp_path / "i.sqlite", StoreOptions())
+    try:
+        assert db.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert db.caps.fts_available and db.caps.vector_available and db.caps.vec_version
+        db.ensure_vec_table(8)
+        assert {"meta", "files", "chunks", "chunks_fts", "chunks_vec", "embedding_cache", "skipped_files"} <= _tables(db)
+        assert db.vec_dims() == 8
+        assert db.integrity_ok()
+    finally:
+        db.close()
+
+
+def test_replace_and_remove_touch_every_table(tmp_path: Path) -> None:
+    db = IndexDB(tmp_path / "i.sqlite", StoreOptions())
+    db.ensure_vec_table(8)
+    try:
+        db.replace_file(FileRow("memory/a.md", "memory", "ha", 1, 10), [_chunk("memory/a.md", i, f"alpha {i}", _vec(i)) for i in range(3)], "m")
+        db.replace_file(FileRow("memory/b.md", "memory", "hb", 1, 10), [_chunk("memory/b.md", 0, "beta", _vec(9))], "m")
+        assert [_count(db, t) for t in ("files", "chunks", "chunks_fts", "chunks_vec")] == [2, 4, 4, 4]
+        # Replacing a file drops its old rows first.
+        db.replace_file(FileRow("memory/a.md", "memory", "ha2", 2, 11), [_chunk("memory/a.md", 7, "gamma", _vec(7))], "m")
+        assert [_count(db, t) for t in ("files", "chunks", "chunks_fts", "chunks_vec")] == [2, 2, 2, 2]
+        hits = db.conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH 'alpha'").fetchall()
+        assert hits == []
+        db.remove_file("memory/a.md")
+        assert [_count(db, t) for t in ("files", "chunks", "chunks_fts", "chunks_vec")] == [1, 1, 1, 1]
+        # The surviving vector row belongs to the surviving chunk.
+        assert db.conn.execute("SELECT rowid FROM chunks_vec").fetchall() == db.conn.execute("SELECT rowid FROM chunks").fetchall()
+    finally:
+        db.close()
+
+
+def test_skipped_files_are_recorded_and_cleared(tmp_path: Path) -> None:
+    db = IndexDB(tmp_path / "i.sqlite", StoreOptions())
+    try:
+        db.replace_file(FileRow("memory/a.md", "memory", "ha", 1, 10), [_chunk("memory/a.md", 0, "alpha")], "m")
+        db.record_skipped("memory/a.md", "memory", "binary file", 2, 20)
+        assert _count(db, "chunks") == 0 and _count(db, "files") == 0
+        assert db.skipped()["memory/a.md"][1] == "binary file"
+        db.remove_file("memory/a.md")
+        assert db.skipped() == {}
+    finally:
+        db.close()
+
+
+def test_embedding_cache_get_put_prune(tmp_path: Path) -> None:
+    db = IndexDB(tmp_path / "i.sqlite", StoreOptions())
+    try:
+        with db.conn:
+            db.cache_put("local", "m", "k", [(f"h{i}", _vec(i)) for i in range(10)])
+        got = db.cache_get("local", "m", "k", [f"h{i}" for i in range(12)])
+        assert sorted(got) == sorted(f"h{i}" for i in range(10))
+        assert got["h3"] == _vec(3)
+        assert db.cache_get("local", "m", "other-key", ["h1"]) == {}  # keyed by provider identity too
+        with db.conn:
+            db.cache_touch("local", "m", "k", ["h0", "h1"])  # most recently used survive pruning
+            removed = db.cache_prune(4)
+        assert removed == 6 and db.cache_size() == 4
+        assert {"h0", "h1"} <= set(db.cache_get("local", "m", "k", [f"h{i}" for i in range(10)]))
+        # More than one SQL batch of hashes.
+        many = [f"x{i}" for i in range(1000)]
+        with db.conn:
+            db.cache_put("local", "m", "k", [(h, _vec(1)) for h in many])
+        assert len(db.cache_get("local", "m", "k", many)) == 1000
+    finally:
+        db.close()
+
+
+def test_missing_vector_extension_is_reported(tmp_path: Path) -> None:
+    db = IndexDB(tmp_path / "i.sqlite", StoreOptions(vector_extension_path=str(tmp_path / "nope.so")))
+    try:
+        assert not db.caps.vector_available
+        assert db.caps.vector_error and "sqlite-vec unavailable" in db.caps.vector_error
+        db.ensure_vec_table(8)  # a no-op, not a crash
+        assert db.vec_dims() is None
+        db.replace_file(FileRow("memory/a.md", "memory", "ha", 1, 10), [_chunk("memory/a.md", 0, "alpha", _vec(1))], "m")
+        assert db.conn.execute("SELECT embedding FROM chunks").fetchone()[0] == _vec(1)  # vectors kept in chunks
+    finally:
+        db.close()
+
+
+def deny_fts5(conn: apsw.Connection) -> None:
+    def authorizer(op: int, p1: str | None, p2: str | None, db_name: str | None, trigger: str | None) -> int:
+        if op == apsw.SQLITE_CREATE_VTABLE and p2 == "fts5":
+            return apsw.SQLITE_DENY
+        return apsw.SQLITE_OK
+
+    conn.authorizer = authorizer
+
+
+def test_fts_denied_is_reported(tmp_path: Path) -> None:
+    db = IndexDB(tmp_path / "i.sqlite", StoreOptions(connection_hook=deny_fts5))
+    try:
+        assert not db.caps.fts_available
+        assert "FTS5 unavailable" in (db.caps.fts_error or "")
+        db.replace_file(FileRow("memory/a.md", "memory", "ha", 1, 10), [_chunk("memory/a.md", 0, "alpha")], "m")
+        assert _count(db, "chunks") == 1
+    finally:
+        db.close()
+
+
+def test_garbage_file_fails_integrity(tmp_path: Path) -> None:
+    path = tmp_path / "i.sqlite"
+    path.write_bytes(b"this is not a database" * 500)
+    with pytest.raises(Exception):
+        db = IndexDB(path, StoreOptions())
+        assert db.integrity_ok()  # pragma: no cover - opening must already fail
+
+
+def test_writer_lock_is_exclusive(tmp_path: Path) -> None:
+    first = WriterLock(tmp_path / "i.sqlite")
+    second = WriterLock(tmp_path / "i.sqlite")
+    assert first.acquire(timeout=0)
+    try:
+        assert not second.acquire(timeout=0.1)
+    finally:
+        first.release()
+    with second.hold(timeout=0) as got:
+        assert got and second.held
+    assert not second.held
+
+
+def test_swap_in_replaces_content_while_a_reader_is_open(tmp_path: Path) -> None:
+    live_path = tmp_path / "live.sqlite"
+    live = IndexDB(live_path, StoreOptions())
+    live.replace_file(FileRow("memory/old.md", "memory", "h", 1, 1), [_chunk("memory/old.md", 0, "old words")], "m")
+    live.close()
+    reader = IndexDB(live_path, StoreOptions())
+    built = IndexDB(tmp_path / "built.sqlite", StoreOptions())
+    built.replace_file(FileRow("memory/new.md", "memory", "h", 1, 1), [_chunk("memory/new.md", 0, "new words")], "m")
+    try:
+        with reader.conn:  # a read transaction in progress keeps seeing the old index
+            assert list(reader.files()) == ["memory/old.md"]
+            swap_in(built, live_path, 5000)
+            assert list(reader.files()) == ["memory/old.md"]
+        assert list(reader.files()) == ["memory/new.md"]
+        assert reader.conn.execute("SELECT text FROM chunks_fts WHERE chunks_fts MATCH 'new'").fetchall() == [("new words",)]
+    finally:
+        reader.close()
+        built.close()

@@ -1,0 +1,128 @@
+"""Chunking: exact 1-based line ranges, overlap, long lines, CJK budgets, and fitting the model."""
+
+from __future__ import annotations
+
+import random
+import string
+
+import pytest
+
+from mdrecall.chunking import Chunk, chunk_id, chunk_markdown, fit_to_model
+from mdrecall.text import estimate_tokens
+
+
+def _doc(n: int) -> tuple[str, list[str]]:
+    lines = [f"line {i} talks about topic {i % 7} and the weather in city {i % 5}." if i % 9 else "" for i in range(1, n + 1)]
+    return "\n".join(lines) + "\n", lines
+
+
+def _assert_exact(chunks: list[Chunk], lines: list[str]) -> None:
+    for c in chunks:
+        assert 1 <= c.start_line <= c.end_line <= len(lines)
+        assert c.text == "\n".join(lines[c.start_line - 1 : c.end_line]), (c.start_line, c.end_line)
+
+
+def test_line_ranges_are_exact_and_cover_everything() -> None:
+    content, lines = _doc(120)
+    chunks = chunk_markdown(content, tokens=60, overlap=0)
+    assert len(chunks) > 5
+    _assert_exact(chunks, lines)
+    for prev, nxt in zip(chunks, chunks[1:]):
+        assert nxt.start_line == prev.end_line + 1  # no overlap, no gap
+    assert chunks[0].start_line == 1 and chunks[-1].end_line == len(lines)
+    assert all(estimate_tokens(c.text) + c.text.count("\n") + 1 <= 60 for c in chunks)
+
+
+def test_overlap_repeats_trailing_lines() -> None:
+    content, lines = _doc(120)
+    chunks = chunk_markdown(content, tokens=60, overlap=20)
+    _assert_exact(chunks, lines)
+    for prev, nxt in zip(chunks, chunks[1:]):
+        assert prev.start_line < nxt.start_line <= prev.end_line  # overlaps, but always moves forward
+    covered = set()
+    for c in chunks:
+        covered.update(range(c.start_line, c.end_line + 1))
+    assert covered == set(range(1, len(lines) + 1))
+
+
+def test_crlf_and_odd_separators_keep_editor_line_numbers() -> None:
+    content = "first\r\nsecond\x0bstill second\r\nthird\rfourth\n"
+    chunks = chunk_markdown(content, tokens=400, overlap=0)
+    assert len(chunks) == 1
+    assert (chunks[0].start_line, chunks[0].end_line) == (1, 4)
+    assert chunks[0].text.split("\n")[1] == "second\x0bstill second"
+
+
+def test_blank_only_content_has_no_chunks() -> None:
+    assert chunk_markdown("\n\n   \n", tokens=100, overlap=10) == []
+    assert chunk_markdown("", tokens=100, overlap=10) == []
+
+
+def test_long_line_is_split_and_keeps_its_number() -> None:
+    long_line = " ".join(f"word{i}" for i in range(1500))
+    content = "title\n\n" + long_line + "\nafter\n"
+    chunks = chunk_markdown(content, tokens=100, overlap=0)
+    pieces = [c for c in chunks if c.start_line == c.end_line == 3]
+    assert len(pieces) >= 10
+    tail = [c for c in chunks if c.start_line == 3 and c.end_line == 4]  # the last piece shares a chunk with line 4
+    rebuilt = "".join(p.text for p in pieces) + "".join(c.text.rsplit("\n", 1)[0] for c in tail)
+    assert rebuilt == long_line
+    assert all(estimate_tokens(p.text) <= 100 for p in pieces)
+    assert chunks[-1].end_line == 4
+
+
+def test_cjk_is_not_undercounted() -> None:
+    rng = random.Random(3)
+    line = "".join(chr(rng.randrange(0x4E00, 0x9FA5)) for _ in range(2800))  # Han characters on one line
+    chunks = chunk_markdown(line + "\n", tokens=200, overlap=0)
+    assert "".join(c.text for c in chunks) == line
+    # One Han character is one word piece: a 200-token chunk holds at most ~200 of them, not 800.
+    assert max(len(c.text) for c in chunks) <= 200
+    assert len(chunks) >= 14
+
+
+def test_hash_and_id_are_stable_and_path_scoped() -> None:
+    a = chunk_markdown("same text\n", 50, 0)[0]
+    b = chunk_markdown("same text\n", 50, 0)[0]
+    assert a.hash == b.hash
+    assert chunk_id("memory", "memory/a.md", a) == chunk_id("memory", "memory/a.md", b)
+    assert chunk_id("memory", "memory/a.md", a) != chunk_id("memory", "memory/b.md", a)
+    assert a.hash != chunk_markdown("other text\n", 50, 0)[0].hash
+
+
+def _gibberish(rng: random.Random, words: int) -> str:
+    # Random alphanumerics break into many word pieces: the estimate under-counts them badly.
+    return " ".join("".join(rng.choices(string.ascii_lowercase + string.digits, k=9)) for _ in range(words))
+
+
+def test_every_chunk_fits_the_real_model(local_provider) -> None:  # type: ignore[no-untyped-def]
+    rng = random.Random(7)
+    lines = [_gibberish(rng, 12) for _ in range(60)]
+    lines.append(_gibberish(rng, 400))  # one giant line
+    lines.append("猫" * 600)  # CJK beyond the window on one line
+    content = "\n".join(lines) + "\n"
+    limit = local_provider.max_input_tokens
+    assert limit == 256
+    chunks = chunk_markdown(content, tokens=400, overlap=40)
+    assert max(local_provider.count_tokens_many([c.text for c in chunks])) > limit  # the estimate alone is not enough
+    fitted = fit_to_model(chunks, local_provider.count_tokens_many, limit)
+    counts = local_provider.count_tokens_many([c.text for c in fitted])
+    assert max(counts) <= limit
+    # Nothing lost: every source line is still covered, with exact ranges for multi-line chunks.
+    covered = set()
+    for c in fitted:
+        covered.update(range(c.start_line, c.end_line + 1))
+        if c.start_line != c.end_line:
+            assert c.text == "\n".join(lines[c.start_line - 1 : c.end_line])
+    assert covered == set(range(1, len(lines) + 1))
+    giant = "".join(c.text for c in fitted if c.start_line == c.end_line == 61)
+    assert lines[60] in giant or giant.replace("\n", "") == lines[60]
+
+
+@pytest.mark.parametrize("tokens,overlap", [(32, 0), (64, 16), (200, 40), (500, 100)])
+def test_budgets_respected_for_several_settings(tokens: int, overlap: int) -> None:
+    content, lines = _doc(300)
+    chunks = chunk_markdown(content, tokens=tokens, overlap=overlap)
+    _assert_exact(chunks, lines)
+    for c in chunks:
+        assert sum(estimate_tokens(line) + 1 for line in c.text.split("\n")) <= tokens

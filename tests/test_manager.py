@@ -1,0 +1,276 @@
+"""The manager: visible degradation (each capability really removed), corrupt-index recovery,
+bounded reads, status, probes, listeners and asyncio."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import apsw
+import pytest
+
+from mdrecall import BuiltinMemoryManager, MdrecallError, PathError, open_manager
+from mdrecall.config import load_config
+from mdrecall.store.db import StoreOptions
+
+NOTES = {
+    "MEMORY.md": "# Memory\n\n- Decision: we picked Postgres as the database for recipes.\n- Hosting is on Fly.io in Madrid.\n",
+    "memory/people.md": "# People\n\n- Priya designs the meal planner screens.\n- Tomás owns the importer and the migrations.\n",
+    "memory/pets.md": "# Pets\n\n- Mira's cat is called Biscuit and jumps on keyboards during calls.\n",
+    "memory/food.md": "# Food\n\n- Wang Lei drinks green tea and never coffee.\n- Team dinner idea: Peking duck.\n",
+    "memory/2026-01-05.md": "# 2026-01-05\n\n- The importer crashed on malformed CSV rows; Tomás added validation.\n",
+    "memory/2026-01-06.md": "# 2026-01-06\n\n- Release v0.4 ships without the meal planner.\n",
+    "memory/travel.md": "# Travel\n\n- Offsite candidates: Porto and Sintra in December.\n",
+}
+QUERIES = ["which database do we use?", "what is the cat called?", "who fixed the CSV importer?", "where is the offsite?"]
+
+
+def _paths(resp: Any) -> list[str]:
+    return [r.path for r in resp.results]
+
+
+def deny_fts5(conn: apsw.Connection) -> None:
+    """Refuse to create FTS5 tables on this connection, as a SQLite built without FTS5 would."""
+
+    def authorizer(op: int, p1: str | None, p2: str | None, db_name: str | None, trigger: str | None) -> int:
+        if op == apsw.SQLITE_CREATE_VTABLE and p2 == "fts5":
+            return apsw.SQLITE_DENY
+        return apsw.SQLITE_OK
+
+    conn.authorizer = authorizer
+
+
+# --- degradation step 1: sqlite-vec cannot load ---------------------------------------------------
+
+
+def test_without_sqlite_vec_vectors_are_searched_in_process(make_ws: Callable[..., Path], cfg: Callable[..., dict], counting_provider, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    ws = make_ws(NOTES)
+    missing = tmp_path / "no-such-dir" / "vec0.so"
+    with open_manager(ws, cfg(db="full.sqlite", provider="counting")) as full, open_manager(
+        ws, cfg(db="novec.sqlite", provider="counting", store={"vector": {"extensionPath": str(missing)}})
+    ) as novec:
+        status = novec.status()
+        assert status["vector"]["available"] is False
+        assert "sqlite-vec unavailable" in status["vector"]["loadError"]
+        assert any("sqlite-vec not loaded" in r for r in status["modeReasons"])
+        assert full.status()["vector"]["available"] is True
+        assert novec.probe_vector_availability() is False and full.probe_vector_availability() is True
+        for query in QUERIES:
+            a, b = full.search(query, min_score=0), novec.search(query, min_score=0)
+            assert a.results, query
+            assert _paths(a)[:3] == _paths(b)[:3], query
+            assert [r.score for r in a.results[:3]] == pytest.approx([r.score for r in b.results[:3]], abs=1e-4)
+            assert b.mode == "hybrid" and b.degraded and any("in process" in w for w in b.warnings)
+            assert not a.degraded
+        assert novec.status()["vector"]["backend"] == "in-process"
+
+
+# --- degradation step 2: no embedding provider -----------------------------------------------------
+
+
+def test_provider_none_is_keyword_only(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+    with open_manager(make_ws(NOTES), cfg()) as m:
+        resp = m.search("which database do we use?")
+        assert _paths(resp)[0] == "MEMORY.md"
+        assert resp.mode == "keyword-only" and resp.provider == "none"
+        status = m.status()
+        assert status["searchMode"] == "keyword-only"
+        assert any("provider is 'none'" in r for r in status["modeReasons"])
+        probe = m.probe_embedding_availability()
+        assert probe.ok is False and "none" in (probe.error or "")
+        assert m.probe_vector_availability() is False
+
+
+def test_auto_without_a_loadable_model_is_keyword_only(make_ws: Callable[..., Path], cfg: Callable[..., dict], tmp_path: Path) -> None:
+    missing_model = tmp_path / "models" / "not-here"
+    with open_manager(make_ws(NOTES), cfg(provider="auto", local={"model": str(missing_model)})) as m:
+        resp = m.search("what is the cat called?")
+        assert _paths(resp)[0] == "memory/pets.md"
+        assert resp.mode == "keyword-only" and resp.degraded
+        status = m.status()
+        assert status["provider"] == "none" and status["searchMode"] == "keyword-only"
+        skipped = {s["provider"]: s["reason"] for s in status["providerSelection"]["skipped"]}
+        assert "cannot load local model" in skipped["local"]
+        assert any("no embedding provider" in r and "local" in r for r in status["modeReasons"])
+
+
+def test_explicit_local_that_cannot_load_fails_closed(make_ws: Callable[..., Path], cfg: Callable[..., dict], tmp_path: Path) -> None:
+    with open_manager(make_ws(NOTES), cfg(provider="local", local={"model": str(tmp_path / "nope")})) as m:
+        assert _paths(m.search("who fixed the CSV importer?"))[0] == "memory/2026-01-05.md"
+        selection = m.status()["providerSelection"]
+        assert selection["failedClosed"] is True and "cannot load local model" in selection["unavailableReason"]
+
+
+def test_auto_picks_the_bundled_local_model(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+    # The one manager in this file that loads the model itself (through the registry's real factory).
+    with open_manager(make_ws(NOTES), cfg(provider="auto")) as m:
+        resp = m.search("which pet jumps on the keyboard?")
+        assert resp.mode == "hybrid" and not resp.degraded
+        assert _paths(resp)[0] == "memory/pets.md"
+        status = m.status()
+        assert (status["provider"], status["model"], status["dims"], status["searchMode"]) == ("local", "all-MiniLM-L6-v2", 384, "hybrid")
+        assert status["vector"]["backend"] == "sqlite-vec" and status["vector"]["dims"] == 384
+        probe = m.probe_embedding_availability()
+        assert probe.ok and probe.dims == 384
+
+
+# --- degradation step 3: the query embedding fails for one query ----------------------------------
+
+
+def test_failed_query_embedding_degrades_that_query_only(make_ws: Callable[..., Path], cfg: Callable[..., dict], counting_provider) -> None:  # type: ignore[no-untyped-def]
+    with open_manager(make_ws(NOTES), cfg(provider="counting")) as m:
+        m.sync()
+        counting_provider.fail_queries = True
+        resp = m.search("who fixed the CSV importer?")
+        assert _paths(resp)[0] == "memory/2026-01-05.md"
+        assert resp.degraded and resp.mode == "keyword-only"
+        assert any("query embedding failed" in w and "simulated outage" in w for w in resp.warnings)
+        counting_provider.fail_queries = False
+        healthy = m.search("who fixed the CSV importer?")
+        assert healthy.mode == "hybrid" and not healthy.degraded and healthy.results
+
+
+# --- degradation step 4: no FTS5 -------------------------------------------------------------------
+
+
+def test_without_fts_vectors_still_answer(make_ws: Callable[..., Path], cfg: Callable[..., dict], counting_provider) -> None:  # type: ignore[no-untyped-def]
+    ws = make_ws(NOTES)
+    config = load_config(ws, cfg(provider="counting"))
+    with BuiltinMemoryManager(ws, config, store_options=StoreOptions(connection_hook=deny_fts5)) as m:
+        resp = m.search("what is the cat called?")
+        assert resp.mode == "vector-only" and resp.degraded
+        assert _paths(resp)[0] == "memory/pets.md"
+        status = m.status()
+        assert status["searchMode"] == "vector-only"
+        assert status["fts"]["available"] is False and "FTS5 unavailable" in status["fts"]["error"]
+        assert any("FTS5 not available" in r for r in status["modeReasons"])
+
+
+def test_without_fts_or_provider_files_are_scanned(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+    ws = make_ws(NOTES)
+    config = load_config(ws, cfg())
+    with BuiltinMemoryManager(ws, config, store_options=StoreOptions(connection_hook=deny_fts5)) as m:
+        for query, expected in [("which database do we use?", "MEMORY.md"), ("offsite candidates", "memory/travel.md")]:
+            resp = m.search(query)
+            assert resp.mode == "file-scan" and resp.degraded
+            assert _paths(resp)[0] == expected
+            assert all(0 <= r.score <= 1 for r in resp.results)
+        status = m.status()
+        assert status["searchMode"] == "file-scan" and status["fts"]["available"] is False
+        assert any("FTS5 not available" in r for r in status["modeReasons"])
+
+
+# --- corrupt index -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("damage", ["garbage", "torn-pages"])
+def test_corrupt_index_is_moved_aside_and_rebuilt(make_ws: Callable[..., Path], cfg: Callable[..., dict], tmp_path: Path, damage: str) -> None:
+    ws = make_ws(NOTES)
+    db_path = tmp_path / "index.sqlite"
+    if damage == "garbage":
+        db_path.write_bytes(os.urandom(64 * 1024))
+    else:
+        with open_manager(ws, cfg()) as m:
+            m.sync()
+        con = apsw.Connection(str(db_path))
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        con.close()
+        data = bytearray(db_path.read_bytes())
+        for offset in range(4096, len(data), 4096):  # keep the header page, scramble the rest
+            data[offset : offset + 200] = os.urandom(200)
+        db_path.write_bytes(bytes(data))
+    with open_manager(ws, cfg()) as m:
+        recovered = m.status()["recovered"]
+        assert recovered and str(db_path) in recovered
+        assert _paths(m.search("which database do we use?"))[0] == "MEMORY.md"
+        assert m.status()["files"] == len(NOTES)
+    assert list(tmp_path.glob("index.sqlite.corrupt-*"))
+
+
+# --- read_file ---------------------------------------------------------------------------------------
+
+
+def test_read_file_bounds_and_continuation(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+    long_lines = "\n".join(f"line {i}" for i in range(1, 301)) + "\n"
+    wide = "\n".join(("w" * 999) for _ in range(50)) + "\n"
+    ws = make_ws({**NOTES, "memory/long.md": long_lines, "memory/wide.md": wide})
+    with open_manager(ws, cfg()) as m:
+        first = m.read_file("memory/long.md")
+        assert (first["from"], first["lines"], first["truncated"], first["nextFrom"]) == (1, 120, True, 121)
+        assert first["text"].split("\n")[0] == "line 1" and first["text"].split("\n")[-1] == "line 120"
+        second = m.read_file("memory/long.md", from_line=first["nextFrom"], lines=500)  # capped at 120
+        assert (second["lines"], second["nextFrom"]) == (120, 241)
+        last = m.read_file("memory/long.md", from_line=241)
+        assert last["lines"] == 60 and "truncated" not in last and "nextFrom" not in last
+        assert last["text"].endswith("line 300")
+        window = m.read_file("memory/long.md", from_line=10, lines=3)
+        assert window["text"] == "line 10\nline 11\nline 12" and window["nextFrom"] == 13
+        past_end = m.read_file("memory/long.md", from_line=1000)
+        assert past_end["text"] == "" and past_end["lines"] == 0
+
+        capped = m.read_file("memory/wide.md")
+        assert len(capped["text"]) <= 12_000 and capped["lines"] == 12 and capped["nextFrom"] == 13
+
+        assert m.read_file("./memory/../MEMORY.md")["path"] == "MEMORY.md"
+        for bad, code in [("../etc/passwd.md", "outside_workspace"), ("memory/none.md", "not_found"), (".mdrecall.yaml", "not_memory_path")]:
+            with pytest.raises(PathError) as info:
+                m.read_file(bad)
+            assert info.value.code == code
+        with pytest.raises(PathError):
+            m.read_file("memory/long.md", from_line=0)
+
+
+# --- status, listeners, lifecycle, asyncio ----------------------------------------------------------
+
+
+def test_status_reports_pending_changes(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+    ws = make_ws(NOTES)
+    with open_manager(ws, cfg(sync={"onSearch": False})) as m:
+        assert m.status()["clean"] is False and m.status()["meta"] is None
+        m.sync()
+        status = m.status()
+        assert status["clean"] is True and status["files"] == len(NOTES) and status["chunks"] >= len(NOTES)
+        assert status["meta"]["chunkTokens"] == 200 and status["meta"]["ftsTokenizer"] == "unicode61"
+        (ws / "memory/new.md").write_text("- new\n", encoding="utf-8")
+        (ws / "memory/travel.md").unlink()
+        pending = m.status()["pendingChanges"]
+        assert pending["new"] == ["memory/new.md"] and pending["deleted"] == ["memory/travel.md"]
+        assert m.status()["dirty"] is True
+
+
+def test_listeners_and_closed_manager(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+    calls: list[tuple[str, int, str | None]] = []
+    m = open_manager(make_ws(NOTES), cfg())
+    m.add_search_listener(lambda q, resp, key, now: calls.append((q, len(resp.results), key)))
+    m.add_search_listener(lambda *a: 1 / 0)  # a broken listener never breaks search
+    m.search("Postgres database", session_key="s1")
+    assert calls == [("Postgres database", 1, "s1")]
+    m.close()
+    m.close()  # idempotent
+    with pytest.raises(MdrecallError):
+        m.search("Postgres")
+
+
+def test_open_manager_requires_a_directory(tmp_path: Path) -> None:
+    with pytest.raises(MdrecallError, match="not a directory"):
+        open_manager(tmp_path / "missing", {"provider": "none"})
+
+
+def test_asyncio_usage(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+    ws = make_ws(NOTES)
+
+    async def main() -> tuple[Any, ...]:
+        with open_manager(ws, cfg()) as m:
+            report = await m.async_sync()
+            results = await asyncio.gather(*(m.asearch(q) for q in QUERIES))
+            excerpt = await m.aread_file("MEMORY.md", 1, 2)
+            status = await m.astatus()
+            return report, results, excerpt, status
+
+    report, results, excerpt, status = asyncio.run(main())
+    assert report.files_indexed == len(NOTES)
+    assert [_paths(r)[0] for r in results] == ["MEMORY.md", "memory/pets.md", "memory/2026-01-05.md", "memory/travel.md"]
+    assert excerpt["text"] == "# Memory\n" and excerpt["lines"] == 2
+    assert status["files"] == len(NOTES)

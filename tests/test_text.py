@@ -1,0 +1,66 @@
+"""Word handling: query terms for natural-language questions, CJK tokens, token estimates."""
+
+from __future__ import annotations
+
+from mdrecall.text import (
+    estimate_tokens,
+    fts_index_text,
+    fts_match_expression,
+    query_terms,
+    similarity_tokens,
+    word_tokens,
+)
+
+
+def test_question_keeps_content_words_only() -> None:
+    assert query_terms("What database did we pick for the recipes?") == ["database", "pick", "recipes"]
+
+
+def test_all_stop_words_still_search_something() -> None:
+    assert query_terms("who is it?") != []
+
+
+def test_punctuation_and_duplicates() -> None:
+    assert query_terms("Postgres, postgres... POSTGRES!!") == ["postgres"]
+    assert query_terms("?!.,;") == []
+
+
+def test_cjk_query_terms_are_bigrams_without_question_scaffolding() -> None:
+    assert query_terms("猫") == ["猫"]
+    assert query_terms("咖啡") == ["咖啡"]
+    terms = query_terms("王磊喜欢什么？")
+    assert "什么" not in terms
+    assert {"王磊", "磊喜", "喜欢"} <= set(terms)
+
+
+def test_mixed_script_query() -> None:
+    terms = query_terms("Mira 的猫叫什么")
+    assert terms[0] == "mira" and "猫叫" in terms and "什么" not in terms
+
+
+def test_fts_index_text_spaces_out_cjk() -> None:
+    assert fts_index_text("hello world") == "hello world"
+    spaced = fts_index_text("王磊喜欢绿茶")
+    assert spaced.split() == ["王", "磊", "喜", "欢", "绿", "茶"]
+
+
+def test_match_expression_ors_terms_and_quotes_phrases() -> None:
+    expr = fts_match_expression(['data"base', "咖啡", "pick"])
+    assert expr == '"database" OR "咖 啡" OR "pick"'
+    assert fts_match_expression([]) is None
+
+
+def test_similarity_tokens_cjk_unigrams_and_bigrams() -> None:
+    tokens = similarity_tokens("Go 咖啡馆")
+    assert {"go", "咖", "啡", "馆", "咖啡", "啡馆"} == tokens
+
+
+def test_word_tokens_lowercases() -> None:
+    assert word_tokens("Hello, World 你好") == ["hello", "world", "你好"]
+
+
+def test_estimate_does_not_undercount_cjk() -> None:
+    text = "王磊喜欢绿茶不喝咖啡" * 10  # 100 Han characters: BERT tokenizers read one piece each
+    assert estimate_tokens(text) >= 100
+    assert estimate_tokens("one two three") >= 3
+    assert estimate_tokens("") == 0
