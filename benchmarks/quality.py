@@ -84,7 +84,10 @@ def run_mdrecall(dataset: str, mode: str, bench: Path, overrides: dict[str, Any]
             copy = tmp / "ws" / f"{dataset}-{ws.name}"
             if not copy.exists():
                 shutil.copytree(ws, copy)
-            cfg = _merge(config, {"store": {"path": str(tmp / "idx" / f"{dataset}-{mode}-{ws.name}.sqlite")}})
+            # Modes that share an index identity (hybrid and vector-only) share the index.
+            chunking = config.get("chunking", {})
+            identity = f"{config.get('provider', 'auto')}-{chunking.get('tokens', 'd')}-{chunking.get('overlap', 'd')}"
+            cfg = _merge(config, {"store": {"path": str(tmp / "idx" / f"{dataset}-{identity}-{ws.name}.sqlite")}})
             with open_manager(copy, cfg, use_global_config=False) as manager:
                 t0 = time.perf_counter()
                 manager.sync()

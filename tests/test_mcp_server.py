@@ -405,3 +405,33 @@ def test_explicit_origin_allowed() -> None:
 )  # fmt: skip
 def test_split_host_header(value: str, parsed: tuple[str, str | None] | None) -> None:
     assert split_host_header(value) == parsed
+
+
+# --- keeping the index warm -----------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_warm_keeper_syncs_at_start_and_follows_file_changes(tmp_path: Path) -> None:
+    pytest.importorskip("watchfiles")
+    from mdrecall.agent.plugin import create_memory_capability
+    from mdrecall.mcp_server import WarmKeeper
+
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text("# Memory\n- The staging database is called amber.\n")
+    # onSearch sync off: only the keeper (initial sync + watcher) can make new files searchable.
+    cfg = {"provider": "none", "store": {"path": str(tmp_path / "i.sqlite")},
+           "sync": {"onSearch": False, "watchDebounceMs": 100}}  # fmt: skip
+    capability = create_memory_capability(ws, cfg)
+    keeper = WarmKeeper(capability, watch=True).start()
+    try:
+        assert keeper.ready.wait(30) and keeper.error is None
+        assert capability.call_tool("memory_search", {"query": "amber", "minScore": 0})["results"]
+        (ws / "memory" / "2026-11-20.md").write_text("# 2026-11-20\n- Renamed the queue to heliotrope.\n")
+        deadline = time.monotonic() + 30
+        while not capability.call_tool("memory_search", {"query": "heliotrope", "minScore": 0})["results"]:
+            assert time.monotonic() < deadline, "the watcher never indexed the new note"
+            time.sleep(0.2)
+    finally:
+        keeper.stop()
+        capability.close()

@@ -69,9 +69,10 @@ def open_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 class _ProgressBar:
     """One self-overwriting line on a terminal; plain lines otherwise."""
 
-    def __init__(self, stream: Any = sys.stderr) -> None:
-        self.stream = stream
-        self.tty = stream.isatty()
+    def __init__(self, stream: Any = None) -> None:
+        # Look sys.stderr up now, not at import: callers (and pytest) may have replaced it since.
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = self.stream.isatty()
         self._last = 0.0
 
     def __call__(self, p: SyncProgress) -> None:

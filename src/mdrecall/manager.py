@@ -2,13 +2,20 @@
 
 Threading: searches read through one connection, syncs write through another (WAL lets both run at
 once). Across processes, one writer at a time holds ``<db>.lock``; a search never waits for another
-process's sync longer than ``sync.searchWaitMs`` and says so when it answers from an index it could
-not refresh.
+process's (or thread's) sync longer than ``sync.searchWaitMs`` and says so when it answers from an
+index it could not refresh.
+
+Freshness does not trust events: a search re-checks the files (a sync, or with ``sync.onSearch`` off
+a walk with mtime+size) whenever the index is marked dirty, a watcher has unprocessed events, or the
+last check is older than ``sync.reconcileIntervalMs``. Every response carries ``freshness``; when the
+index is known to differ from the files and could not be refreshed in time, ``stale`` is set and a
+warning says why. See docs/reliability.md.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
 import time
@@ -17,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 from mdrecall.config import MemoryConfig, load_config
+from mdrecall.crashpoints import crash_point
 from mdrecall.embeddings.base import provider_key as compute_provider_key
 from mdrecall.embeddings.registry import ProviderSelection, activate_fallback, select_provider
 from mdrecall.errors import EmbeddingError, MdrecallError, PathError, StoreError
@@ -29,6 +37,19 @@ from mdrecall.types import ProbeResult, SearchResponse, SyncReport
 from mdrecall.workspace import discover_memory_files, resolve_memory_path
 
 SearchListener = Callable[[str, SearchResponse, "str | None", datetime], None]
+
+log = logging.getLogger(__name__)
+
+#: ``SyncReport.rebuild_reason`` of a sync that gave up waiting for another writer.
+BUSY_OTHER_PROCESS = "another process is syncing"
+BUSY_OTHER_THREAD = "another sync in this process is running"
+_BUSY = (BUSY_OTHER_PROCESS, BUSY_OTHER_THREAD)
+#: Where the index records when any process last finished a sync (epoch seconds).
+LAST_SYNC_KEY = "last_sync_at"
+
+
+def _iso(epoch: float | None) -> str | None:
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat() if epoch else None
 
 
 @runtime_checkable
@@ -88,7 +109,15 @@ class BuiltinMemoryManager:
         self._vectors = InProcessVectors()
         self._listeners: list[SearchListener] = []
         self._dirty = True
+        self._dirty_generation = 0  # bumped by mark_dirty, so a sync that started earlier cannot clear it
         self._last_sync_at: float | None = None
+        self._checked_at: float | None = None  # wall time of the last comparison of files with the index
+        self._last_freshness: dict[str, Any] = {}
+        self._recovery_reported = False
+        self._watcher: Any = None
+        self._watcher_error: str | None = None
+        self._interval_thread: threading.Thread | None = None
+        self._stop_background = threading.Event()
         self._last_check_at: float = 0.0
         self._last_error: str | None = None
         self._last_report: SyncReport | None = None
@@ -111,29 +140,56 @@ class BuiltinMemoryManager:
         if self._closed:
             return
         self._closed = True
-        self._read_db.close()
+        self._stop_background.set()
+        if self._watcher is not None:
+            self._watcher.stop()
+        if self._interval_thread is not None and self._interval_thread is not threading.current_thread():
+            self._interval_thread.join(5.0)
+        with self._read_mutex:
+            self._read_db.close()
         provider = self._selection.provider if self._selection is not None else None
         closer = getattr(provider, "close", None)
         if closer is not None:
             closer()  # remote providers hold HTTP connection pools
 
-    def _open_db(self) -> IndexDB:
-        """Open the live index; a corrupt file is moved aside and rebuilt from the Markdown."""
+    def _try_open(self) -> tuple[IndexDB | None, str | None]:
         try:
             db = IndexDB(self.db_path, self._store_options)
-            if db.integrity_ok():
-                return db
-            db.close()
-            reason = "integrity check failed"
         except StoreError as exc:
-            reason = str(exc)
-        aside = self.db_path.with_name(f"{self.db_path.name}.corrupt-{int(time.time())}")
-        for suffix in ("", "-wal", "-shm"):
-            src = Path(str(self.db_path) + suffix)
-            if src.exists():
-                os.replace(src, Path(str(aside) + suffix))
-        self._recovered = f"index at {self.db_path} was unreadable ({reason}); moved to {aside} and rebuilt from the files"
-        return IndexDB(self.db_path, self._store_options)
+            return None, str(exc)
+        if db.integrity_ok():
+            return db, None
+        db.close()
+        return None, "integrity check failed"
+
+    def _open_db(self) -> IndexDB:
+        """Open the live index; a corrupt file is moved aside and rebuilt from the Markdown.
+
+        Only the index files are moved (never anything under the workspace), under the writer lock
+        and after a second check, so two processes finding the same damage do not move each other's
+        fresh replacement aside.
+        """
+        db, reason = self._try_open()
+        if db is not None:
+            return db
+        got = self._lock.acquire(self._store_options.busy_timeout_ms / 1000.0)
+        try:
+            db, again = self._try_open()
+            if db is not None:
+                return db  # another process recovered it while we waited
+            aside = self.db_path.with_name(f"{self.db_path.name}.corrupt-{time.time_ns()}")
+            for suffix in ("", "-wal", "-shm"):
+                src = Path(str(self.db_path) + suffix)
+                if src.exists():
+                    os.replace(src, Path(str(aside) + suffix))
+            self._recovered = (
+                f"index at {self.db_path} was unreadable ({again or reason}); moved to {aside} and rebuilt from the files"
+            )
+            log.warning("mdrecall: %s", self._recovered)
+            return IndexDB(self.db_path, self._store_options)
+        finally:
+            if got:
+                self._lock.release()
 
     def _sessions_adapter(self) -> SourceAdapter:
         from mdrecall.sessions import SessionSource
@@ -182,28 +238,47 @@ class BuiltinMemoryManager:
 
     # -- sync ------------------------------------------------------------------------------------
     def mark_dirty(self, paths: Sequence[str] | None = None) -> None:
+        self._dirty_generation += 1
         self._dirty = True
 
-    def sync(self, force: bool = False, progress: ProgressCallback | None = None, *, lock_timeout: float | None = None) -> SyncReport:
-        """Bring the index up to date with the files. Blocks while another process syncs (or gives up
-        after ``lock_timeout`` seconds and returns an empty report)."""
-        with self._sync_mutex:
-            if not self._lock.acquire(lock_timeout):
+    def sync(
+        self,
+        force: bool = False,
+        progress: ProgressCallback | None = None,
+        *,
+        lock_timeout: float | None = None,
+        defer_sessions: bool = False,
+    ) -> SyncReport:
+        """Bring the index up to date with the files. Blocks while another thread or process syncs,
+        or gives up after ``lock_timeout`` seconds and returns an empty report whose
+        ``rebuild_reason`` is ``BUSY_OTHER_THREAD`` / ``BUSY_OTHER_PROCESS``. ``defer_sessions`` lets
+        growing transcripts wait for their delta thresholds (automatic syncs)."""
+        deadline = None if lock_timeout is None else time.monotonic() + max(0.0, lock_timeout)
+        if not self._sync_mutex.acquire(timeout=-1 if lock_timeout is None else max(0.0, lock_timeout)):
+            report = SyncReport()
+            report.rebuild_reason = BUSY_OTHER_THREAD
+            return report
+        try:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not self._lock.acquire(remaining):
                 report = SyncReport()
-                report.rebuild_reason = "another process is syncing"
+                report.rebuild_reason = BUSY_OTHER_PROCESS
                 return report
             try:
+                crash_point("sync:locked")
                 try:
-                    return self._sync_locked(force, progress)
+                    return self._sync_locked(force, progress, defer_sessions)
                 except EmbeddingError as exc:
                     if not self._switch_to_fallback(exc):
                         raise
-                    return self._sync_locked(force, progress)  # new provider identity: a full rebuild
+                    return self._sync_locked(force, progress, defer_sessions)  # new provider identity: a full rebuild
             except Exception as exc:
                 self._last_error = f"{type(exc).__name__}: {exc}"
                 raise
             finally:
                 self._lock.release()
+        finally:
+            self._sync_mutex.release()
 
     def _switch_to_fallback(self, error: EmbeddingError) -> bool:
         """An explicit provider failed during sync: switch to ``fallback`` once (recorded in status)."""
@@ -222,7 +297,8 @@ class BuiltinMemoryManager:
             closer()
         return True
 
-    def _sync_locked(self, force: bool, progress: ProgressCallback | None) -> SyncReport:
+    def _sync_locked(self, force: bool, progress: ProgressCallback | None, defer_sessions: bool = False) -> SyncReport:
+        generation = self._dirty_generation
         cleanup_stale_rebuilds(self.db_path)
         current = self._selection_or_select().provider
         if current is not None and current.dims is None and hasattr(current, "resolve_dims"):
@@ -240,11 +316,18 @@ class BuiltinMemoryManager:
             else:
                 if provider is not None and provider.dims:
                     writer.ensure_vec_table(provider.dims)
-                report = Indexer(self.workspace, self.config, writer, ctx, progress, self.extra_sources).run(full=False)
+                report = Indexer(
+                    self.workspace, self.config, writer, ctx, progress, self.extra_sources, defer_sessions=defer_sessions
+                ).run(full=False)
+                with writer.conn:
+                    writer.set_kv(LAST_SYNC_KEY, repr(time.time()))
+                crash_point("sync:before-finish")
         finally:
             writer.close()
-        self._dirty = False
+        if self._dirty_generation == generation:
+            self._dirty = False
         self._last_sync_at = time.time()
+        self._checked_at = self._last_sync_at
         self._last_check_at = time.monotonic()
         self._last_error = None
         self._last_report = report
@@ -255,11 +338,14 @@ class BuiltinMemoryManager:
         built = IndexDB(temp_path, self._store_options)
         try:
             seed_cache_from(built, self.db_path)
+            crash_point("rebuild:seeded")
             if ctx.provider is not None and ctx.provider.dims:
                 built.ensure_vec_table(ctx.provider.dims)
             report = Indexer(self.workspace, self.config, built, ctx, progress, self.extra_sources).run(full=True)
             with built.conn:
                 built.write_meta(desired)
+                built.set_kv(LAST_SYNC_KEY, repr(time.time()))
+            crash_point("rebuild:built")
             live.close()
             swap_in(built, self.db_path, self._store_options.busy_timeout_ms)
         finally:
@@ -268,20 +354,71 @@ class BuiltinMemoryManager:
         report.full_rebuild = True
         return report
 
-    def _ensure_fresh(self) -> tuple[bool, str | None]:
-        """Sync before searching when allowed; returns (stale, note)."""
-        if not self.config.sync.onSearch:
-            return False, None
+    def _refresh_for_search(self, session_start: bool) -> tuple[bool, list[str]]:
+        """Make the index match the files before a search, within ``sync.searchWaitMs``.
+
+        Returns (stale, warnings). Stale only when the files are known to differ from the index: a
+        sync that could not run (busy, failed, or not allowed) is followed by the cheap walk, and a
+        busy writer whose work is already visible does not make the answer stale.
+        """
+        if not (self.config.sync.onSearch or session_start):
+            return self._stale_if_pending("automatic sync is off (sync.onSearch: false)")
         wait = self.config.sync.searchWaitMs / 1000.0
         try:
-            report = self.sync(lock_timeout=wait)
-        except MdrecallError as exc:
-            return True, f"index could not be refreshed: {exc}"
+            # A new session indexes its transcripts in full; other automatic syncs honour the deltas.
+            report = self.sync(lock_timeout=wait, defer_sessions=not session_start)
         except Exception as exc:  # never let a failing sync break search
-            return True, f"index could not be refreshed: {type(exc).__name__}: {exc}"
-        if report.rebuild_reason == "another process is syncing":
-            return True, "another process is updating the index; results may miss the newest changes"
-        return False, None
+            return self._stale_if_pending(f"index could not be refreshed ({type(exc).__name__}: {exc})")
+        if report.rebuild_reason in _BUSY:
+            return self._stale_if_pending(f"{report.rebuild_reason} (waited {self.config.sync.searchWaitMs} ms)")
+        self._last_freshness = {
+            "filesOnDisk": report.files_scanned,
+            "filesIndexed": self._indexed_count(),
+            "pendingChanges": report.files_deferred,
+            "deferredSessions": report.files_deferred,
+        }
+        return False, []
+
+    def _stale_if_pending(self, reason: str) -> tuple[bool, list[str]]:
+        """Compare the files with the index (a walk with mtime+size, no lock) and judge staleness."""
+        try:
+            with self._read_mutex:
+                indexed = self._read_db.files()
+                skipped = self._read_db.skipped()
+                meta = self._read_db.read_meta()
+            pending = self._pending_changes(indexed, skipped)
+        except Exception as exc:
+            return True, [f"{reason}; the index could not be compared with the files ({type(exc).__name__}: {exc})"]
+        generation = self._dirty_generation
+        self._checked_at = time.time()
+        self._last_check_at = time.monotonic()
+        deferred = pending.get("deferredCount", 0)
+        outstanding = pending.get("count", 0) - deferred
+        self._last_freshness = {
+            "filesOnDisk": pending.get("filesOnDisk", len(indexed)),
+            "filesIndexed": len(indexed),
+            "pendingChanges": pending.get("count", 0),
+            "deferredSessions": deferred,
+        }
+        mismatch = self._stored_identity_mismatch(meta)
+        if outstanding > 0:
+            return True, [f"{reason}; {outstanding} file(s) changed since the last sync, results may miss them"]
+        if mismatch is not None:
+            return True, [f"{reason}; the index must be rebuilt ({mismatch}), results may be incomplete"]
+        if self._dirty_generation == generation:
+            self._dirty = False  # someone else's sync already covered it
+        return False, []
+
+    def _indexed_count(self) -> int:
+        with self._read_mutex:
+            return int(self._read_db.conn.execute("SELECT COUNT(*) FROM files").fetchone()[0])
+
+    def _stored_identity_mismatch(self, meta: dict[str, Any] | None) -> str | None:
+        """Why the stored index does not fit the configuration, or None (unknown dims are not a mismatch)."""
+        if meta is None:
+            return "no index yet"
+        desired = {k: v for k, v in self._desired_meta().items() if v is not None}
+        return self._identity_mismatch(meta, desired)
 
     # -- search ----------------------------------------------------------------------------------
     def add_search_listener(self, listener: SearchListener) -> None:
@@ -303,11 +440,15 @@ class BuiltinMemoryManager:
             now = now.replace(tzinfo=timezone.utc)
         selection = self._selection_or_select()
         provider = selection.provider
-        stale, note = False, None
-        if session_key and self.config.sync.onSessionStart and session_key not in self._sessions_seen:
-            self._sessions_seen.add(session_key)
-        if self._needs_check():
-            stale, note = self._ensure_fresh()
+        stale, notes = False, []
+        session_start = bool(session_key) and self.config.sync.onSessionStart and session_key not in self._sessions_seen
+        if session_start:
+            self._sessions_seen.add(session_key)  # type: ignore[arg-type]
+        if session_start or self._needs_check():
+            stale, notes = self._refresh_for_search(session_start)
+        if self._recovered and not self._recovery_reported:
+            self._recovery_reported = True
+            notes.append(self._recovered)
 
         text = (query or "").strip()
         configured = list(self.config.sources)
@@ -324,8 +465,7 @@ class BuiltinMemoryManager:
             stale=stale,
             freshness=freshness,
         )
-        if note:
-            base.warnings.append(note)
+        base.warnings.extend(notes)
         if not text or not wanted:
             return base
 
@@ -367,9 +507,12 @@ class BuiltinMemoryManager:
         return base
 
     def _needs_check(self) -> bool:
-        if self._dirty or self._last_sync_at is None:
+        if self._dirty or self._checked_at is None:
             return True
-        interval = getattr(self.config.sync, "reconcileIntervalMs", 1000) / 1000.0
+        watcher = self._watcher
+        if watcher is not None and watcher.has_pending():
+            return True  # events not yet synced by the watcher: do not wait for its debounce
+        interval = self.config.sync.reconcileIntervalMs / 1000.0
         return time.monotonic() - self._last_check_at >= interval
 
     def _visibility(self, session_key: str | None) -> Callable[[str, str], bool] | None:
@@ -385,11 +528,69 @@ class BuiltinMemoryManager:
         return visible
 
     def _freshness(self, stale: bool) -> dict[str, Any]:
+        """What a response knows about the index's freshness (as of ``checkedAt``)."""
         return {
             "stale": stale,
-            "lastSyncAt": datetime.fromtimestamp(self._last_sync_at, timezone.utc).isoformat() if self._last_sync_at else None,
+            "checkedAt": _iso(self._checked_at),
+            "lastSyncAt": _iso(self._index_last_sync_at()),
+            "filesOnDisk": self._last_freshness.get("filesOnDisk"),
+            "filesIndexed": self._last_freshness.get("filesIndexed"),
+            "pendingChanges": self._last_freshness.get("pendingChanges"),
+            "deferredSessions": self._last_freshness.get("deferredSessions", 0),
             "dirty": self._dirty,
+            "watcher": self._watcher_state(),
         }
+
+    def _index_last_sync_at(self) -> float | None:
+        """The last sync finished by any process on this index (this process's if newer)."""
+        try:
+            with self._read_mutex:
+                raw = self._read_db.get_kv(LAST_SYNC_KEY)
+            stored = float(raw) if raw else None
+        except Exception:
+            stored = None
+        candidates = [t for t in (stored, self._last_sync_at) if t]
+        return max(candidates) if candidates else None
+
+    def _watcher_state(self) -> str:
+        if self._watcher is None:
+            return "failed" if self._watcher_error else "off"
+        return "running" if self._watcher.running else "stopped"
+
+    # -- background freshness: watcher and interval syncs -----------------------------------------
+    @property
+    def watcher(self) -> Any:
+        """The attached :class:`mdrecall.watch.MemoryWatcher`, or None."""
+        return self._watcher
+
+    def start_background(self) -> None:
+        """Start what ``sync`` asks for: the file watcher (``watch``) and interval syncs
+        (``intervalMinutes``). Both stop in :meth:`close`. Called by :func:`open_manager`."""
+        if self.config.sync.watch and self._watcher is None:
+            try:
+                from mdrecall.watch import attach_watcher
+
+                self._watcher = attach_watcher(self)
+                self._watcher_error = None
+            except Exception as exc:  # missing watchfiles, inotify limits: searches still reconcile
+                self._watcher_error = f"{type(exc).__name__}: {exc}"
+                log.warning("mdrecall: file watcher not started (%s); searches still check the files", exc)
+        if self.config.sync.intervalMinutes > 0 and self._interval_thread is None:
+            self._interval_thread = threading.Thread(target=self._interval_loop, name="mdrecall-interval-sync", daemon=True)
+            self._interval_thread.start()
+
+    @property
+    def interval_sync_running(self) -> bool:
+        return self._interval_thread is not None and self._interval_thread.is_alive()
+
+    def _interval_loop(self) -> None:
+        period = self.config.sync.intervalMinutes * 60.0
+        while not self._stop_background.wait(period):
+            try:
+                # Someone else syncing right now is as good as our own sync: do not queue behind it.
+                self.sync(lock_timeout=1.0, defer_sessions=True)
+            except Exception as exc:
+                log.warning("mdrecall: interval sync failed: %s", exc)
 
     # -- read ------------------------------------------------------------------------------------
     def read_file(self, rel_path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]:
@@ -448,7 +649,19 @@ class BuiltinMemoryManager:
             indexed = db.files()
         files = sum(c["files"] for c in counts.values())
         chunks = sum(c["chunks"] for c in counts.values())
-        pending = self._pending_changes(indexed, skipped) if deep or True else None
+        # Always walk: "clean" must describe the files on disk now, not the last sync or event.
+        generation = self._dirty_generation
+        pending = self._pending_changes(indexed, skipped)
+        mismatch = self._stored_identity_mismatch(meta)
+        self._checked_at = time.time()
+        self._last_freshness = {
+            "filesOnDisk": pending["filesOnDisk"],
+            "filesIndexed": len(indexed),
+            "pendingChanges": pending["count"],
+            "deferredSessions": pending["deferredCount"],
+        }
+        if not pending["count"] and mismatch is None and self._dirty_generation == generation:
+            self._dirty = False
         if provider is None:
             mode = "keyword-only" if db.caps.fts_available else "file-scan"
         elif not db.caps.fts_available:
@@ -483,15 +696,24 @@ class BuiltinMemoryManager:
             },
             "cache": {"enabled": self.config.cache.enabled, "entries": cache_entries, "maxEntries": self.config.cache.maxEntries},
             "fallback": {"from": selection.fallback_from, "reason": selection.fallback_reason} if selection.fallback_from else None,
+            # Remote providers: the last failed call (retried or not) and the OpenAI Batch API state.
+            "providerError": getattr(provider, "last_error", None),
+            "batch": provider.batch_api.status() if getattr(provider, "batch_api", None) is not None else {"enabled": False},
             "skipped": [{"path": p, "source": v[0], "reason": v[1]} for p, v in sorted(skipped.items())],
             "meta": meta,
-            "dirty": self._dirty or bool(pending),
-            "pendingChanges": pending,
-            "clean": not pending and meta is not None,
-            "lastSyncAt": datetime.fromtimestamp(self._last_sync_at, timezone.utc).isoformat() if self._last_sync_at else None,
+            "dirty": self._dirty or bool(pending["count"]),
+            "pendingChanges": pending if pending["count"] else {},
+            "rebuildNeeded": mismatch,
+            "clean": not pending["count"] and mismatch is None,
+            "freshness": self._freshness(stale=bool(pending["count"] - pending["deferredCount"]) or mismatch is not None),
+            "lastSyncAt": _iso(self._index_last_sync_at()),
             "lastError": self._last_error,
             "recovered": self._recovered,
             "lastSync": self._last_report.to_dict() if self._last_report else None,
+            "watcher": self._watcher.status() if self._watcher is not None else (
+                {"running": False, "error": self._watcher_error} if self._watcher_error else None
+            ),
+            "intervalSync": {"minutes": self.config.sync.intervalMinutes, "running": self.interval_sync_running},
         }
         return status
 
@@ -507,8 +729,14 @@ class BuiltinMemoryManager:
         return reasons
 
     def _pending_changes(self, indexed: dict[str, Any], skipped: dict[str, Any]) -> dict[str, Any]:
-        """Walk the files (mtime+size) and compare with the index: what a sync would do now."""
-        on_disk: dict[str, tuple[int, int]] = {}
+        """Walk the files (mtime+size) and compare with the index: what a full sync would do now.
+
+        Counts memory files and transcripts: new, changed (including skipped files that changed),
+        deleted (indexed or skipped files that are gone). ``deferred`` lists transcripts whose only
+        change is an append below the delta thresholds (automatic syncs leave those for later; they
+        still count as pending, so ``clean`` stays honest).
+        """
+        on_disk: dict[str, tuple[int, int, Path, str]] = {}
         files = discover_memory_files(self.workspace, self.config) if "memory" in self.config.sources else []
         for adapter in self.extra_sources:
             files.extend(adapter.discover())
@@ -517,17 +745,29 @@ class BuiltinMemoryManager:
                 st = f.path.stat()
             except OSError:
                 continue
-            on_disk[f.rel_path] = (st.st_mtime_ns, st.st_size)
-        new = [p for p in on_disk if p not in indexed and p not in skipped]
-        changed = [
-            p for p, (m, s) in on_disk.items()
-            if p in indexed and (indexed[p].mtime != m or indexed[p].size != s)
-        ]
-        deleted = [p for p in indexed if p not in on_disk]
+            on_disk[f.rel_path] = (st.st_mtime_ns, st.st_size, f.path, f.source)
+        new: list[str] = []
+        changed: list[str] = []
+        deferred: list[str] = []
+        for p, (m, size, path, source) in on_disk.items():
+            row = indexed.get(p)
+            if row is not None:
+                if row.mtime == m and row.size == size and row.source == source:
+                    continue
+                changed.append(p)
+                adapter = next((a for a in self.extra_sources if a.source == source), None)
+                deferrable = getattr(adapter, "deferrable", None)
+                if row.source == source and deferrable is not None and deferrable(path, row.size, size):
+                    deferred.append(p)
+            elif p in skipped:
+                if (skipped[p][2], skipped[p][3]) != (m, size):
+                    changed.append(p)
+            else:
+                new.append(p)
+        deleted = [p for p in indexed if p not in on_disk] + [p for p in skipped if p not in on_disk]
         total = len(new) + len(changed) + len(deleted)
-        if total == 0:
-            return {}
-        return {"new": sorted(new)[:50], "changed": sorted(changed)[:50], "deleted": sorted(deleted)[:50], "count": total,
+        return {"new": sorted(new)[:50], "changed": sorted(changed)[:50], "deleted": sorted(deleted)[:50],
+                "deferred": sorted(deferred)[:50], "deferredCount": len(deferred), "count": total,
                 "filesOnDisk": len(on_disk), "filesIndexed": len(indexed)}
 
     def probe_embedding_availability(self) -> ProbeResult:
@@ -581,6 +821,7 @@ def open_manager(
         return get_backend_factory(cfg.backend)(root, cfg)
     manager = BuiltinMemoryManager(root, cfg)
     _install_features(manager)
+    manager.start_background()
     return manager
 
 

@@ -37,8 +37,7 @@ from urllib.parse import urlsplit
 
 from mdrecall.agent.flush import build_flush_plan
 from mdrecall.agent.plugin import MemoryCapability, create_memory_capability
-from mdrecall.agent.prompts import build_memory_prompt_section, format_relevant_memories
-from mdrecall.agent.tools import MEMORY_GET, MEMORY_SEARCH, MEMORY_STATUS
+from mdrecall.agent.tools import MEMORY_GET, MEMORY_SEARCH
 from mdrecall.errors import ConfigError, MdrecallError
 
 if TYPE_CHECKING:
@@ -103,6 +102,9 @@ class WarmKeeper:
         finally:
             self.ready.set()
         interval = getattr(self.capability.runtime.config.sync, "intervalMinutes", 0) or 0
+        if interval > 0 and self.error is None:
+            if getattr(self.capability.runtime.manager(), "interval_sync_running", False):
+                interval = 0  # the manager runs interval syncs itself
         while interval > 0 and not self._stop.wait(interval * 60):
             try:
                 self.capability.runtime.manager().sync()
@@ -110,6 +112,8 @@ class WarmKeeper:
                 log.warning("periodic sync failed: %s", exc)
 
     def _start_watcher(self, manager: Any) -> None:
+        if getattr(manager, "watcher", None) is not None:
+            return  # sync.watch: the manager already runs its own watcher
         try:
             from mdrecall.watch import attach_watcher
 
@@ -474,13 +478,33 @@ def serve(options: ServeOptions) -> int:
     if not workspace.is_dir():
         raise MdrecallError(f"workspace {workspace} is not a directory")
     capability = create_memory_capability(workspace, options.overrides or None)
-    settings = _mcp_settings(capability)
-    session_key = options.session_key or settings.get("sessionKey")
-    watch = options.watch if options.watch is not None else settings.get("watch", True) is not False
+    try:
+        settings = _mcp_settings(capability)
+        session_key = options.session_key or settings.get("sessionKey")
+        watch = options.watch if options.watch is not None else settings.get("watch", True) is not False
+        if options.http:
+            host = options.host or settings.get("host") or DEFAULT_HOST
+            port = int(options.port if options.port is not None else settings.get("port", DEFAULT_PORT))
+            path = options.path or settings.get("path") or DEFAULT_PATH
+            # Checked before anything loads: a refused binding must not cost a model start-up.
+            security = HttpSecurity.for_binding(
+                host,
+                port,
+                token=options.token or os.environ.get(TOKEN_ENV) or None,
+                extra_hosts=[*settings.get("allowedHosts", []), *options.allow_hosts],
+                extra_origins=[*settings.get("allowedOrigins", []), *options.allow_origins],
+                allow_unauthenticated=options.allow_unauthenticated,
+            )
+            app = build_http_app(capability, security, session_key=session_key, path=path)
+        else:
+            server = build_server(capability, session_key=session_key)
+    except BaseException:
+        capability.close()
+        raise
+
     keeper = WarmKeeper(capability, watch=watch).start()
     try:
         if not options.http:
-            server = build_server(capability, session_key=session_key)
 
             async def run_stdio() -> None:
                 from mcp.server.stdio import stdio_server
@@ -493,18 +517,6 @@ def serve(options: ServeOptions) -> int:
 
         import uvicorn
 
-        host = options.host or settings.get("host") or DEFAULT_HOST
-        port = int(options.port if options.port is not None else settings.get("port", DEFAULT_PORT))
-        path = options.path or settings.get("path") or DEFAULT_PATH
-        security = HttpSecurity.for_binding(
-            host,
-            port,
-            token=options.token or os.environ.get(TOKEN_ENV) or None,
-            extra_hosts=[*settings.get("allowedHosts", []), *options.allow_hosts],
-            extra_origins=[*settings.get("allowedOrigins", []), *options.allow_origins],
-            allow_unauthenticated=options.allow_unauthenticated,
-        )
-        app = build_http_app(capability, security, session_key=session_key, path=path)
         shown = f"[{host}]" if ":" in host else host
         print(
             f"mdrecall MCP server for {workspace} on http://{shown}:{port}{path}"

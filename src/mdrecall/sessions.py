@@ -4,6 +4,10 @@ Transcripts are stored under their real workspace-relative path
 (``.openclaw/sessions/<sessionKey>/transcripts/<file>.jsonl``) so citations point at the file, and
 chunk line numbers are JSONL line numbers. Secrets are redacted while rendering, before anything is
 chunked, stored or embedded.
+
+A transcript grows one line per message. Automatic syncs (on search, on the interval) re-index it
+only once the appended tail reaches ``sync.sessions.deltaBytes`` or ``deltaMessages`` lines
+(:meth:`SessionSource.defer_growth`); explicit syncs, session starts and rebuilds always index it.
 """
 
 from __future__ import annotations
@@ -34,6 +38,34 @@ class SessionSource(SourceAdapter):
     def render(self, file: MemoryFile, text: str) -> tuple[list[str], list[int]]:
         rendered = render_transcript(text, redact=True)
         return rendered.lines, list(rendered.line_map)
+
+    def below_thresholds(self, appended_bytes: int, appended_lines: int) -> bool:
+        """True while an append is too small to re-index (``sync.sessions.delta*``; 0 = any growth counts)."""
+        deltas = self.config.sync.sessions
+        if appended_bytes <= 0:
+            return False
+        if deltas.deltaBytes <= 0 or appended_bytes >= deltas.deltaBytes:
+            return False
+        if deltas.deltaMessages <= 0 or appended_lines >= deltas.deltaMessages:
+            return False
+        return True
+
+    def defer_growth(self, raw: bytes, indexed_size: int) -> bool:
+        """Whether a sync may leave this transcript's appended tail (``raw[indexed_size:]``) for later."""
+        tail = raw[indexed_size:]
+        return self.below_thresholds(len(tail), tail.count(b"\n"))
+
+    def deferrable(self, path: Path, indexed_size: int, size: int) -> bool:
+        """The same decision from the file on disk, reading only the appended tail (for status)."""
+        if size <= indexed_size or not self.below_thresholds(size - indexed_size, 0):
+            return False
+        try:
+            with path.open("rb") as fh:
+                fh.seek(indexed_size)
+                tail = fh.read(size - indexed_size)
+        except OSError:
+            return False
+        return self.below_thresholds(len(tail), tail.count(b"\n"))
 
 
 def session_key_of(rel_path: str, config: MemoryConfig) -> str | None:

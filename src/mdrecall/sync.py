@@ -4,6 +4,15 @@ Cost model: an unchanged file costs one ``stat`` (mtime+size match) or one read+
 identical). A changed file is re-chunked; only chunks whose text hash has no cached embedding are
 embedded, in large batches. Each file's rows are replaced in one transaction, after all of its
 embeddings exist, so an interrupted sync never leaves a half-written file: the next sync redoes it.
+
+Trusting mtime+size has one hole: file timestamps come from a coarse clock, so a file rewritten with
+the same size within the same clock tick as our read keeps its mtime, and the change would never be
+seen. Files read within ``RACY_WINDOW_NS`` of their mtime ("racily clean", as git calls it) are
+therefore read and hashed once more after the window has passed, before the sync returns.
+
+Automatic syncs (``defer_sessions``) leave a growing transcript alone until the appended bytes or
+lines reach ``sync.sessions.deltaBytes`` / ``deltaMessages`` (checked against the stored size and
+hash, so only true appends are deferred); explicit syncs and rebuilds index everything.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ from typing import Callable, Sequence
 
 from mdrecall.chunking import Chunk, chunk_id, chunk_lines, chunk_markdown, fit_to_model
 from mdrecall.config import MemoryConfig
+from mdrecall.crashpoints import crash_point
 from mdrecall.embeddings.base import EmbeddingProvider
 from mdrecall.store.db import ChunkRow, FileRow, IndexDB, vector_to_blob
 from mdrecall.text import fts_index_text
@@ -27,6 +37,18 @@ ProgressCallback = Callable[[SyncProgress], None]
 
 #: Texts embedded per call; large calls keep the model at its raw throughput.
 EMBED_GROUP = 512
+
+#: A file read less than this after its mtime may still change without its mtime moving.
+RACY_WINDOW_NS = 50_000_000
+#: The same on filesystems that store whole seconds (FAT, some network mounts).
+RACY_WINDOW_COARSE_NS = 2_000_000_000
+#: Upper bound on waiting for racy files to settle (a clock skewed into the future must not hang a sync).
+RACY_MAX_WAIT_S = 2.5
+
+
+def _is_racy(mtime_ns: int, checked_ns: int) -> bool:
+    window = RACY_WINDOW_COARSE_NS if mtime_ns % 1_000_000_000 == 0 else RACY_WINDOW_NS
+    return checked_ns - mtime_ns < window
 
 
 @dataclass
@@ -77,6 +99,8 @@ class Indexer:
         ctx: SyncContext,
         progress: ProgressCallback | None = None,
         extra_sources: Sequence["SourceAdapter"] = (),
+        *,
+        defer_sessions: bool = False,
     ) -> None:
         self.workspace = workspace
         self.config = config
@@ -84,6 +108,7 @@ class Indexer:
         self.ctx = ctx
         self.progress = progress
         self.extra_sources = list(extra_sources)
+        self.defer_sessions = defer_sessions
 
     # -- discovery -------------------------------------------------------------------------------
     def discover(self) -> list[MemoryFile]:
@@ -125,52 +150,114 @@ class Indexer:
         report.files_scanned = len(discovered)
         existing = self.db.files()
         skipped = self.db.skipped()
+        seen = {file.rel_path for file in discovered}
+        racy: list[tuple[MemoryFile, int]] = []
         pending: list[PendingFile] = []
-        seen: set[str] = set()
-        max_bytes = self.config.limits.maxFileBytes
         for file in discovered:
-            seen.add(file.rel_path)
-            try:
-                st = file.path.stat()
-            except OSError:
-                continue
-            mtime, size = st.st_mtime_ns, st.st_size
-            old = existing.get(file.rel_path)
-            if not full and old is not None and old.mtime == mtime and old.size == size and old.source == file.source:
-                report.files_unchanged += 1
-                continue
-            prev_skip = skipped.get(file.rel_path)
-            if not full and prev_skip is not None and prev_skip[2] == mtime and prev_skip[3] == size:
-                report.files_skipped += 1
-                continue
-            adapter = self._adapter_for(file.source)
-            text, raw, reason = _read_text(file.path, max_bytes, lenient=getattr(adapter, "lenient_decode", False))
-            if reason is not None or text is None or raw is None:
-                self.db.record_skipped(file.rel_path, file.source, reason or "unreadable", mtime, size)
-                report.files_skipped += 1
-                continue
-            digest = hashlib.sha256(raw).hexdigest()
-            if not full and old is not None and old.hash == digest and old.source == file.source:
-                self.db.touch_file(file.rel_path, mtime, size)
-                report.files_unchanged += 1
-                continue
-            chunks, line_map = self._chunk(file, text)
-            pending.append(PendingFile(file, FileRow(file.rel_path, file.source, digest, mtime, size), chunks, line_map))
+            item = self._examine(file, existing, skipped, full, report, racy, verify=False)
+            if item is not None:
+                pending.append(item)
 
         self._embed_and_write(pending, report)
+        crash_point("index:before-removals")
 
         for path in existing:
             if path not in seen:
                 self.db.remove_file(path)
                 report.files_removed += 1
+                crash_point("index:file-removed")
         for path in skipped:
             if path not in seen:
                 self.db.remove_file(path)
+        self._settle_racy(racy, report)
         if self.config.cache.enabled:
             self.db.cache_prune(self.config.cache.maxEntries)
         report.seconds = time.monotonic() - started
         self._emit(report.files_indexed, len(pending), "Done")
         return report
+
+    def _examine(
+        self,
+        file: MemoryFile,
+        existing: dict[str, FileRow],
+        skipped: dict[str, tuple[str, str, int, int]],
+        full: bool,
+        report: SyncReport,
+        racy: list[tuple[MemoryFile, int]],
+        verify: bool,
+    ) -> PendingFile | None:
+        """Decide what one file needs; returns the work to do, or None. ``verify`` ignores mtime+size."""
+        try:
+            st = file.path.stat()
+        except OSError:
+            return None
+        checked_ns = time.time_ns()
+        mtime, size = st.st_mtime_ns, st.st_size
+        old = existing.get(file.rel_path)
+        trust_stat = not full and not verify
+        if trust_stat and old is not None and old.mtime == mtime and old.size == size and old.source == file.source:
+            report.files_unchanged += 1
+            return None
+        prev_skip = skipped.get(file.rel_path)
+        if trust_stat and prev_skip is not None and prev_skip[2] == mtime and prev_skip[3] == size:
+            report.files_skipped += 1
+            return None
+        adapter = self._adapter_for(file.source)
+        text, raw, reason = _read_text(file.path, self.config.limits.maxFileBytes, lenient=getattr(adapter, "lenient_decode", False))
+        is_racy = _is_racy(mtime, checked_ns)
+        if reason is not None or text is None or raw is None:
+            self.db.record_skipped(file.rel_path, file.source, reason or "unreadable", mtime, size)
+            if not verify:
+                report.files_skipped += 1
+            if is_racy:
+                racy.append((file, mtime))
+            return None
+        digest = hashlib.sha256(raw).hexdigest()
+        if not full and old is not None and old.hash == digest and old.source == file.source:
+            if old.mtime != mtime or old.size != size:
+                self.db.touch_file(file.rel_path, mtime, size)
+            if not verify:
+                report.files_unchanged += 1
+            if is_racy:
+                racy.append((file, mtime))
+            return None
+        if (
+            self.defer_sessions
+            and not full
+            and old is not None
+            and old.source == file.source
+            and len(raw) > old.size
+            and getattr(adapter, "defer_growth", None) is not None
+            and adapter.defer_growth(raw, old.size)  # type: ignore[union-attr]
+            and hashlib.sha256(raw[: old.size]).hexdigest() == old.hash  # a pure append, nothing rewritten
+        ):
+            report.files_deferred += 1
+            return None
+        if is_racy:
+            racy.append((file, mtime))
+        chunks, line_map = self._chunk(file, text)
+        return PendingFile(file, FileRow(file.rel_path, file.source, digest, mtime, size), chunks, line_map)
+
+    def _settle_racy(self, racy: list[tuple[MemoryFile, int]], report: SyncReport) -> None:
+        """Re-read files that were read too soon after their last change (see the module docstring)."""
+        for _ in range(2):
+            if not racy:
+                return
+            newest = max(mtime for _, mtime in racy)
+            window = RACY_WINDOW_COARSE_NS if newest % 1_000_000_000 == 0 else RACY_WINDOW_NS
+            wait = (newest + window - time.time_ns()) / 1e9
+            if wait > 0:
+                time.sleep(min(wait, RACY_MAX_WAIT_S))
+            existing = self.db.files()
+            skipped = self.db.skipped()
+            again: list[tuple[MemoryFile, int]] = []
+            pending: list[PendingFile] = []
+            for file, _mtime in racy:
+                item = self._examine(file, existing, skipped, False, report, again, verify=True)
+                if item is not None:
+                    pending.append(item)
+            self._embed_and_write(pending, report)
+            racy = again
 
     def _emit(self, completed: int, total: int, label: str) -> None:
         if self.progress is not None:
@@ -267,6 +354,7 @@ class Indexer:
         self.db.replace_file(item.row, rows, self.ctx.model)
         report.files_indexed += 1
         report.chunks_written += len(rows)
+        crash_point("index:file-written")
 
 
 class SourceAdapter:

@@ -106,6 +106,8 @@ class SyncReport:
     files_unchanged: int = 0
     files_removed: int = 0
     files_skipped: int = 0
+    # Growing transcripts left for later: appended data below sync.sessions.delta* (automatic syncs only).
+    files_deferred: int = 0
     chunks_written: int = 0
     chunks_embedded: int = 0
     cache_hits: int = 0

@@ -374,6 +374,11 @@ class MemoryWatcher:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def has_pending(self) -> bool:
+        """Events received but not yet handed to ``on_change`` (still inside the debounce window)."""
+        with self._lock:
+            return bool(self._pending)
+
     def status(self) -> dict[str, Any]:
         with self._lock:
             pending = len(self._pending)

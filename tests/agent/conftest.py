@@ -1,4 +1,4 @@
-"""Fixtures for the agent tests: a private copy of the example workspace and an isolated MDRECALL_HOME."""
+"""Fixtures for the agent tests: a private copy of the example workspace (MDRECALL_HOME is isolated by tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -26,12 +26,6 @@ def make_workspace(target: Path) -> Path:
     )
     (target / "memory" / "people.md").write_text("# People\n- Tomás Ribeiro: backend, owns the importer.\n")
     return target
-
-
-@pytest.fixture(autouse=True)
-def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Never read or write the developer's ~/.mdrecall from tests.
-    monkeypatch.setenv("MDRECALL_HOME", str(tmp_path_factory.getbasetemp() / "mdrecall-home"))
 
 
 @pytest.fixture(scope="module")

@@ -331,3 +331,31 @@ def test_failing_embedding_service_degrades_to_keyword_results(example_ws: Path,
     assert out["degraded"] is True and out["results"]
     assert any("insufficient_quota" in w for w in out["warnings"])
     assert "Meilisearch" in out["results"][0]["snippet"]
+
+
+# --- configurable scope ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def open_scope_tools(example_ws: Path, tmp_path_factory: pytest.TempPathFactory):
+    store = tmp_path_factory.mktemp("scope-all") / "index.sqlite"
+    cfg = {"provider": "none", "sources": ["memory", "sessions"], "sessions": {"visibility": "all"},
+           "store": {"path": str(store)}}  # fmt: skip
+    with open_manager(example_ws, cfg, use_global_config=False) as m:
+        yield MemoryTools(m)
+
+
+SESSION_QUERY = {"query": "SELECT recipe_id count GROUP BY recipe_id", "corpus": "sessions", "minScore": 0}
+
+
+def test_visibility_all_shares_transcripts_between_direct_sessions(open_scope_tools: MemoryTools) -> None:
+    assert open_scope_tools.call("memory_search", SESSION_QUERY, session_key="agent:main:cli:other")["results"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="engine: with sessions.visibility 'all' a group/channel key still sees private (direct) transcripts; "
+    "issue 5 says group/channel keys never do",
+)
+def test_group_keys_never_see_private_sessions_even_when_shared(open_scope_tools: MemoryTools) -> None:
+    assert open_scope_tools.call("memory_search", SESSION_QUERY, session_key=GROUP_KEY)["results"] == []

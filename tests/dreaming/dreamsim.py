@@ -23,7 +23,7 @@ import random
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 START = date(2026, 3, 1)
 DAYS = 30
@@ -180,8 +180,13 @@ class Night:
     report: Any  # sweep.DreamReport
 
 
-def run_month(workspace: Path, plan: Plan, config: dict[str, Any]) -> list[Night]:
-    """Drive the month through the real manager; returns each night's pre-promotion evaluations."""
+def run_month(
+    workspace: Path, plan: Plan, config: dict[str, Any], after_night: Callable[[Path, datetime], None] | None = None
+) -> list[Night]:
+    """Drive the month through the real manager; returns each night's pre-promotion evaluations.
+
+    ``after_night(workspace, night)`` runs after each night's dream (a simulated reviewer).
+    """
     from mdrecall import open_manager
     from mdrecall.dreaming import dreaming_config, rank, run_dream
     from mdrecall.dreaming.store import RecallStore
@@ -202,6 +207,8 @@ def run_month(workspace: Path, plan: Plan, config: dict[str, Any]) -> list[Night
             evaluations = rank(state.entries.values(), night, cfg, include_failing=True)
             report = run_dream(workspace, manager.config, night)
             nights.append(Night(day, evaluations, report))
+            if after_night is not None:
+                after_night(workspace, night)
     return nights
 
 

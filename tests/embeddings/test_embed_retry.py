@@ -79,7 +79,7 @@ def test_backoff_without_retry_after_grows_and_is_jittered(clock: FakeClock) -> 
         server.queue(*[Fault(500, openai_error("The server had an error", "server_error"))] * 4)
         provider = _openai(server)
         provider.retrier._rng = random.Random(1)
-        provider.embed_query("hello")
+        provider.embed_documents(["hello"])
         assert len(clock.sleeps) == 4
         for attempt, wait in enumerate(clock.sleeps, start=1):
             assert 2 ** (attempt - 1) <= wait < 2 ** (attempt - 1) * 1.25
@@ -247,3 +247,30 @@ def test_classification_table() -> None:
     assert cls(400, {"detail": "bad"}) == (False, False)
     assert cls(404) == (False, False)
     assert error_from_response("ollama", 404, {}, {"error": 'model "x" not found'}).args[0] == 'ollama: HTTP 404: model "x" not found'
+
+
+def test_query_embeddings_have_a_short_retry_budget(clock: FakeClock) -> None:
+    # A search waits for its query vector: a long Retry-After fails fast instead of stalling the search.
+    with OpenAIServer() as server:
+        provider = _openai(server)
+        server.queue(Fault(429, RATE_LIMITED, {"retry-after": "2"}))
+        assert len(provider.embed_query("q")) == 1536 and clock.sleeps == [2.0]
+        server.queue(Fault(429, RATE_LIMITED, {"retry-after": "30"}))
+        with pytest.raises(RemoteEmbeddingError, match="the query retry limit"):
+            provider.embed_query("q")
+        assert clock.sleeps == [2.0]
+        server.queue(*[Fault(500, openai_error("boom", "server_error"))] * 5)
+        with pytest.raises(RemoteEmbeddingError, match="no retries left"):
+            provider.embed_query("q")
+        assert len(clock.sleeps) == 3  # two quick retries, not eight
+
+
+def test_a_query_does_not_sit_out_a_long_pause_set_by_documents() -> None:
+    clock = FakeClock()
+    retrier = Retrier("p", RetryPolicy(), clock)
+    retrier._defer(120)  # a document batch was told Retry-After: 120
+    with retrier.limited(2, 10, "the query retry limit"):
+        with pytest.raises(RemoteEmbeddingError, match="paused for 120.0s"):
+            retrier.call(lambda: "never")
+    assert clock.sleeps == []
+    assert retrier.call(lambda: "documents wait") == "documents wait" and clock.sleeps == [120.0]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -132,6 +132,7 @@ def test_sync_survives_two_429s_with_retry_after(workspace: Path, tmp_path: Path
             report = m.sync(progress=progress.append)
             assert report.chunks_embedded > 0 and m.status()["lastError"] is None
             assert clock.sleeps == [2.0, 2.0]
+            assert "Requests rate limit exceeded" in (m.status()["providerError"] or "")  # retried, visible
             assert any("Embedding" in p.label for p in progress)
             assert m.search("Pebble recipe search").results
 
@@ -194,6 +195,7 @@ def test_without_fallback_a_failing_provider_fails_closed(workspace: Path, tmp_p
             assert len(server.requests) == 2 and clock.sleeps == []  # one sync request, one probe; no retries
 
 
+@pytest.mark.slow
 def test_ten_thousand_chunk_reindex_makes_no_embedding_requests(tmp_path: Path, clock: FakeClock) -> None:
     root = tmp_path / "big"
     (root / "memory").mkdir(parents=True)
@@ -272,4 +274,19 @@ def test_openai_batch_api_through_the_manager(workspace: Path, tmp_path: Path, c
             assert server.embed_requests() == []  # documents went through /files + /batches
             assert [r.path for r in server.requests].count("/v1/batches") == 1
             assert clock.sleeps == [1.0, 1.0]
+            batch = m.status()["batch"]
+            assert batch["enabled"] and batch["failures"] == 0 and batch["lastBatchId"] == "batch-0002"
             assert m.search("Which worker leaks temp files when an upload is cancelled?").results[0].path == "memory/projects/pebble.md"
+
+
+def test_rate_limited_query_degrades_search_to_keywords_quickly(workspace: Path, tmp_path: Path, clock: FakeClock) -> None:
+    with VoyageServer() as server:
+        config = {"provider": "voyage", "store": {"path": str(tmp_path / "i.sqlite")},
+                  "providers": {"voyage": {"baseUrl": server.base_url, "apiKey": server.api_key}}}
+        with open_manager(workspace, config=config) as m:
+            m.sync()
+            server.queue(Fault(429, {"detail": "You have exceeded the rate limit"}, {"retry-after": "45"}))
+            resp = m.search("Which worker leaks temp files when an upload is cancelled?")
+            assert resp.results and resp.results[0].path == "memory/projects/pebble.md"
+            assert any("query embedding failed" in w and "rate limit" in w for w in resp.warnings), resp.warnings
+            assert clock.sleeps == []  # no 45 s wait inside a search

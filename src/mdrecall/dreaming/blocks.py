@@ -45,7 +45,8 @@ class Block:
     start_line: int  # 1-based, inclusive
     end_line: int
     text: str  # normalised: whitespace collapsed, list marker and checkbox removed
-    heading: str | None = None
+    heading: str | None = None  # nearest non-generic heading, or the parent item of a nested item
+    group: str = ""  # the whole top-level list item with its sub-items (for contamination checks)
 
 
 def normalize(text: str) -> str:
@@ -65,27 +66,56 @@ def _split_sentences(block: Block) -> list[Block]:
     if len(block.text) <= LONG_PARAGRAPH_CHARS:
         return [block]
     parts = [p.strip() for p in _SENTENCE_END.split(block.text) if p.strip()]
-    return [Block(block.start_line, block.end_line, p, block.heading) for p in parts] or [block]
+    return [Block(block.start_line, block.end_line, p, block.heading, block.group) for p in parts] or [block]
+
+
+def _context(text: str, limit: int = 60) -> str:
+    if len(text) <= limit:
+        return text.rstrip(":")
+    cut = text.rfind(" ", 0, limit)
+    return text[: cut if cut > limit // 2 else limit].rstrip(" ,;:") + "…"
 
 
 def markdown_blocks(text: str) -> list[Block]:
-    """Split Markdown into fact-sized blocks with their line ranges and nearest heading."""
+    """Split Markdown into fact-sized blocks with their line ranges and context.
+
+    A nested list item is its own block, with its parent item as context ("Acme call: wants June 3");
+    ``group`` keeps the whole top-level item so multi-line dreaming output is still recognised.
+    """
     lines = text.split("\n")
-    blocks: list[Block] = []
+    raw: list[tuple[Block, int]] = []  # (block, group id)
     heading: str | None = None
     current: list[str] = []
     start = 0
     kind = ""  # "item", "para", "fence"
+    item_indent = 0
+    stack: list[tuple[int, str]] = []  # open list items: (indent, text)
+    group = 0
 
     def flush(end: int) -> None:
         nonlocal current, kind
         if current:
-            body = normalize(" ".join(current)) if kind != "fence" else "\n".join(current).strip()
-            if body:
-                block = Block(start, end, body if kind != "fence" else normalize(body), heading)
-                blocks.extend(_split_sentences(block) if kind == "para" else [block])
+            if kind == "fence":
+                raw.append((Block(start, end, normalize("\n".join(current)), heading), group))
+            elif kind == "item":
+                body = normalize(" ".join(current))
+                while stack and stack[-1][0] >= item_indent:
+                    stack.pop()
+                context = _context(stack[-1][1]) if stack else heading
+                if body:
+                    raw.append((Block(start, end, body, context), group))
+                stack.append((item_indent, body))
+            else:
+                body = normalize(" ".join(current))
+                if body:
+                    raw.extend((b, group) for b in _split_sentences(Block(start, end, body, heading)))
         current = []
         kind = ""
+
+    def new_group() -> None:
+        nonlocal group
+        group += 1
+        stack.clear()
 
     index = 0
     # YAML front matter is metadata, not facts.
@@ -97,61 +127,69 @@ def markdown_blocks(text: str) -> list[Block]:
     while index < len(lines):
         line = lines[index]
         number = index + 1
+        index += 1
         if kind == "fence":
             current.append(line)
             if _FENCE.match(line):
                 flush(number)
-            index += 1
             continue
         if _FENCE.match(line):
             flush(number - 1)
+            new_group()
             kind, start, current = "fence", number, [line]
-            index += 1
             continue
         if not line.strip():
             flush(number - 1)
-            index += 1
             continue
         match = _HEADING.match(line)
         if match:
             flush(number - 1)
+            new_group()
             title = match.group(2).strip()
             heading = None if _GENERIC_HEADING.match(title) else title
-            index += 1
             continue
         stripped = line.strip()
         if stripped.startswith("|"):
             flush(number - 1)
+            new_group()
             if not _TABLE_SEPARATOR.match(stripped):
                 cells = [c.strip() for c in stripped.strip("|").split("|")]
                 row = " | ".join(c for c in cells if c)
                 if row:
-                    blocks.append(Block(number, number, normalize(row), heading))
-            index += 1
+                    raw.append((Block(number, number, normalize(row), heading), group))
             continue
         match = _LIST_ITEM.match(line)
         if match:
             flush(number - 1)
-            kind, start = "item", number
+            indent = len(match.group(1).expandtabs(4))
+            if not stack or indent <= min(i for i, _ in stack):
+                new_group()  # a top-level item starts a new group
+            kind, start, item_indent = "item", number, indent
             current = [_CHECKBOX.sub("", match.group(2))]
-            index += 1
             continue
         body = stripped[1:].strip() if stripped.startswith(">") else stripped
-        if kind == "item":
-            current.append(body)  # continuation (indented or lazy) of the list item
-        elif kind == "para":
-            current.append(body)
+        if kind in ("item", "para"):
+            current.append(body)  # continuation (indented or lazy) of the item or paragraph
         else:
+            if line[:1] not in (" ", "\t"):
+                new_group()
             kind, start, current = "para", number, [body]
-        index += 1
     flush(len(lines))
-    return [b for b in blocks if b.text]
+
+    groups: dict[int, list[str]] = {}
+    for block, gid in raw:
+        groups.setdefault(gid, []).append(block.text)
+    return [
+        Block(b.start_line, b.end_line, b.text, b.heading, " ".join(groups[gid]) if len(groups[gid]) > 1 else b.text)
+        for b, gid in raw
+        if b.text
+    ]
 
 
 def transcript_blocks(lines: Sequence[str], line_numbers: Sequence[int]) -> list[Block]:
     """Rendered transcript lines (``User: …`` / ``Assistant: …``), one block each, cited by JSONL line."""
     return [
-        Block(number, number, normalize(line), None)
+        Block(number, number, normalize(line), None, normalize(line))
         for line, number in zip(lines, line_numbers)
         if normalize(line)
     ]
@@ -210,22 +248,6 @@ def overlap(query: str, text: str) -> int:
     terms = query_terms(query)
     keys = _match_keys(text)
     return sum(1 for t in terms if _term_matches(t, keys))
-
-
-def select_blocks(query: str, blocks: Sequence[Block], max_blocks: int = 3) -> tuple[list[Block], bool]:
-    """The blocks a hit was "about" for this query; the flag is True when they are a whole passage.
-
-    Blocks sharing the most query terms win (ties all count, up to ``max_blocks``). With no shared
-    term at all, the hit is recorded as one passage of all its blocks.
-    """
-    if not blocks:
-        return [], False
-    scored = [(overlap(query, b.text + " " + (b.heading or "")), i, b) for i, b in enumerate(blocks)]
-    best = max(s for s, _, _ in scored)
-    if best == 0:
-        return (list(blocks), len(blocks) > 1)
-    chosen = [b for s, _, b in scored if s == best]
-    return chosen[:max_blocks], False
 
 
 def blocks_in_range(blocks: Iterable[Block], start_line: int, end_line: int) -> list[Block]:

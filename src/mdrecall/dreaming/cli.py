@@ -192,7 +192,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
             for s in staged.dropped:
                 print(f"  not staged: {_short(s.text, 60)} — {s.reason}")
             if staged.added or staged.kept:
-                print(f"review it: mark [x] to approve or [-] to reject, edit text freely, then `mdrecall promote --apply`")
+                print("review it: mark [x] to approve or [-] to reject, edit text freely, then `mdrecall promote --apply`")
     if args.json:
         print(json.dumps(out, ensure_ascii=False, indent=2))
     return code

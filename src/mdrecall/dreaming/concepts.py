@@ -29,6 +29,8 @@ _WORKSPACE_NOISE = frozenset(
     will need needs want wants said says told asked ask thing things stuff maybe really still
     should could would must shall might new old good bad yes okay ok via per etc use used using
     make made take took know knew think thought see saw look looked come came went put set
+    met meet meets run runs ran goes gets give gave given keep keeps kept start started call called
+    check checked send sent talk talked discuss discussed mention mentioned remember
     week weeks day days month months year years time times morning afternoon evening tonight
     monday tuesday wednesday thursday friday saturday sunday
     january february march april may june july august september october november december

@@ -104,7 +104,18 @@ def parse_dreaming_config(section: Mapping[str, Any] | DreamingConfig | None) ->
 
 
 def dreaming_config(config: Any) -> DreamingConfig:
-    """The dreaming settings of a MemoryConfig (or of a bare ``dreaming`` mapping)."""
+    """The dreaming settings of a MemoryConfig, of a memory-section mapping (one with a ``dreaming``
+    key, as given to ``open_manager``), or of a bare ``dreaming`` mapping."""
+    if isinstance(config, Mapping) and isinstance(config.get("dreaming"), Mapping):
+        return parse_dreaming_config(config["dreaming"])
     if isinstance(config, DreamingConfig) or config is None or isinstance(config, Mapping):
         return parse_dreaming_config(config)
     return parse_dreaming_config(getattr(config, "dreaming", None))
+
+
+def sessions_dir(config: Any) -> str | None:
+    """The transcripts directory of a MemoryConfig or memory-section mapping, if it says."""
+    if isinstance(config, Mapping):
+        sessions = config.get("sessions")
+        return sessions.get("dir") if isinstance(sessions, Mapping) else None
+    return getattr(getattr(config, "sessions", None), "dir", None)

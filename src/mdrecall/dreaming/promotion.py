@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from mdrecall.dreaming.blocks import Located, display_text, is_generic_heading, locate, normalize, text_hash
 from mdrecall.dreaming.clock import day_bucket, ensure_aware, to_iso
-from mdrecall.dreaming.config import DreamingConfig, dreaming_config
+from mdrecall.dreaming.config import DreamingConfig, dreaming_config, sessions_dir
 from mdrecall.dreaming.contamination import PROMOTED_MARKER, is_contaminated
 from mdrecall.dreaming.entry import RecallEntry
 from mdrecall.dreaming.locking import atomic_write_text
@@ -66,10 +66,6 @@ def rehydrate(workspace: Path, entry: RecallEntry, sessions_dir: str | None = No
     if blocks is None:
         return None
     return locate(entry.snippet, blocks, entry.start_line)
-
-
-def _sessions_dir(config: Any) -> str | None:
-    return getattr(getattr(config, "sessions", None), "dir", None)
 
 
 # --- MEMORY.md -----------------------------------------------------------------------------------------
@@ -253,6 +249,8 @@ def _queue_item(ev: Evaluation, text: str, located: Located, max_chars: int) -> 
     notes: list[str] = []
     if len(text) > max_chars:
         notes.append(f"long ({len(text)} characters, limit {max_chars}): shorten it before approving")
+    if e.passage:
+        notes.append("several facts that searches matched by meaning only: keep the one that matters")
     if located.status != "exact":
         notes.append("the note was edited since this was recalled; this is its current text")
     return QueueItem(
@@ -284,7 +282,7 @@ def stage(
     store = RecallStore(workspace, cfg)
     with store.update(now, dry_run=dry_run) as state:
         queue = read_queue(workspace)
-        _stage_into(workspace, cfg, now, state, queue, result, _sessions_dir(config))
+        _stage_into(workspace, cfg, now, state, queue, result, sessions_dir(config))
         if not dry_run:
             _write_queue(workspace, queue)
     return result
@@ -346,7 +344,7 @@ def apply(
     store = RecallStore(workspace, cfg)
     with store.update(now, dry_run=dry_run) as state:
         queue = read_queue(workspace)
-        _apply_into(workspace, cfg, now, state, queue, result, _sessions_dir(config))
+        _apply_into(workspace, cfg, now, state, queue, result, sessions_dir(config))
         if not dry_run:
             _write_queue(workspace, queue)
     return result
@@ -372,6 +370,12 @@ def _select(
         if is_contaminated(text) or not text:
             result.dropped.append(Skipped(entry.key, "contaminated or empty text", text))
             done_keys.add(entry.key)
+            return
+        if origin == "passing" and entry.passage and not edited:
+            result.refused.append(
+                Skipped(entry.key, "a passage of several facts (it matched no word of the queries); "
+                        "stage it and keep the fact that matters", text)
+            )
             return
         if origin == "passing" and len(text) > cfg.maxCandidateChars:
             result.refused.append(

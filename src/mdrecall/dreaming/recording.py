@@ -26,13 +26,13 @@ from mdrecall.dreaming.blocks import (
     markdown_blocks,
     normalize,
     query_hash,
-    select_blocks,
+    overlap,
     text_hash,
     transcript_blocks,
 )
 from mdrecall.dreaming.clock import day_bucket, ensure_aware, from_iso, to_iso
 from mdrecall.dreaming.concepts import concept_tags
-from mdrecall.dreaming.config import DreamingConfig, dreaming_config
+from mdrecall.dreaming.config import dreaming_config, sessions_dir
 from mdrecall.dreaming.contamination import is_contaminated
 from mdrecall.dreaming.entry import MAX_QUERY_HASHES, MAX_RECALL_DAYS, RecallEntry
 from mdrecall.dreaming.paths import is_short_term, normalize_path
@@ -66,6 +66,7 @@ class Fact:
     passage: bool
     score: float
     relevance: float
+    context: str = ""  # the enclosing list item / paragraph, for contamination checks
 
 
 @dataclass
@@ -153,22 +154,48 @@ def _snippet_blocks(hit: Hit) -> list[Block]:
         return transcript_blocks(lines, [hit.start_line + i for i in range(len(lines))])
     shifted = []
     for b in markdown_blocks(hit.snippet):
-        shifted.append(Block(b.start_line + hit.start_line - 1, b.end_line + hit.start_line - 1, b.text, b.heading))
+        shifted.append(Block(b.start_line + hit.start_line - 1, b.end_line + hit.start_line - 1, b.text, b.heading, b.group))
     return shifted
 
 
+MAX_FACTS_PER_HIT = 3
+
+
 def extract_facts(query: str, hits: Iterable[Hit], reader: _SourceReader, top_score: float) -> list[Fact]:
-    facts: dict[tuple[str, str, str], Fact] = {}
+    """The facts one search recalled (see "What counts as a recall" in docs/dreaming.md).
+
+    Every block of every short-term hit is matched against the query's terms. The facts recalled are
+    the blocks that match as many terms as the best block of the whole search does: a fact that only
+    shares a generic word ("port", "budget") with the query while another fact matches the name in it
+    was merely surfaced alongside, not recalled. When no block shares a term with the query (a purely
+    semantic match), the search's best short-term hit is recorded, as one passage.
+    """
+    prepared: list[tuple[Hit, list[tuple[int, Block]]]] = []
+    best = 0
     for hit in hits:
         live = reader.blocks(hit.source, hit.path)
         candidates = blocks_in_range(live, hit.start_line, hit.end_line) if live is not None else []
         if not candidates:
             candidates = _snippet_blocks(hit)
-        chosen, passage = select_blocks(query, candidates)
-        if not chosen:
-            continue
+        scored = [(overlap(query, b.text + " " + (b.heading or "")), b) for b in candidates]
+        if scored:
+            best = max(best, max(n for n, _ in scored))
+            prepared.append((hit, scored))
+
+    chosen: list[tuple[Hit, list[list[Block]], bool]] = []
+    if best > 0:
+        for hit, scored in prepared:
+            winners = [b for n, b in scored if n == best][:MAX_FACTS_PER_HIT]
+            if winners:
+                chosen.append((hit, [[b] for b in winners], False))
+    elif prepared:
+        hit, scored = max(prepared, key=lambda p: p[0].score)
+        blocks = [b for _, b in scored]
+        chosen.append((hit, [blocks], len(blocks) > 1))
+
+    facts: dict[tuple[str, str, str], Fact] = {}
+    for hit, groups, passage in chosen:
         relevance = clamp01(hit.score / top_score) if top_score > 0 else 0.0
-        groups = [chosen] if passage else [[b] for b in chosen]
         for group in groups:
             text = "\n".join(b.text for b in group)
             fact = Fact(
@@ -181,6 +208,7 @@ def extract_facts(query: str, hits: Iterable[Hit], reader: _SourceReader, top_sc
                 passage=passage,
                 score=hit.score,
                 relevance=relevance,
+                context=" ".join(dict.fromkeys(b.group or b.text for b in group)),
             )
             ident = (fact.source, fact.path, text_hash(text))
             previous = facts.get(ident)
@@ -224,11 +252,6 @@ def _apply_signal(entry: RecallEntry, fact: Fact, qhash: str, day: str, stamp: s
         entry.start_line, entry.end_line = fact.start_line, fact.end_line
 
 
-def _sessions_dir(config: Any) -> str | None:
-    sessions = getattr(config, "sessions", None)
-    return getattr(sessions, "dir", None)
-
-
 def record_recalls(
     workspace: Path | str,
     query: str,
@@ -258,7 +281,7 @@ def record_recalls(
     now = ensure_aware(now)
     workspace = Path(workspace)
     top = max(h.score for h in all_hits)
-    facts = extract_facts(clean_query, hits, _SourceReader(workspace, _sessions_dir(config)), top)
+    facts = extract_facts(clean_query, hits, _SourceReader(workspace, sessions_dir(config)), top)
     if not facts:
         return summary
 
@@ -268,7 +291,7 @@ def record_recalls(
     store = RecallStore(workspace, cfg)
     with store.update(now) as state:
         for fact in facts:
-            if is_contaminated(fact.text):
+            if is_contaminated(fact.text) or is_contaminated(fact.context):
                 summary.skip("contaminated")
                 continue
             claim = text_hash(fact.text)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mdrecall.dreaming.clock import age_days, ensure_aware, from_iso, to_iso
-from mdrecall.dreaming.config import dreaming_config
+from mdrecall.dreaming.config import dreaming_config, sessions_dir
 from mdrecall.dreaming.contamination import REPORT_MARKER, is_contaminated
 from mdrecall.dreaming.locking import atomic_write_text
 from mdrecall.dreaming.paths import is_short_term, memory_file_path, queue_path
@@ -29,7 +29,6 @@ from mdrecall.dreaming.promotion import (
     Skipped,
     StageResult,
     _apply_into,
-    _sessions_dir,
     _stage_into,
     _write_queue,
     read_queue,
@@ -126,7 +125,7 @@ def run_dream(
     workspace = Path(workspace)
     cfg = dreaming_config(config)
     now = ensure_aware(now)
-    sessions_dir = _sessions_dir(config)
+    sdir = sessions_dir(config)
     report = DreamReport(workspace, to_iso(now), dry_run, LightReport())
     store = RecallStore(workspace, cfg)
     if not cfg.enabled:
@@ -144,9 +143,9 @@ def run_dream(
             if age_days(now, from_iso(entry.last_recalled_at)) > cfg.lightLookbackDays:
                 continue
             light.checked += 1
-            located = rehydrate(workspace, entry, sessions_dir)
+            located = rehydrate(workspace, entry, sdir)
             if located is None:
-                gone = read_source_blocks(workspace, entry.source, entry.path, sessions_dir) is None
+                gone = read_source_blocks(workspace, entry.source, entry.path, sdir) is None
                 reason = "its note was deleted" if gone else "its text was deleted or rewritten"
                 light.forgotten.append(Skipped(entry.key, reason, entry.snippet))
                 del state.entries[entry.key]
@@ -161,9 +160,9 @@ def run_dream(
 
         queue = read_queue(workspace)
         report.apply = ApplyResult(memory_file_path(workspace), "passing" if cfg.autoApply else "approved", dry_run)
-        _apply_into(workspace, cfg, now, state, queue, report.apply, sessions_dir)
+        _apply_into(workspace, cfg, now, state, queue, report.apply, sdir)
         report.stage = StageResult(queue_path(workspace), dry_run)
-        _stage_into(workspace, cfg, now, state, queue, report.stage, sessions_dir)
+        _stage_into(workspace, cfg, now, state, queue, report.stage, sdir)
         if not dry_run:
             _write_queue(workspace, queue)
     if report_path is not None:

@@ -25,8 +25,9 @@ import random
 import re
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol, TypeVar
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterator, Mapping, Protocol, TypeVar
 
 from mdrecall.errors import EmbeddingError, ProviderUnavailableError
 
@@ -101,6 +102,8 @@ class RetryPolicy:
     max_delay: float = 60.0
     jitter: float = 0.25
     max_connection_retries: int = 2
+    #: Named in "gave up" messages so the user knows which setting to raise.
+    budget_name: str = "remote.maxRetrySeconds"
 
 
 @dataclass
@@ -128,8 +131,28 @@ class Retrier:
         self._rng = rng if rng is not None else random.Random()
         self._lock = threading.Lock()
         self._not_before = 0.0
+        self._local = threading.local()
         self.events: list[RetryEvent] = []
         self.last_error: str | None = None
+
+    @contextmanager
+    def limited(self, max_retries: int, max_total_seconds: float, budget_name: str) -> Iterator[None]:
+        """Tighter limits for calls made in this block on this thread (search-time query embeddings)."""
+        previous = getattr(self._local, "policy", None)
+        base = previous or self.policy
+        self._local.policy = replace(
+            base,
+            max_retries=min(base.max_retries, max_retries),
+            max_total_seconds=min(base.max_total_seconds, max_total_seconds),
+            budget_name=budget_name,
+        )
+        try:
+            yield
+        finally:
+            self._local.policy = previous
+
+    def _policy(self) -> RetryPolicy:
+        return getattr(self._local, "policy", None) or self.policy
 
     def backoff(self, attempt: int) -> float:
         base = min(self.policy.max_delay, self.policy.base_delay * 2 ** (attempt - 1))
@@ -137,13 +160,17 @@ class Retrier:
             factor = 1.0 + self._rng.random() * self.policy.jitter
         return base * factor
 
-    def _wait_gate(self) -> None:
+    def _wait_gate(self, deadline: float) -> float:
+        """Sleep until the shared pause ends; returns the pause left if it would end past ``deadline``."""
         # Loop: another thread may push the gate further while this one sleeps.
         while True:
             with self._lock:
-                wait = self._not_before - self.clock.monotonic()
+                now = self.clock.monotonic()
+                wait = self._not_before - now
             if wait <= 0:
-                return
+                return 0.0
+            if now + wait > deadline:
+                return wait
             self.clock.sleep(wait)
 
     def _defer(self, delay: float) -> None:
@@ -151,11 +178,19 @@ class Retrier:
             self._not_before = max(self._not_before, self.clock.monotonic() + delay)
 
     def call(self, fn: Callable[[], T], what: str = "request") -> T:
+        policy = self._policy()
         start = self.clock.monotonic()
         retries = 0
         connection_retries = 0
         while True:
-            self._wait_gate()
+            paused = self._wait_gate(start + policy.max_total_seconds)
+            if paused:
+                raise RemoteEmbeddingError(
+                    f"{self.provider_id}: requests are paused for {paused:.1f}s after a rate limit, "
+                    f"past the retry budget ({policy.budget_name}: {policy.max_total_seconds:g}s)",
+                    retryable=True,
+                    status=429,
+                )
             try:
                 result = fn()
             except RemoteEmbeddingError as err:
@@ -166,16 +201,16 @@ class Retrier:
                 if err.kind == "connection":
                     connection_retries += 1
                 elapsed = self.clock.monotonic() - start
-                if retries > self.policy.max_retries or (
-                    err.kind == "connection" and connection_retries > self.policy.max_connection_retries
+                if retries > policy.max_retries or (
+                    err.kind == "connection" and connection_retries > policy.max_connection_retries
                 ):
                     raise self._give_up(err, retries, elapsed, "no retries left") from err
                 from_header = err.retry_after is not None
                 delay = max(0.0, err.retry_after) if err.retry_after is not None else self.backoff(retries)
-                if elapsed + delay > self.policy.max_total_seconds:
+                if elapsed + delay > policy.max_total_seconds:
                     why = (
                         f"the provider asks to wait {delay:g}s" if from_header else f"the next wait ({delay:.1f}s)"
-                    ) + f", past remote.maxRetrySeconds ({self.policy.max_total_seconds:g}s)"
+                    ) + f", past {policy.budget_name} ({policy.max_total_seconds:g}s)"
                     raise self._give_up(err, retries, elapsed, why) from err
                 self.events.append(RetryEvent(retries, delay, err.status, str(err), from_header))
                 self._defer(delay)

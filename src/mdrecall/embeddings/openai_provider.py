@@ -61,19 +61,14 @@ def sdk_error(provider_id: str, exc: Exception) -> RemoteEmbeddingError:
 
 def make_client(settings: ResolvedSettings) -> Any:
     openai = require_openai()
-    headers: dict[str, Any] = dict(settings.headers)
-    if not settings.api_key:
-        # Keyless servers: send no Authorization header rather than a placeholder token.
-        headers["Authorization"] = openai.omit
     return openai.OpenAI(
-        # Never let the SDK fill the key from OPENAI_API_KEY for another server: pass it explicitly.
-        api_key=settings.api_key or "",
+        # Always explicit (a key is required for this provider), so the SDK never picks another one up.
         # organization/project: the SDK reads OPENAI_ORG_ID / OPENAI_PROJECT_ID, which is right for OpenAI.
+        api_key=settings.api_key,
         base_url=settings.base_url,
         max_retries=0,
         timeout=settings.timeout,
-        default_headers=headers,
-        _enforce_credentials=False,
+        default_headers=dict(settings.headers),
     )
 
 

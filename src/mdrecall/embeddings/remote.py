@@ -16,6 +16,10 @@ from mdrecall.embeddings.batching import ProgressFn, embed_in_batches
 from mdrecall.embeddings.http import Clock, RemoteEmbeddingError, Retrier
 from mdrecall.embeddings.settings import ResolvedSettings
 
+#: Retry limits for query embeddings (documents use remote.maxRetries / remote.maxRetrySeconds).
+QUERY_MAX_RETRIES = 2
+QUERY_MAX_RETRY_SECONDS = 10.0
+
 #: Native output sizes of well-known models; a response of another size is refused.
 KNOWN_DIMS: dict[str, int] = {
     "text-embedding-3-small": 1536,
@@ -97,7 +101,9 @@ class RemoteProvider:
         return out
 
     def embed_query(self, text: str) -> list[float]:
-        return self._checked(self._request([self._fit(text)], "query"), 1)[0]
+        # A search waits for this: two quick retries at most, then the engine answers keyword-only.
+        with self.retrier.limited(QUERY_MAX_RETRIES, QUERY_MAX_RETRY_SECONDS, "the query retry limit"):
+            return self._checked(self._request([self._fit(text)], "query"), 1)[0]
 
     def resolve_dims(self) -> int | None:
         """Learn the vector size with one probe request when neither config nor the model table says.

@@ -3,8 +3,6 @@
 Weighted fusion (default): each list's raw scores are divided by that list's best score, so the top
 keyword hit and the top vector hit both score 1 and ``vectorWeight``/``textWeight`` mean the same for
 every query (the reference sums raw cosine and a BM25 transform whose scales differ per query).
-Keyword scores are additionally scaled by how much of the query the chunk covers, so a chunk that
-matches one rare word does not look as good as one that matches them all.
 Reciprocal-rank fusion is available as ``query.hybrid.fusion: rrf``.
 """
 

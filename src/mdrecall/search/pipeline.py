@@ -53,7 +53,7 @@ def run_search(
     q = config.query
     warnings = list(degraded_reasons)
     degraded = bool(degraded_reasons)
-    candidates = min(400, max(plan.max_results * q.hybrid.candidateMultiplier, 40))
+    candidates = min(400, max(plan.max_results * q.hybrid.candidateMultiplier, 60))
     fts = db.caps.fts_available
 
     keyword: list[Candidate] = []

@@ -22,6 +22,7 @@ from typing import Iterator
 import apsw
 
 from mdrecall.config import mdrecall_home
+from mdrecall.crashpoints import crash_point
 from mdrecall.store.db import ChunkRow, FileRow, IndexDB, StoreOptions
 
 __all__ = [
@@ -105,11 +106,17 @@ def remove_db_files(path: Path) -> None:
 
 
 def cleanup_stale_rebuilds(db_path: Path) -> None:
-    """Remove rebuild databases left by crashed processes (only call while holding the writer lock)."""
+    """Remove rebuild databases left by crashed processes (only call while holding the writer lock:
+    rebuilds only run under it, so any rebuild file seen then belongs to a dead process)."""
     for leftover in db_path.parent.glob(db_path.name + ".rebuild-*"):
-        if leftover.name.endswith(("-wal", "-shm", "-journal")):
-            continue
-        remove_db_files(leftover)
+        base = leftover.name
+        for suffix in ("-wal", "-shm", "-journal"):
+            if base.endswith(suffix):
+                base = base[: -len(suffix)]  # also catches a -wal whose database was already removed
+        remove_db_files(leftover.with_name(base))
+
+
+SWAP_STEP_PAGES = 256
 
 
 def swap_in(built: IndexDB, live_path: Path, busy_timeout_ms: int) -> None:
@@ -119,7 +126,11 @@ def swap_in(built: IndexDB, live_path: Path, busy_timeout_ms: int) -> None:
     try:
         dest.setbusytimeout(busy_timeout_ms)
         with dest.backup("main", built.conn, "main") as backup:
+            # Steps of SWAP_STEP_PAGES inside the one destination write transaction: a crash between
+            # steps (the crash tests stop here) leaves uncommitted WAL frames that SQLite ignores.
             while not backup.done:
-                backup.step(-1)
+                backup.step(SWAP_STEP_PAGES)
+                crash_point("swap:step")
+        crash_point("swap:copied")
     finally:
         dest.close()

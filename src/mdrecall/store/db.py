@@ -66,6 +66,9 @@ CREATE TABLE IF NOT EXISTS embedding_cache (
 CREATE INDEX IF NOT EXISTS idx_embedding_cache_updated_at ON embedding_cache(updated_at);
 """
 
+_SCHEMA_TABLES = ("meta", "files", "chunks", "skipped_files", "embedding_cache", "idx_chunks_path",
+                  "idx_chunks_source", "idx_embedding_cache_updated_at")
+
 FTS_TOKENIZERS = {
     # Porter stemming so "meetings" finds "meeting"; diacritics folded. CJK is pre-split (see text.py).
     "unicode61": "porter unicode61 remove_diacritics 2",
@@ -166,17 +169,21 @@ class IndexDB:
                 raise StoreError(f"cannot switch {self.path} to WAL mode (got {mode})")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=OFF")
-            with conn:
-                conn.execute(_SCHEMA)
+            # Schema changes take the write lock up front (BEGIN IMMEDIATE waits on the busy timeout):
+            # a deferred transaction that reads the schema first and then upgrades to a write fails at
+            # once with "database is locked" when another process created the schema meanwhile.
+            if not self._has_tables(_SCHEMA_TABLES):
+                self._immediate(lambda: conn.execute(_SCHEMA))
         except apsw.Error as exc:
             raise StoreError(f"cannot initialise index database {self.path}: {exc}") from exc
         if self.options.fts_enabled:
             tokenizer = FTS_TOKENIZERS[self.options.fts_tokenizer]
             try:
-                with conn:
-                    conn.execute(
-                        f"CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(text, tokenize='{tokenizer}')"
-                    )
+                create = f"CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(text, tokenize='{tokenizer}')"
+                if not self._has_tables(("chunks_fts",)):
+                    self._immediate(lambda: conn.execute(create))
+                else:
+                    conn.execute(create)  # a no-op read that still fails where fts5 is unavailable
                 self.caps.fts_available = True
             except apsw.Error as exc:
                 self.caps.fts_error = f"FTS5 unavailable: {exc}"
@@ -190,6 +197,19 @@ class IndexDB:
                 self.caps.vector_error = f"sqlite-vec unavailable: {exc}"
         else:
             self.caps.vector_error = "disabled by configuration (store.vector.enabled: false)"
+
+    def _has_tables(self, names: Iterable[str]) -> bool:
+        present = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master")}
+        return all(name in present for name in names)
+
+    def _immediate(self, work: Callable[[], object]) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            work()
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
 
     def close(self) -> None:
         try:

@@ -1,0 +1,336 @@
+"""Speed benchmark for the builtin engine on generated workspaces.
+
+For each size (in chunks) it generates a workspace of synthetic Markdown notes (one chunk per file, so
+N chunks means N files; 70 % dated daily notes, 30 % topic notes, 5 % with CJK lines) and measures,
+each phase in a fresh child process so peak memory is per phase:
+
+* keyword-only: full index time, no-op re-sync time (every file unchanged), search latency p50/p95
+  in a warm process (default config, so searches also do their periodic freshness check);
+* local model (all-MiniLM-L6-v2, for sizes in ``--model-sizes``): full index time against the model's
+  raw throughput (``SentenceTransformer.encode`` of the same chunk texts, same batch size, same run),
+  no-op re-sync, hybrid search latency including the query embedding;
+* peak RSS of each child (``resource.getrusage``) and the Python-heap peak of the index phase
+  (``tracemalloc``, measured in a separate pass so it does not slow the timed one; ``--tracemalloc``).
+
+    python benchmarks/speed.py --sizes 1000 10000 100000 --model-sizes 1000 10000 --out speed.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+COMMON = (
+    "the a to and of in we for on is it that with was be this at by from are as our not have"
+    " after before about need needs should will next week today team call review plan fix"
+).split()
+TEMPLATES = [
+    "what did we decide about {a} and {b}?",
+    "when is the {a} {b} due",
+    "who owns {a}?",
+    "notes on {a} {b} {c}",
+    "why did the {a} fail after {b}?",
+    "status of {a} for {b}",
+]
+CJK_LINES = ["王磊喜欢绿茶，不喝咖啡。", "会议改到周四下午三点。", "北京办公室下周装修。", "东京の会議は水曜日です。", "서울 사무실은 월요일에 닫습니다."]
+
+
+# --- workspace generation ----------------------------------------------------------------------
+
+
+def _vocabulary(rng: random.Random, size: int) -> list[str]:
+    onsets = ["b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "st", "tr", "pl", "gr", "sh"]
+    vowels = ["a", "e", "i", "o", "u", "ai", "ou", "ea"]
+    codas = ["", "n", "r", "s", "t", "l", "x", "rd", "nt"]
+    words: set[str] = set()
+    while len(words) < size:
+        syllables = rng.choice((2, 2, 3, 3, 4))
+        words.add("".join(rng.choice(onsets) + rng.choice(vowels) + rng.choice(codas) for _ in range(syllables)))
+    return sorted(words)
+
+
+def _zipf_weights(n: int) -> list[float]:
+    return [1.0 / (rank + 1) ** 1.07 for rank in range(n)]
+
+
+def generate_workspace(root: Path, chunks: int, seed: int = 1) -> dict[str, Any]:
+    """Write ``chunks`` one-chunk notes under ``root`` (skipped when a matching marker exists)."""
+    marker = root / ".generated.json"
+    if marker.exists():
+        info = json.loads(marker.read_text())
+        if info.get("chunks") == chunks and info.get("seed") == seed:
+            return info
+    rng = random.Random(seed)
+    vocab = _vocabulary(rng, 6000)
+    weights = _zipf_weights(len(vocab))
+    start = date(2023, 1, 1)
+    started = time.perf_counter()
+    texts_bytes = 0
+    for i in range(chunks):
+        if i % 10 < 7:
+            day = start + timedelta(days=i // 6)
+            rel = f"memory/daily/{day.year}/{day.isoformat()}-{i % 6}.md"
+            title = f"# {day.isoformat()} notes"
+        else:
+            rel = f"memory/topics/{i // 500:03d}/topic-{i:06d}.md"
+            title = f"# Topic {i}: {' '.join(rng.choices(vocab[:2000], k=2))}"
+        lines = [title, ""]
+        for _ in range(rng.randint(5, 7)):
+            words = rng.choices(vocab, weights=weights, k=rng.randint(6, 10))
+            common = rng.sample(COMMON, 4)
+            mixed = words + common
+            rng.shuffle(mixed)
+            lines.append("- " + " ".join(mixed) + ".")
+        if i % 20 == 0:
+            lines.append("- " + rng.choice(CJK_LINES))
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = "\n".join(lines) + "\n"
+        path.write_text(text, encoding="utf-8")
+        texts_bytes += len(text.encode("utf-8"))
+    (root / "MEMORY.md").write_text("# Memory\n\n- Synthetic benchmark workspace.\n", encoding="utf-8")
+    info = {"chunks": chunks, "seed": seed, "files": chunks + 1, "bytes": texts_bytes, "generateSeconds": round(time.perf_counter() - started, 2)}
+    marker.write_text(json.dumps(info))
+    return info
+
+
+def make_queries(root: Path, count: int, seed: int = 2) -> list[str]:
+    rng = random.Random(seed)
+    files = sorted((root / "memory").rglob("*.md"))
+    queries = []
+    for path in rng.sample(files, min(count, len(files))):
+        words = [w.strip(".,") for line in path.read_text(encoding="utf-8").splitlines()[2:] for w in line.split()]
+        content = [w for w in words if w not in COMMON and w.isascii() and w.isalpha()]
+        a, b, c = rng.sample(content, 3)
+        queries.append(rng.choice(TEMPLATES).format(a=a, b=b, c=c))
+    return queries
+
+
+# --- measurement helpers -------------------------------------------------------------------------
+
+
+def _percentiles(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+
+    def pct(p: float) -> float:
+        k = (len(ordered) - 1) * p
+        lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+        return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+    return {
+        "p50_ms": round(pct(0.50) * 1000, 2),
+        "p95_ms": round(pct(0.95) * 1000, 2),
+        "max_ms": round(ordered[-1] * 1000, 2),
+        "mean_ms": round(statistics.fmean(ordered) * 1000, 2),
+        "n": len(ordered),
+    }
+
+
+def _rss_mib() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # Linux: KiB
+
+
+def _search_latency(manager: Any, queries: list[str], warmup: int = 10) -> tuple[dict[str, float], float]:
+    for q in queries[:warmup]:
+        manager.search(q)
+    samples = []
+    hits = 0
+    for q in queries:
+        t0 = time.perf_counter()
+        resp = manager.search(q)
+        samples.append(time.perf_counter() - t0)
+        hits += bool(resp.results)
+    return _percentiles(samples), hits / len(queries)
+
+
+def _noop_resync(manager: Any, repeats: int = 3) -> dict[str, Any]:
+    times = []
+    report = None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        report = manager.sync()
+        times.append(time.perf_counter() - t0)
+    assert report is not None
+    return {
+        "median_s": round(statistics.median(times), 3),
+        "min_s": round(min(times), 3),
+        "files_unchanged": report.files_unchanged,
+        "files_indexed": report.files_indexed,
+    }
+
+
+# --- child phases ----------------------------------------------------------------------------------
+
+
+def child_keyword(spec: dict[str, Any]) -> dict[str, Any]:
+    from mdrecall import open_manager
+
+    ws, store = Path(spec["ws"]), spec["store"]
+    queries = make_queries(ws, spec["queries"])
+    baseline = _rss_mib()
+    with open_manager(ws, {"provider": "none", "store": {"path": store}}, use_global_config=False) as m:
+        t0 = time.perf_counter()
+        report = m.sync()
+        index_s = time.perf_counter() - t0
+        chunks = m.status()["chunks"]
+        noop = _noop_resync(m)
+        latency, hit_rate = _search_latency(m, queries)
+    return {
+        "chunks": chunks,
+        "files_indexed": report.files_indexed,
+        "index_s": round(index_s, 2),
+        "chunks_per_s": round(chunks / index_s, 1),
+        "noop_resync": noop,
+        "search": latency,
+        "query_hit_rate": round(hit_rate, 3),
+        "rss_baseline_mib": baseline,
+        "rss_peak_mib": _rss_mib(),
+    }
+
+
+def child_tracemalloc(spec: dict[str, Any]) -> dict[str, Any]:
+    import tracemalloc
+
+    from mdrecall import open_manager
+
+    tracemalloc.start()
+    with open_manager(Path(spec["ws"]), {"provider": "none", "store": {"path": spec["store"]}}, use_global_config=False) as m:
+        m.sync()
+    _, peak = tracemalloc.get_traced_memory()
+    return {"python_heap_peak_mib": round(peak / 2**20, 1)}
+
+
+def child_model(spec: dict[str, Any]) -> dict[str, Any]:
+    import apsw
+    import torch
+
+    from mdrecall import open_manager
+
+    ws, store = Path(spec["ws"]), spec["store"]
+    queries = make_queries(ws, spec["queries"])
+    baseline = _rss_mib()
+    t0 = time.perf_counter()
+    m = open_manager(ws, {"provider": "local", "store": {"path": store}}, use_global_config=False)
+    provider = m.provider  # loads the model
+    load_s = time.perf_counter() - t0
+    provider.embed_query("warm up the model")
+    try:
+        t0 = time.perf_counter()
+        report = m.sync()
+        index_s = time.perf_counter() - t0
+        chunks = m.status()["chunks"]
+        noop = _noop_resync(m)
+        latency, hit_rate = _search_latency(m, queries)
+        # Raw throughput: the model alone on exactly the texts the index embedded.
+        conn = apsw.Connection(store, flags=apsw.SQLITE_OPEN_READONLY)
+        texts = [r[0] for r in conn.execute("SELECT text FROM chunks ORDER BY rowid")]
+        conn.close()
+        model = provider._model  # the same SentenceTransformer instance
+        t0 = time.perf_counter()
+        model.encode(texts, batch_size=provider.max_batch_items, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+        raw_s = time.perf_counter() - t0
+    finally:
+        m.close()
+    index_rate = report.chunks_embedded / index_s
+    raw_rate = len(texts) / raw_s
+    return {
+        "chunks": chunks,
+        "chunks_embedded": report.chunks_embedded,
+        "model_load_s": round(load_s, 2),
+        "index_s": round(index_s, 2),
+        "index_chunks_per_s": round(index_rate, 1),
+        "raw_encode_s": round(raw_s, 2),
+        "raw_chunks_per_s": round(raw_rate, 1),
+        "index_vs_raw": round(index_rate / raw_rate, 3),
+        "noop_resync": noop,
+        "search": latency,
+        "query_hit_rate": round(hit_rate, 3),
+        "torch_threads": torch.get_num_threads(),
+        "rss_baseline_mib": baseline,
+        "rss_peak_mib": _rss_mib(),
+    }
+
+
+CHILDREN = {"keyword": child_keyword, "model": child_model, "tracemalloc": child_tracemalloc}
+
+
+def run_child(kind: str, spec: dict[str, Any]) -> dict[str, Any]:
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", kind, json.dumps(spec)], capture_output=True, text=True, env=env
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{kind} child failed:\n{proc.stderr[-4000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000], help="workspace sizes in chunks")
+    parser.add_argument("--model-sizes", type=int, nargs="*", default=[1000, 10000], help="sizes also indexed with the local model")
+    parser.add_argument("--queries", type=int, default=200, help="timed searches per phase")
+    parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "mdrecall-speed"), help="generated workspaces (reused)")
+    parser.add_argument("--tracemalloc", action="store_true", help="also measure the Python-heap peak of keyword-only indexing")
+    parser.add_argument("--out", default=None, help="write the results as JSON here")
+    parser.add_argument("--child", nargs=2, metavar=("KIND", "SPEC"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.child:
+        kind, spec = args.child
+        print(json.dumps(CHILDREN[kind](json.loads(spec))))
+        return 0
+
+    workdir = Path(args.workdir)
+    results: dict[str, Any] = {
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+        },
+        "sizes": {},
+    }
+    for size in args.sizes:
+        ws = workdir / f"ws-{size}"
+        gen = generate_workspace(ws, size)
+        entry: dict[str, Any] = {"workspace": gen}
+        print(f"[{size}] workspace: {gen['files']} files, {gen['bytes'] / 2**20:.1f} MiB", file=sys.stderr, flush=True)
+        store = workdir / f"kw-{size}.sqlite"
+        for suffix in ("", "-wal", "-shm", ".lock"):
+            Path(str(store) + suffix).unlink(missing_ok=True)
+        entry["keyword"] = run_child("keyword", {"ws": str(ws), "store": str(store), "queries": args.queries})
+        print(f"[{size}] keyword-only: {json.dumps(entry['keyword'])}", file=sys.stderr, flush=True)
+        if args.tracemalloc:
+            tm_store = workdir / f"tm-{size}.sqlite"
+            for suffix in ("", "-wal", "-shm", ".lock"):
+                Path(str(tm_store) + suffix).unlink(missing_ok=True)
+            entry["keyword"].update(run_child("tracemalloc", {"ws": str(ws), "store": str(tm_store)}))
+        if size in (args.model_sizes or []):
+            mstore = workdir / f"model-{size}.sqlite"
+            for suffix in ("", "-wal", "-shm", ".lock"):
+                Path(str(mstore) + suffix).unlink(missing_ok=True)
+            entry["model"] = run_child("model", {"ws": str(ws), "store": str(mstore), "queries": args.queries})
+            print(f"[{size}] local model: {json.dumps(entry['model'])}", file=sys.stderr, flush=True)
+        results["sizes"][str(size)] = entry
+    results["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    text = json.dumps(results, indent=2)
+    if args.out:
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
