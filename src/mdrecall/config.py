@@ -184,6 +184,9 @@ class SessionsConfig(_Section):
     dir: str = ".openclaw/sessions"
     # Which session keys a searching session may see besides its own: "own" | "all".
     visibility: Literal["own", "all"] = "own"
+    # Session keys containing one of these are group/channel conversations: they only ever see
+    # their own transcripts, even with visibility "all".
+    sharedKeyMarkers: list[str] = Field(default_factory=lambda: [":group:", ":channel:"])
 
 
 class MemoryConfig(_Section):

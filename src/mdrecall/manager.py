@@ -516,12 +516,23 @@ class BuiltinMemoryManager:
         return time.monotonic() - self._last_check_at >= interval
 
     def _visibility(self, session_key: str | None) -> Callable[[str, str], bool] | None:
-        if "sessions" not in self.config.sources or self.config.sessions.visibility == "all":
+        """Which transcript hits a search may see. Memory files are always visible.
+
+        A session always sees its own transcripts. With ``sessions.visibility: all`` a direct
+        (private) session also sees the others; a group or channel session key (one containing a
+        ``sessions.sharedKeyMarkers`` marker) never sees any transcript but its own, whatever the
+        visibility, so a private conversation cannot leak into a group.
+        """
+        if "sessions" not in self.config.sources:
             return None
         from mdrecall.sessions import session_key_of
 
+        scope = self.config.sessions
+        shared = session_key is not None and any(marker in session_key for marker in scope.sharedKeyMarkers)
+        see_all = scope.visibility == "all" and not shared
+
         def visible(source: str, path: str) -> bool:
-            if source != "sessions":
+            if source != "sessions" or see_all:
                 return True
             return session_key is not None and session_key_of(path, self.config) == session_key
 

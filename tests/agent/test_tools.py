@@ -352,10 +352,5 @@ def test_visibility_all_shares_transcripts_between_direct_sessions(open_scope_to
     assert open_scope_tools.call("memory_search", SESSION_QUERY, session_key="agent:main:cli:other")["results"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine: with sessions.visibility 'all' a group/channel key still sees private (direct) transcripts; "
-    "issue 5 says group/channel keys never do",
-)
 def test_group_keys_never_see_private_sessions_even_when_shared(open_scope_tools: MemoryTools) -> None:
     assert open_scope_tools.call("memory_search", SESSION_QUERY, session_key=GROUP_KEY)["results"] == []

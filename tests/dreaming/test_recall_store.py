@@ -26,7 +26,7 @@ def test_file_format_has_the_seed_fields(workspace: Path) -> None:
     record_recalls(workspace, "postgres port", [hit("memory/2026-03-02.md", 1, 12, 0.9)], at(), config={"timezone": "UTC"})
     path = workspace / "memory/.dreams/short-term-recall.json"
     raw = path.read_text(encoding="utf-8")
-    assert raw.endswith("}\n") and raw.startswith("{\n  ")  # pretty-printed, trailing newline
+    assert raw.endswith("}\n") and raw.count("\n") == 3  # one entry per line, trailing newline
     data = json.loads(raw)
     assert data["version"] == 1 and data["updatedAt"] == "2026-03-02T09:00:00.000Z"
     (entry,) = data["entries"].values()

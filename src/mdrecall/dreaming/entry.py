@@ -60,11 +60,11 @@ class RecallEntry:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if value is None and f.name in _OPTIONAL:
+        for name, camel in _NAMES:
+            value = getattr(self, name)
+            if value is None and name in _OPTIONAL:
                 continue
-            out[_CAMEL[f.name]] = list(value) if isinstance(value, list) else value
+            out[camel] = list(value) if isinstance(value, list) else value
         return out
 
     @classmethod
@@ -72,23 +72,19 @@ class RecallEntry:
         """Tolerant of missing fields (older files, hand edits); raises ValueError when unusable."""
         if not isinstance(data, dict):
             raise ValueError("entry is not an object")
-        kwargs: dict[str, Any] = {}
-        for f in fields(cls):
-            camel = _CAMEL[f.name]
-            if camel in data:
-                kwargs[f.name] = data[camel]
         for required in ("key", "path", "snippet"):
-            if not isinstance(kwargs.get(required), str) or not kwargs[required]:
-                raise ValueError(f"entry lacks {_CAMEL[required]}")
+            if not isinstance(data.get(required), str) or not data[required]:
+                raise ValueError(f"entry lacks {required}")
         entry = cls(
-            key=kwargs.pop("key"),
-            path=kwargs.pop("path"),
-            start_line=int(kwargs.pop("start_line", 1) or 1),
-            end_line=int(kwargs.pop("end_line", 1) or 1),
-            snippet=kwargs.pop("snippet"),
+            key=data["key"],
+            path=data["path"],
+            start_line=int(data.get("startLine") or 1),
+            end_line=int(data.get("endLine") or 1),
+            snippet=data["snippet"],
         )
-        for name, value in kwargs.items():
-            setattr(entry, name, value)
+        for name, camel in _NAMES[5:]:
+            if camel in data:
+                setattr(entry, name, data[camel])
         entry._coerce()
         return entry
 
@@ -111,4 +107,6 @@ def _camel(name: str) -> str:
 
 
 _CAMEL = {f.name: _camel(f.name) for f in fields(RecallEntry)}
+# (attribute, JSON name) in declaration order; the first five are the constructor's required fields.
+_NAMES = tuple(_CAMEL.items())
 _OPTIONAL = {"heading", "last_day", "last_grounded_day", "promoted_at", "staged_at", "rejected_at"}

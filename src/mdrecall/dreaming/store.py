@@ -1,6 +1,6 @@
 """The recall store: ``<workspace>/memory/.dreams/short-term-recall.json``.
 
-Format (pretty-printed, trailing newline)::
+Format (one entry per line, trailing newline)::
 
     {"version": 1, "updatedAt": ISO, "entries": {<key>: entry}, "promotedHashes": [<claimHash>, ...]}
 
@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 from mdrecall.dreaming.clock import age_days, ensure_aware, from_iso, to_iso
 from mdrecall.dreaming.config import DreamingConfig
@@ -49,17 +49,18 @@ class StoreState:
     promoted_hashes: set[str] = field(default_factory=set)
     updated_at: str | None = None
     warnings: list[str] = field(default_factory=list)
+    raw: str = ""  # the file text this state was read from
 
-    def to_json(self, updated_at: str | None) -> dict[str, Any]:
-        return {
-            "version": STORE_VERSION,
-            "updatedAt": updated_at,
-            "entries": {key: self.entries[key].to_json() for key in sorted(self.entries)},
-            "promotedHashes": sorted(self.promoted_hashes),
-        }
-
-    def content_fingerprint(self) -> str:
-        return json.dumps(self.to_json(None), sort_keys=True, ensure_ascii=False)
+    def serialize(self, updated_at: str | None) -> str:
+        """The file text: one entry per line (readable, diffable, and fast to write with the C encoder)."""
+        dump = json.dumps
+        lines = [f'{{"version": {STORE_VERSION}, "updatedAt": {dump(updated_at)}, "entries": {{']
+        keys = sorted(self.entries)
+        for i, key in enumerate(keys):
+            comma = "," if i < len(keys) - 1 else ""
+            lines.append(f"  {dump(key, ensure_ascii=False)}: {dump(self.entries[key].to_json(), ensure_ascii=False)}{comma}")
+        lines.append(f'}}, "promotedHashes": {dump(sorted(self.promoted_hashes))}}}')
+        return "\n".join(lines) + "\n"
 
     def find(self, ref: str) -> list[RecallEntry]:
         """Entries matching a full key, a text id (claim hash) or a unique prefix of either."""
@@ -75,7 +76,7 @@ def _parse(raw: str, origin: Path) -> StoreState:
     data = json.loads(raw)
     if not isinstance(data, dict):
         raise ValueError("top level is not an object")
-    state = StoreState(updated_at=data.get("updatedAt"))
+    state = StoreState(updated_at=data.get("updatedAt"), raw=raw)
     entries = data.get("entries") or {}
     if not isinstance(entries, dict):
         raise ValueError("'entries' is not an object")
@@ -137,15 +138,15 @@ class RecallStore:
             return
         with FileLock(self.lock_path, timeout=self.lock_timeout):
             state = self._read(quarantine=True)
-            before = state.content_fingerprint()
             yield state
             evicted = enforce_bound(state, self.config, ensure_aware(now))
             if evicted:
                 log.info("recall store over %d entries: evicted %d", self.config.maxEntries, evicted)
-            if state.content_fingerprint() != before:
-                state.updated_at = to_iso(ensure_aware(now))
-                text = json.dumps(state.to_json(state.updated_at), indent=2, ensure_ascii=False) + "\n"
-                atomic_write_text(self.path, text)
+            # Unchanged content (same text with the old timestamp) is not rewritten.
+            if state.raw or state.entries or state.promoted_hashes:
+                if state.serialize(state.updated_at) != state.raw:
+                    state.updated_at = to_iso(ensure_aware(now))
+                    atomic_write_text(self.path, state.serialize(state.updated_at))
 
 
 def _eviction_rank(entry: RecallEntry, now: datetime, cfg: DreamingConfig) -> tuple[int, float, str]:

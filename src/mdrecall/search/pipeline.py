@@ -108,8 +108,39 @@ def run_search(
     if not passing:
         # Decay must not hide the only answer: fall back to hits relevant before decay.
         passing = [m for m in merged if relevance[m.rowid] >= plan.min_score]
-    results = _truncate(passing, plan.max_results, q.maxInjectedChars)
+    results = _truncate(_merge_overlaps(passing), plan.max_results, q.maxInjectedChars)
     return SearchOutcome(results, mode, warnings, degraded)
+
+
+def _merge_overlaps(items: list[Scored]) -> list[Scored]:
+    """Fold a hit into a better-ranked hit from the same file whose lines it overlaps.
+
+    Overlapping chunks would spend the character budget on the same lines twice; the merged hit
+    keeps the better rank and covers the union of lines. Only plain line-aligned chunks are merged
+    (transcript chunks map lines non-contiguously).
+    """
+    out: list[Scored] = []
+    for item in items:
+        target = None
+        if _contiguous(item):
+            for kept in out:
+                if kept.path == item.path and kept.source == item.source and _contiguous(kept) \
+                        and item.start_line <= kept.end_line and item.end_line >= kept.start_line:
+                    target = kept
+                    break
+        if target is None:
+            out.append(item)
+            continue
+        lines = dict(zip(range(target.start_line, target.end_line + 1), target.text.split("\n")))
+        for number, line in zip(range(item.start_line, item.end_line + 1), item.text.split("\n")):
+            lines.setdefault(number, line)
+        target.start_line, target.end_line = min(lines), max(lines)
+        target.text = "\n".join(lines[n] for n in range(target.start_line, target.end_line + 1))
+    return out
+
+
+def _contiguous(item: Scored) -> bool:
+    return item.source == "memory" and item.text.count("\n") == item.end_line - item.start_line
 
 
 def _truncate(items: list[Scored], max_results: int, budget: int) -> list[SearchResult]:
