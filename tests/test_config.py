@@ -22,7 +22,8 @@ def test_defaults_match_the_seed() -> None:
     assert cfg.query.hybrid.fusion == "weighted"
     assert cfg.query.mmr.enabled is False and cfg.query.mmr.lambda_ == 0.7
     assert cfg.query.fts.tokenizer == "unicode61"
-    assert cfg.query.temporalDecay.enabled is True and cfg.query.temporalDecay.halfLifeDays == 30
+    # Decay is opt-in (as in the reference); see docs/benchmarks.md for why.
+    assert cfg.query.temporalDecay.enabled is False and cfg.query.temporalDecay.halfLifeDays == 30
     assert (cfg.query.maxResults, cfg.query.minScore, cfg.query.maxInjectedChars) == (10, 0.35, 4000)
     assert cfg.sync.onSearch is True and cfg.sync.onSessionStart is True
     assert cfg.limits.maxFileBytes == 10 * 1024 * 1024

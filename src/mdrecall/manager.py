@@ -28,12 +28,13 @@ from mdrecall.crashpoints import crash_point
 from mdrecall.embeddings.base import provider_key as compute_provider_key
 from mdrecall.embeddings.registry import ProviderSelection, activate_fallback, select_provider
 from mdrecall.errors import EmbeddingError, MdrecallError, PathError, StoreError
+from mdrecall.freshness import Snapshot, make_snapshot, scan_dirs
 from mdrecall.search.pipeline import SearchPlan, run_search
 from mdrecall.search.vector import InProcessVectors, sqlite_vec_search
 from mdrecall.store import WriterLock, cleanup_stale_rebuilds, default_store_path, rebuild_path, remove_db_files, swap_in
 from mdrecall.store.db import SCHEMA_VERSION, IndexDB, StoreOptions
 from mdrecall.sync import Indexer, ProgressCallback, SourceAdapter, SyncContext, seed_cache_from
-from mdrecall.types import ProbeResult, SearchResponse, SyncReport
+from mdrecall.types import ProbeResult, SearchResponse, SyncProgress, SyncReport
 from mdrecall.workspace import discover_memory_files, resolve_memory_path
 
 SearchListener = Callable[[str, SearchResponse, "str | None", datetime], None]
@@ -108,11 +109,15 @@ class BuiltinMemoryManager:
         self._provider_key: str | None = None
         self._vectors = InProcessVectors()
         self._listeners: list[SearchListener] = []
+        #: Progress of a rebuild in this process (model switch, chunking change), else None.
+        self._migration: dict[str, Any] | None = None
         self._dirty = True
         self._dirty_generation = 0  # bumped by mark_dirty, so a sync that started earlier cannot clear it
         self._last_sync_at: float | None = None
         self._checked_at: float | None = None  # wall time of the last comparison of files with the index
         self._last_freshness: dict[str, Any] = {}
+        self._snapshot: Snapshot | None = None  # what the last full check saw (freshness.py)
+        self._observed: dict[str, tuple[int, int, int]] = {}
         self._recovery_reported = False
         self._watcher: Any = None
         self._watcher_error: str | None = None
@@ -307,6 +312,7 @@ class BuiltinMemoryManager:
         selection = self._selection_or_select()
         provider = selection.provider
         ctx = SyncContext(provider, self._provider_key or "", desired["model"])
+        dirs, dirs_racy = scan_dirs(self.workspace, self.config)  # before the files are listed
         writer = IndexDB(self.db_path, self._store_options)
         try:
             mismatch = self._identity_mismatch(writer.read_meta(), desired)
@@ -316,9 +322,11 @@ class BuiltinMemoryManager:
             else:
                 if provider is not None and provider.dims:
                     writer.ensure_vec_table(provider.dims)
-                report = Indexer(
+                indexer = Indexer(
                     self.workspace, self.config, writer, ctx, progress, self.extra_sources, defer_sessions=defer_sessions
-                ).run(full=False)
+                )
+                report = indexer.run(full=False)
+                self._observed = indexer.observed
                 with writer.conn:
                     writer.set_kv(LAST_SYNC_KEY, repr(time.time()))
                 crash_point("sync:before-finish")
@@ -326,6 +334,7 @@ class BuiltinMemoryManager:
             writer.close()
         if self._dirty_generation == generation:
             self._dirty = False
+        self._snapshot = make_snapshot(dirs, dirs_racy, self._observed)
         self._last_sync_at = time.time()
         self._checked_at = self._last_sync_at
         self._last_check_at = time.monotonic()
@@ -341,7 +350,23 @@ class BuiltinMemoryManager:
             crash_point("rebuild:seeded")
             if ctx.provider is not None and ctx.provider.dims:
                 built.ensure_vec_table(ctx.provider.dims)
-            report = Indexer(self.workspace, self.config, built, ctx, progress, self.extra_sources).run(full=True)
+            stored = live.read_meta() or {}
+            self._migration = {
+                "from": {"provider": stored.get("provider"), "model": stored.get("model")} if stored else None,
+                "to": {"provider": desired["provider"], "model": desired["model"]},
+                "completed": 0,
+                "total": 0,
+                "label": "starting",
+            }
+
+            def track(p: SyncProgress) -> None:
+                self._migration.update(completed=p.completed, total=p.total, label=p.label)
+                if progress is not None:
+                    progress(p)
+
+            indexer = Indexer(self.workspace, self.config, built, ctx, track, self.extra_sources)
+            report = indexer.run(full=True)
+            self._observed = indexer.observed
             with built.conn:
                 built.write_meta(desired)
                 built.set_kv(LAST_SYNC_KEY, repr(time.time()))
@@ -349,6 +374,7 @@ class BuiltinMemoryManager:
             live.close()
             swap_in(built, self.db_path, self._store_options.busy_timeout_ms)
         finally:
+            self._migration = None
             built.close()
             remove_db_files(temp_path)
         report.full_rebuild = True
@@ -381,15 +407,18 @@ class BuiltinMemoryManager:
 
     def _stale_if_pending(self, reason: str) -> tuple[bool, list[str]]:
         """Compare the files with the index (a walk with mtime+size, no lock) and judge staleness."""
+        generation = self._dirty_generation
+        observed: dict[str, tuple[int, int, int]] = {}
         try:
+            dirs, dirs_racy = scan_dirs(self.workspace, self.config)
             with self._read_mutex:
                 indexed = self._read_db.files()
                 skipped = self._read_db.skipped()
                 meta = self._read_db.read_meta()
-            pending = self._pending_changes(indexed, skipped)
+            pending = self._pending_changes(indexed, skipped, observed)
         except Exception as exc:
+            self._snapshot = None
             return True, [f"{reason}; the index could not be compared with the files ({type(exc).__name__}: {exc})"]
-        generation = self._dirty_generation
         self._checked_at = time.time()
         self._last_check_at = time.monotonic()
         deferred = pending.get("deferredCount", 0)
@@ -401,10 +430,14 @@ class BuiltinMemoryManager:
             "deferredSessions": deferred,
         }
         mismatch = self._stored_identity_mismatch(meta)
-        if outstanding > 0:
-            return True, [f"{reason}; {outstanding} file(s) changed since the last sync, results may miss them"]
-        if mismatch is not None:
+        if outstanding > 0 or mismatch is not None:
+            self._snapshot = None  # check again on the next search
+            if meta is None:
+                return True, [f"{reason}; no index yet ({outstanding} file(s) not indexed), results may miss them"]
+            if outstanding > 0:
+                return True, [f"{reason}; {outstanding} file(s) changed since the last sync, results may miss them"]
             return True, [f"{reason}; the index must be rebuilt ({mismatch}), results may be incomplete"]
+        self._snapshot = make_snapshot(dirs, dirs_racy, observed)
         if self._dirty_generation == generation:
             self._dirty = False  # someone else's sync already covered it
         return False, []
@@ -474,7 +507,16 @@ class BuiltinMemoryManager:
             degraded.append(f"keyword-only: {selection.unavailable_reason}")
         vector_fn = None
         embed = None
-        if provider is not None:
+        with self._read_mutex:
+            stored = self._read_db.read_meta()
+        if provider is not None and stored is not None and stored.get("providerKey") != self._provider_key:
+            # The index holds another model's vectors (a rebuild is pending or running): comparing
+            # them with this model's query vector would return wrong results. Keywords only until then.
+            degraded.append(
+                f"vector search paused: the index was built with {stored.get('provider')}/{stored.get('model')}; "
+                f"it resumes when the rebuild for {provider.id}/{provider.model} finishes"
+            )
+        elif provider is not None:
             embed = provider.embed_query
             if self._read_db.caps.vector_available and self._read_db.vec_dims() is not None:
                 vector_fn = sqlite_vec_search
@@ -507,13 +549,17 @@ class BuiltinMemoryManager:
         return base
 
     def _needs_check(self) -> bool:
-        if self._dirty or self._checked_at is None:
+        """Whether this search must compare the files with the index (sync, or walk) first."""
+        snapshot = self._snapshot
+        if self._dirty or self._checked_at is None or snapshot is None:
             return True
         watcher = self._watcher
         if watcher is not None and watcher.has_pending():
             return True  # events not yet synced by the watcher: do not wait for its debounce
         interval = self.config.sync.reconcileIntervalMs / 1000.0
-        return time.monotonic() - self._last_check_at >= interval
+        if time.monotonic() - self._last_check_at >= interval:
+            return True  # a full walk now and then, whatever the quick check says
+        return snapshot.changed()  # one stat per known file and directory
 
     def _visibility(self, session_key: str | None) -> Callable[[str, str], bool] | None:
         """Which transcript hits a search may see. Memory files are always visible.
@@ -662,7 +708,9 @@ class BuiltinMemoryManager:
         chunks = sum(c["chunks"] for c in counts.values())
         # Always walk: "clean" must describe the files on disk now, not the last sync or event.
         generation = self._dirty_generation
-        pending = self._pending_changes(indexed, skipped)
+        dirs, dirs_racy = scan_dirs(self.workspace, self.config)
+        observed: dict[str, tuple[int, int, int]] = {}
+        pending = self._pending_changes(indexed, skipped, observed)
         mismatch = self._stored_identity_mismatch(meta)
         self._checked_at = time.time()
         self._last_freshness = {
@@ -671,8 +719,10 @@ class BuiltinMemoryManager:
             "pendingChanges": pending["count"],
             "deferredSessions": pending["deferredCount"],
         }
-        if not pending["count"] and mismatch is None and self._dirty_generation == generation:
-            self._dirty = False
+        if pending["count"] - pending["deferredCount"] == 0 and mismatch is None:
+            self._snapshot = make_snapshot(dirs, dirs_racy, observed)
+            if self._dirty_generation == generation:
+                self._dirty = False
         if provider is None:
             mode = "keyword-only" if db.caps.fts_available else "file-scan"
         elif not db.caps.fts_available:
@@ -719,6 +769,7 @@ class BuiltinMemoryManager:
             "freshness": self._freshness(stale=bool(pending["count"] - pending["deferredCount"]) or mismatch is not None),
             "lastSyncAt": _iso(self._index_last_sync_at()),
             "lastError": self._last_error,
+            "migration": dict(self._migration) if self._migration else None,
             "recovered": self._recovered,
             "lastSync": self._last_report.to_dict() if self._last_report else None,
             "watcher": self._watcher.status() if self._watcher is not None else (
@@ -739,7 +790,9 @@ class BuiltinMemoryManager:
             reasons.append(f"FTS5 not available ({db.caps.fts_error}); keyword search scans stored chunks")
         return reasons
 
-    def _pending_changes(self, indexed: dict[str, Any], skipped: dict[str, Any]) -> dict[str, Any]:
+    def _pending_changes(
+        self, indexed: dict[str, Any], skipped: dict[str, Any], observed: dict[str, tuple[int, int, int]] | None = None
+    ) -> dict[str, Any]:
         """Walk the files (mtime+size) and compare with the index: what a full sync would do now.
 
         Counts memory files and transcripts: new, changed (including skipped files that changed),
@@ -753,10 +806,12 @@ class BuiltinMemoryManager:
             files.extend(adapter.discover())
         for f in files:
             try:
-                st = f.path.stat()
+                st = os.stat(f.path)
             except OSError:
                 continue
             on_disk[f.rel_path] = (st.st_mtime_ns, st.st_size, f.path, f.source)
+            if observed is not None:
+                observed[str(f.path)] = (st.st_mtime_ns, st.st_size, time.time_ns())
         new: list[str] = []
         changed: list[str] = []
         deferred: list[str] = []

@@ -109,6 +109,8 @@ class Indexer:
         self.progress = progress
         self.extra_sources = list(extra_sources)
         self.defer_sessions = defer_sessions
+        #: absolute path -> (mtime_ns, size, when stat ran in ns) for every file looked at (freshness.py).
+        self.observed: dict[str, tuple[int, int, int]] = {}
 
     # -- discovery -------------------------------------------------------------------------------
     def discover(self) -> list[MemoryFile]:
@@ -193,6 +195,7 @@ class Indexer:
             return None
         checked_ns = time.time_ns()
         mtime, size = st.st_mtime_ns, st.st_size
+        self.observed[str(file.path)] = (mtime, size, checked_ns)
         old = existing.get(file.rel_path)
         trust_stat = not full and not verify
         if trust_stat and old is not None and old.mtime == mtime and old.size == size and old.source == file.source:
@@ -315,7 +318,11 @@ class Indexer:
             embedder = getattr(provider, "embed_documents_batched", None)
             texts = [unique[h] for h in hashes]
             if embedder is not None:
-                raw_vectors = embedder(texts, lambda done, _total: self._emit(embedded + done, total, "Embedding chunks…"))
+                raw_vectors = embedder(
+                    texts,
+                    lambda done, _total: self._emit(embedded + done, total, "Embedding chunks…"),
+                    on_batch=lambda indexes, vecs: self._cache_batch([hashes[i] for i in indexes], vecs),
+                )
             else:
                 raw_vectors = provider.embed_documents(texts)
             if len(raw_vectors) != len(texts):
@@ -334,6 +341,15 @@ class Indexer:
         embedded += sum(len(item.chunks) for item in group)
         self._emit(min(embedded, total), total, "Embedding chunks…")
         return embedded
+
+    def _cache_batch(self, hashes: list[str], vectors: Sequence[Sequence[float]]) -> None:
+        """Cache each finished request at once, so a failure later in the group wastes no paid calls."""
+        provider = self.ctx.provider
+        if provider is None or not self.config.cache.enabled:
+            return
+        items = [(h, vector_to_blob(v)) for h, v in zip(hashes, vectors)]
+        with self.db.conn:
+            self.db.cache_put(provider.id, provider.model, self.ctx.provider_key, items)
 
     def _write(self, item: PendingFile, report: SyncReport) -> None:
         rows = []

@@ -244,14 +244,17 @@ def calibration_figures(nights: list[Night], cfg: Any) -> dict[str, list[float]]
                 once.setdefault(e.key, ev.score)
             if e.signal_count == 2 and ev.age_days < 1:
                 twice.setdefault(e.key, ev.score)
+    raw: list[float] = []
     for ev in nights[-1].evaluations:
         relevance.append(ev.components.relevance)
+        raw.append(ev.entry.total_score / max(1, ev.entry.signal_count))
     return {
         "recurring (>=3 days, >=3 queries) at first qualifying night": list(first_qualified.values()),
         "other entries passing the count gates, first night": list(count_gate.values()),
         "one-offs on the night of their recall": list(once.values()),
         "recalled twice, on the night of the second recall": list(twice.values()),
         "relative relevance of all entries (last night)": relevance,
+        "raw search score of all entries, mean per entry (last night)": raw,
     }
 
 

@@ -225,3 +225,18 @@ def test_long_candidates_need_a_person(workspace: Path, approved: bool) -> None:
                         path.read_text(encoding="utf-8"), flags=re.M)
         path.write_text(edited, encoding="utf-8")
         assert [p.text for p in apply(workspace, CFG, NOW).applied] == ["Kestrel runbook: restart the worker pool step by step."]
+
+
+def test_transcript_facts_are_promoted_without_role_prefix(workspace: Path) -> None:
+    import json
+
+    transcript = workspace / ".openclaw/sessions/s1/transcripts/t1.jsonl"
+    transcript.parent.mkdir(parents=True)
+    transcript.write_text(json.dumps({"role": "user", "content": "The office wifi password rotates every Monday."}) + "\n",
+                          encoding="utf-8")
+    path = ".openclaw/sessions/s1/transcripts/t1.jsonl"
+    for day, query in enumerate(["wifi password", "when does the wifi password change", "office wifi rotation"]):
+        record_recalls(workspace, query, [hit(path, 1, 1, 0.8, source="sessions")], at(days=day), config=CFG)
+    (item,) = apply(workspace, CFG, NOW, mode="passing").applied
+    assert item.text == "The office wifi password rotates every Monday."
+    assert f"source={path}:1-1" in (workspace / "MEMORY.md").read_text(encoding="utf-8")

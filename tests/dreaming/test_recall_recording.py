@@ -190,3 +190,37 @@ def test_empty_queries_and_internal_queries_record_nothing(workspace: Path) -> N
     assert record_recalls(workspace, "   ", results, at(), config=UTC).recorded == 0
     assert record_recalls(workspace, "__dreaming_daily__:2026-03-02", results, at(), config=UTC).recorded == 0
     assert not (workspace / "memory/.dreams").exists()
+
+
+def test_transcript_hits_through_the_real_search_path(workspace: Path, manager_config: Callable[..., dict]) -> None:
+    transcript = workspace / ".openclaw/sessions/s1/transcripts/t1.jsonl"
+    transcript.parent.mkdir(parents=True)
+    messages = [
+        {"role": "user", "content": "Remember that the office wifi password rotates every Monday."},
+        {"role": "assistant", "content": "Got it."},
+    ]
+    transcript.write_text("\n".join(json.dumps(m) for m in messages) + "\n", encoding="utf-8")
+    config = {**manager_config(), "sources": ["memory", "sessions"]}
+    with open_manager(workspace, config) as m:
+        response = m.search("wifi password rotation", session_key="s1", now=at())
+        assert any(r.source == "sessions" for r in response.results)
+    (e,) = RecallStore(workspace).load().entries.values()
+    assert e.source == "sessions" and e.path == ".openclaw/sessions/s1/transcripts/t1.jsonl"
+    assert e.snippet == "User: Remember that the office wifi password rotates every Monday." and e.start_line == 1
+
+
+def test_dream_reports_saved_as_dated_notes_are_never_recorded(workspace: Path) -> None:
+    from mdrecall.dreaming import run_dream
+
+    for day, query in enumerate(["postgres port", "which port does postgres listen on", "postgres on db-2"]):
+        record_recalls(workspace, query, [hit("memory/2026-03-02.md", 1, 12, 0.9)], at(days=day), config=UTC)
+    report = workspace / "memory" / "2026-03-04-dream.md"  # a dated name: short-term by its path
+    run_dream(workspace, UTC, at(days=2, hours=14), report_path=report)
+    text = report.read_text(encoding="utf-8")
+    assert "Postgres 16 runs on db-2" in text
+    lines = text.count("\n")
+    before = RecallStore(workspace).load().entries
+    summary = record_recalls(workspace, "postgres port staged candidates", [hit("memory/2026-03-04-dream.md", 1, lines, 0.9)],
+                             at(days=3), config=UTC)
+    assert summary.recorded == 0
+    assert set(RecallStore(workspace).load().entries) == set(before)

@@ -15,6 +15,7 @@ from mdrecall.search.decay import decay_multiplier
 
 BODY = "- The zebra enclosure needs repainting before the spring visitors arrive.\n"
 UTC = timezone.utc
+DECAY = {"temporalDecay": {"enabled": True}}  # opt-in
 
 
 def test_multiplier_formula() -> None:
@@ -31,7 +32,7 @@ def test_multiplier_formula() -> None:
 @pytest.fixture
 def dated(make_ws: Callable[..., Path], cfg: Callable[..., dict]):  # type: ignore[no-untyped-def]
     ws = make_ws({"memory/2026-01-01.md": BODY, "memory/2026-03-01.md": BODY, "memory/2024-05-05.md": "- A zeppelin flew over the office.\n"})
-    with open_manager(ws, cfg()) as m:
+    with open_manager(ws, cfg(query=DECAY)) as m:
         yield m
 
 
@@ -67,17 +68,17 @@ def test_old_note_that_is_the_only_answer_still_comes_back(dated) -> None:  # ty
 
 def test_evergreen_files_are_not_decayed(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
     ws = make_ws({"MEMORY.md": BODY, "memory/topic.md": BODY, "memory/2025-01-01.md": BODY})
-    with open_manager(ws, cfg()) as m:
+    with open_manager(ws, cfg(query=DECAY)) as m:
         scores = _scores(m.search("zebra enclosure", now=datetime(2026, 6, 1, tzinfo=UTC), min_score=0))
     assert scores["MEMORY.md"] == pytest.approx(1.0) and scores["memory/topic.md"] == pytest.approx(1.0)
     assert scores["memory/2025-01-01.md"] < 0.01
 
 
-def test_decay_can_be_disabled_or_retuned(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+def test_decay_is_off_by_default_and_can_be_retuned(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
     ws = make_ws({"memory/2026-01-01.md": BODY, "memory/2026-03-01.md": BODY})
     now = datetime(2026, 3, 31, tzinfo=UTC)
-    with open_manager(ws, cfg(query={"temporalDecay": {"enabled": False}})) as m:
+    with open_manager(ws, cfg()) as m:
         assert set(_scores(m.search("zebra", now=now, min_score=0)).values()) == {1.0}
-    with open_manager(ws, cfg(db="b.sqlite", query={"temporalDecay": {"halfLifeDays": 30 * 4}})) as m:
+    with open_manager(ws, cfg(db="b.sqlite", query={"temporalDecay": {"enabled": True, "halfLifeDays": 30 * 4}})) as m:
         scores = _scores(m.search("zebra", now=now, min_score=0))
     assert scores["memory/2026-03-01.md"] == pytest.approx(2 ** (-30 / 120), abs=1e-4)

@@ -16,6 +16,9 @@ MARKER_PREFIX = "<!-- mdrecall:"
 PROMOTED_MARKER = "mdrecall:promoted"
 CANDIDATE_MARKER = "mdrecall:candidate"
 REPORT_MARKER = "mdrecall:report"
+QUEUE_MARKER = "mdrecall:queue"
+# Whole files written by dreaming (reports, the queue) carry one of these near the top.
+_FILE_MARKERS = (f"<!-- {REPORT_MARKER}", f"<!-- {QUEUE_MARKER}")
 
 _MARKERS = (
     MARKER_PREFIX,
@@ -41,3 +44,9 @@ def is_contaminated(text: str) -> bool:
         return True
     body = _LEAD.sub("", text.strip())
     return bool(_STAGED_START.match(body)) and all(p.search(text) for p in _STAGED_PARTS)
+
+
+def is_dreaming_output_file(text: str) -> bool:
+    """A dream report or review queue (marker in its first lines): none of it is short-term material."""
+    head = "\n".join(text.split("\n", 5)[:5])
+    return any(marker in head for marker in _FILE_MARKERS)

@@ -59,13 +59,8 @@ class RecallEntry:
         return self.claim_hash
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name, camel in _NAMES:
-            value = getattr(self, name)
-            if value is None and name in _OPTIONAL:
-                continue
-            out[camel] = list(value) if isinstance(value, list) else value
-        return out
+        # Hot path (every search re-writes the store): a comprehension over __dict__, no fields() calls.
+        return {_CAMEL[k]: v for k, v in self.__dict__.items() if v is not None or k not in _OPTIONAL}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "RecallEntry":
@@ -75,29 +70,34 @@ class RecallEntry:
         for required in ("key", "path", "snippet"):
             if not isinstance(data.get(required), str) or not data[required]:
                 raise ValueError(f"entry lacks {required}")
-        entry = cls(
-            key=data["key"],
-            path=data["path"],
-            start_line=int(data.get("startLine") or 1),
-            end_line=int(data.get("endLine") or 1),
-            snippet=data["snippet"],
-        )
-        for name, camel in _NAMES[5:]:
-            if camel in data:
-                setattr(entry, name, data[camel])
+        kwargs = {name: data[camel] for name, camel in _NAMES if camel in data}
+        kwargs["start_line"] = int(data.get("startLine") or 1)
+        kwargs["end_line"] = int(data.get("endLine") or 1)
+        try:
+            entry = cls(**kwargs)
+        except TypeError as exc:
+            raise ValueError(str(exc)) from None
         entry._coerce()
         return entry
 
     def _coerce(self) -> None:
+        """Repair hand-edited or foreign values; cheap when everything already has the right type."""
         for name in ("recall_count", "daily_count", "grounded_count"):
-            setattr(self, name, max(0, int(getattr(self, name) or 0)))
+            value = getattr(self, name)
+            if type(value) is not int or value < 0:
+                setattr(self, name, max(0, int(value or 0)))
         for name in ("total_score", "max_score", "total_relevance"):
-            setattr(self, name, max(0.0, float(getattr(self, name) or 0.0)))
-        for name, cap in (("query_hashes", MAX_QUERY_HASHES), ("recall_days", MAX_RECALL_DAYS),
-                          ("concept_tags", MAX_CONCEPT_TAGS), ("last_day_queries", MAX_QUERY_HASHES)):
-            value = getattr(self, name) or []
-            setattr(self, name, [str(v) for v in value if isinstance(v, str)][-cap:])
-        self.recall_days = sorted(set(self.recall_days))[-MAX_RECALL_DAYS:]
+            value = getattr(self, name)
+            if type(value) is not float or value < 0:
+                setattr(self, name, max(0.0, float(value or 0.0)))
+        for name, cap in _CAPS:
+            value = getattr(self, name)
+            if type(value) is not list or len(value) > cap or not all(type(v) is str for v in value):
+                value = value if isinstance(value, list) else []
+                setattr(self, name, [str(v) for v in value if isinstance(v, str)][-cap:])
+        days = self.recall_days
+        if any(days[i] >= days[i + 1] for i in range(len(days) - 1)):
+            self.recall_days = sorted(set(days))[-MAX_RECALL_DAYS:]
         self.passage = bool(self.passage)
 
 
@@ -109,4 +109,6 @@ def _camel(name: str) -> str:
 _CAMEL = {f.name: _camel(f.name) for f in fields(RecallEntry)}
 # (attribute, JSON name) in declaration order; the first five are the constructor's required fields.
 _NAMES = tuple(_CAMEL.items())
+_CAPS = (("query_hashes", MAX_QUERY_HASHES), ("recall_days", MAX_RECALL_DAYS),
+         ("concept_tags", MAX_CONCEPT_TAGS), ("last_day_queries", MAX_QUERY_HASHES))
 _OPTIONAL = {"heading", "last_day", "last_grounded_day", "promoted_at", "staged_at", "rejected_at"}

@@ -33,7 +33,7 @@ from mdrecall.dreaming.blocks import (
 from mdrecall.dreaming.clock import day_bucket, ensure_aware, from_iso, to_iso
 from mdrecall.dreaming.concepts import concept_tags
 from mdrecall.dreaming.config import dreaming_config, sessions_dir
-from mdrecall.dreaming.contamination import is_contaminated
+from mdrecall.dreaming.contamination import is_contaminated, is_dreaming_output_file
 from mdrecall.dreaming.entry import MAX_QUERY_HASHES, MAX_RECALL_DAYS, RecallEntry
 from mdrecall.dreaming.paths import is_short_term, normalize_path
 from mdrecall.dreaming.scoring import clamp01
@@ -128,6 +128,8 @@ def read_source_blocks(workspace: Path, source: str, path: str, sessions_dir: st
         text = file.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
+    if is_dreaming_output_file(text):
+        return []  # a dream report or queue saved under memory/: nothing in it is a recall
     return markdown_blocks(text)
 
 
@@ -174,6 +176,8 @@ def extract_facts(query: str, hits: Iterable[Hit], reader: _SourceReader, top_sc
     best = 0
     for hit in hits:
         live = reader.blocks(hit.source, hit.path)
+        if live == []:
+            continue  # readable but holds nothing to record (dreaming output)
         candidates = blocks_in_range(live, hit.start_line, hit.end_line) if live is not None else []
         if not candidates:
             candidates = _snippet_blocks(hit)

@@ -51,16 +51,19 @@ class StoreState:
     warnings: list[str] = field(default_factory=list)
     raw: str = ""  # the file text this state was read from
 
-    def serialize(self, updated_at: str | None) -> str:
-        """The file text: one entry per line (readable, diffable, and fast to write with the C encoder)."""
+    def serialize_body(self) -> str:
+        """Everything after the header line: one entry per line (readable, diffable, C-encoder fast)."""
         dump = json.dumps
-        lines = [f'{{"version": {STORE_VERSION}, "updatedAt": {dump(updated_at)}, "entries": {{']
-        keys = sorted(self.entries)
-        for i, key in enumerate(keys):
-            comma = "," if i < len(keys) - 1 else ""
-            lines.append(f"  {dump(key, ensure_ascii=False)}: {dump(self.entries[key].to_json(), ensure_ascii=False)}{comma}")
-        lines.append(f'}}, "promotedHashes": {dump(sorted(self.promoted_hashes))}}}')
-        return "\n".join(lines) + "\n"
+        lines = [f"  {dump(key, ensure_ascii=False)}: {dump(self.entries[key].to_json(), ensure_ascii=False)}"
+                 for key in sorted(self.entries)]
+        return ",\n".join(lines) + f'\n}}, "promotedHashes": {dump(sorted(self.promoted_hashes))}}}\n'
+
+    @staticmethod
+    def header(updated_at: str | None) -> str:
+        return f'{{"version": {STORE_VERSION}, "updatedAt": {json.dumps(updated_at)}, "entries": {{\n'
+
+    def serialize(self, updated_at: str | None) -> str:
+        return self.header(updated_at) + self.serialize_body()
 
     def find(self, ref: str) -> list[RecallEntry]:
         """Entries matching a full key, a text id (claim hash) or a unique prefix of either."""
@@ -144,9 +147,10 @@ class RecallStore:
                 log.info("recall store over %d entries: evicted %d", self.config.maxEntries, evicted)
             # Unchanged content (same text with the old timestamp) is not rewritten.
             if state.raw or state.entries or state.promoted_hashes:
-                if state.serialize(state.updated_at) != state.raw:
+                body = state.serialize_body()
+                if state.header(state.updated_at) + body != state.raw:
                     state.updated_at = to_iso(ensure_aware(now))
-                    atomic_write_text(self.path, state.serialize(state.updated_at))
+                    atomic_write_text(self.path, state.header(state.updated_at) + body)
 
 
 def _eviction_rank(entry: RecallEntry, now: datetime, cfg: DreamingConfig) -> tuple[int, float, str]:

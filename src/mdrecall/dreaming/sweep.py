@@ -82,7 +82,8 @@ class DreamReport:
 
     def to_markdown(self) -> str:
         tag = f" <!-- {REPORT_MARKER} -->"
-        lines = [f"# Dream report ({self.started_at}){' — dry run, nothing written' if self.dry_run else ''}", ""]
+        lines = [f"# Dream report ({self.started_at}){' — dry run, nothing written' if self.dry_run else ''}",
+                 f"<!-- {REPORT_MARKER} -->", ""]
         lines += ["## Light", ""]
         lines.append(f"- Recall store: {self.light.entries} entries; {self.light.checked} re-read against their notes, "
                      f"{self.light.moved} moved, {len(self.light.forgotten)} forgotten.")

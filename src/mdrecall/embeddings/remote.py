@@ -12,7 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from mdrecall.embeddings.base import estimate_tokens
-from mdrecall.embeddings.batching import ProgressFn, embed_in_batches
+from mdrecall.embeddings.batching import BatchDoneFn, ProgressFn, embed_in_batches
 from mdrecall.embeddings.http import Clock, RemoteEmbeddingError, Retrier
 from mdrecall.embeddings.settings import ResolvedSettings
 
@@ -115,9 +115,14 @@ class RemoteProvider:
             self.embed_query("dimension probe")
         return self._expected_dims
 
-    def embed_documents_batched(self, texts: Sequence[str], progress: ProgressFn | None = None) -> list[list[float]]:
-        """Hook for the indexer: item- and token-bounded batches, ``concurrency`` at a time."""
-        return embed_in_batches(self, texts, concurrency=self.concurrency, progress=progress)
+    def embed_documents_batched(
+        self, texts: Sequence[str], progress: ProgressFn | None = None, on_batch: BatchDoneFn | None = None
+    ) -> list[list[float]]:
+        """Hook for the indexer: item- and token-bounded batches, ``concurrency`` at a time.
+
+        ``on_batch(indexes, vectors)`` sees each finished batch, so a caller can cache them before a
+        later batch fails."""
+        return embed_in_batches(self, texts, concurrency=self.concurrency, progress=progress, on_batch=on_batch)
 
     def close(self) -> None:
         client = getattr(self, "client", None)

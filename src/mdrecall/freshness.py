@@ -1,0 +1,119 @@
+"""The quick check a search runs before trusting the index: "has anything changed since the last
+full comparison of the files with the index?"
+
+A full comparison (a sync, or the walk behind ``status()``) ends with a :class:`Snapshot`: the
+mtime+size of every file it looked at, and the mtime of every directory under the indexed roots
+(taken *before* the files were listed). Re-checking the snapshot costs one ``stat`` per file and
+directory, no directory listing, no database access. It sees:
+
+* edits, appends and truncations of known files (mtime or size moved),
+* deletions (stat fails),
+* creations and renames, also in new subdirectories (the containing directory's mtime moves; a
+  new directory changes its parent's mtime, and every directory down from each root is recorded).
+
+Timestamps come from a coarse clock, so an entry whose mtime is within ``RACY_WINDOW_NS`` of the
+moment it was observed could change again without its mtime moving: such a snapshot is not trusted
+(``changed()`` says True, forcing a full comparison that will produce a trustworthy one).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mdrecall.config import MemoryConfig
+from mdrecall.sync import RACY_WINDOW_COARSE_NS, RACY_WINDOW_NS
+
+
+def _racy(mtime_ns: int, observed_ns: int) -> bool:
+    window = RACY_WINDOW_COARSE_NS if mtime_ns % 1_000_000_000 == 0 else RACY_WINDOW_NS
+    return observed_ns - mtime_ns < window
+
+
+@dataclass
+class Snapshot:
+    #: absolute file path -> (mtime_ns, size)
+    files: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: absolute directory path -> mtime_ns
+    dirs: dict[str, int] = field(default_factory=dict)
+    racy: bool = False
+    taken_at: float = field(default_factory=time.time)
+
+    def changed(self) -> bool:
+        if self.racy:
+            return True
+        try:
+            for path, mtime in self.dirs.items():
+                if os.stat(path).st_mtime_ns != mtime:
+                    return True
+            for path, (mtime, size) in self.files.items():
+                st = os.stat(path)
+                if st.st_mtime_ns != mtime or st.st_size != size:
+                    return True
+        except OSError:
+            return True  # something vanished
+        return False
+
+
+def scan_dirs(workspace: Path, config: MemoryConfig) -> tuple[dict[str, int], bool]:
+    """Record the mtime of every directory a sync would look into; (dirs, racy).
+
+    Call this *before* listing files: a file created after the listing then moves a recorded mtime.
+    """
+    from mdrecall.watch import IGNORED_SEGMENTS, watch_roots
+
+    dirs: dict[str, int] = {}
+    racy = False
+
+    def record(path: Path | str) -> bool:
+        nonlocal racy
+        try:
+            mtime = os.stat(path).st_mtime_ns
+        except OSError:
+            return False
+        dirs[str(path)] = mtime
+        racy = racy or _racy(mtime, time.time_ns())
+        return True
+
+    def nearest_existing(path: Path) -> None:
+        for candidate in [path, *path.parents]:
+            if record(candidate):
+                return
+
+    def walk(directory: str, skip_hidden: bool) -> None:
+        if not record(directory):
+            return
+        try:
+            with os.scandir(directory) as entries:
+                subdirs = [
+                    e.path
+                    for e in entries
+                    if e.is_dir(follow_symlinks=True)
+                    and e.name not in IGNORED_SEGMENTS
+                    and not (skip_hidden and e.name.startswith("."))
+                ]
+        except OSError:
+            return
+        for sub in subdirs:
+            if sub not in dirs:  # link loops
+                walk(sub, skip_hidden)
+
+    for root in watch_roots(workspace, config):
+        if root.is_file:
+            nearest_existing(root.path.parent)
+        elif root.path.is_dir():
+            walk(str(root.path), skip_hidden=root.kind == "memory")
+        else:
+            nearest_existing(root.path.parent)
+    return dirs, racy
+
+
+def make_snapshot(dirs: dict[str, int], dirs_racy: bool, observed: dict[str, tuple[int, int, int]]) -> Snapshot:
+    """Build a snapshot from recorded directories and files observed as ``path -> (mtime, size, seen_ns)``."""
+    racy = dirs_racy or any(_racy(m, seen) for m, _s, seen in observed.values())
+    return Snapshot(files={p: (m, s) for p, (m, s, _seen) in observed.items()}, dirs=dirs, racy=racy)
+
+
+__all__ = ["Snapshot", "make_snapshot", "scan_dirs"]

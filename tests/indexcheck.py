@@ -1,0 +1,69 @@
+"""Helpers for the reliability tests: compare an index with a fresh rebuild, hash a workspace."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+
+def integrity(db_path: Path) -> str:
+    con = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return "; ".join(str(r[0]) for r in con.execute("PRAGMA integrity_check"))
+    finally:
+        con.close()
+
+
+def index_content(db_path: Path) -> dict[str, Any]:
+    """Everything a search can see, independent of rowids and timestamps."""
+    con = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return {
+            "files": sorted(con.execute("SELECT path, source, hash, mtime, size FROM files").fetchall()),
+            "chunks": sorted(
+                con.execute("SELECT id, path, source, start_line, end_line, hash, text FROM chunks").fetchall()
+            ),
+            "fts": sorted(
+                con.execute("SELECT c.id, f.text FROM chunks c JOIN chunks_fts f ON f.rowid = c.rowid").fetchall()
+            ),
+            "fts_rows": con.execute("SELECT COUNT(*) FROM chunks_fts").fetchone()[0],
+            "skipped": sorted(con.execute("SELECT path, source, reason, mtime, size FROM skipped_files").fetchall()),
+        }
+    finally:
+        con.close()
+
+
+def fresh_index(workspace: Path, config: dict[str, Any], db_path: Path) -> dict[str, Any]:
+    """Index ``workspace`` from scratch into ``db_path`` and return its content."""
+    from mdrecall import open_manager
+
+    fresh = {**config, "store": {**config.get("store", {}), "path": str(db_path)}}
+    with open_manager(workspace, fresh, use_global_config=False) as m:
+        m.sync()
+    return index_content(db_path)
+
+
+def diff(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """A short description of how two index contents differ ("" when equal)."""
+    out = []
+    for key in a:
+        if a[key] != b[key]:
+            if isinstance(a[key], list):
+                only_a = [r[:2] for r in set(a[key]) - set(b[key])][:5]
+                only_b = [r[:2] for r in set(b[key]) - set(a[key])][:5]
+                out.append(f"{key}: only in first {only_a}, only in second {only_b}")
+            else:
+                out.append(f"{key}: {a[key]} != {b[key]}")
+    return "\n".join(out)
+
+
+def hash_tree(root: Path) -> dict[str, str]:
+    """sha256 of every file under ``root`` (the user's Markdown must never change)."""
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }

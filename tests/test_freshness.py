@@ -1,0 +1,285 @@
+"""Freshness that does not trust events: reconciliation, honest status, stale answers, sync triggers.
+
+Real files, real SQLite, provider "none" (vectors are not the point here). No test sleeps to let a
+clock tick: every check below must hold immediately after the write.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from mdrecall import open_manager
+
+NOTES = {
+    "MEMORY.md": "# Memory\n- The staging database is called amber.\n",
+    "memory/2026-11-01.md": "# 2026-11-01\n- Met Dana about the quarterly roadmap.\n",
+    "memory/projects/atlas.md": "# Atlas\n- Atlas ships in March.\n",
+}
+
+
+def _paths(resp: Any) -> list[str]:
+    return [r.path for r in resp.results]
+
+
+def _msg(role: str, text: str) -> str:
+    return json.dumps({"role": role, "content": text}) + "\n"
+
+
+def _wait_for(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+# --- reconciliation: the next search sees every change, no watcher ---------------------------------
+
+
+def test_next_search_sees_creates_edits_and_deletes_without_a_watcher(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+    ws = make_ws(NOTES)
+    with open_manager(ws, cfg()) as m:
+        assert _paths(m.search("amber", min_score=0)) == ["MEMORY.md"]
+
+        # A new file in brand-new nested directories (whose parent holds no Markdown at all).
+        deep = ws / "memory" / "archive" / "2025" / "q4"
+        deep.mkdir(parents=True)
+        (deep / "heliotrope.md").write_text("# Queue\n- The queue is called heliotrope.\n")
+        resp = m.search("heliotrope", min_score=0)
+        assert _paths(resp) == ["memory/archive/2025/q4/heliotrope.md"] and not resp.stale
+
+        # An in-place edit that keeps the size, right after the index read the file.
+        (ws / "MEMORY.md").write_text(NOTES["MEMORY.md"].replace("amber", "cobra"))
+        assert _paths(m.search("cobra", min_score=0)) == ["MEMORY.md"]
+        assert _paths(m.search("amber", min_score=0)) == []
+
+        # Rename, then delete.
+        (deep / "heliotrope.md").rename(deep / "renamed.md")
+        assert _paths(m.search("heliotrope", min_score=0)) == ["memory/archive/2025/q4/renamed.md"]
+        (deep / "renamed.md").unlink()
+        assert _paths(m.search("heliotrope", min_score=0)) == []
+
+        status = m.status()
+        assert status["clean"] is True and status["files"] == len(NOTES)
+
+
+def test_every_response_reports_freshness(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+    ws = make_ws(NOTES)
+    with open_manager(ws, cfg()) as m:
+        resp = m.search("amber", min_score=0)
+        fresh = resp.freshness
+        assert fresh["stale"] is False and resp.stale is False
+        assert fresh["filesOnDisk"] == len(NOTES) and fresh["filesIndexed"] == len(NOTES)
+        assert fresh["pendingChanges"] == 0 and fresh["lastSyncAt"] and fresh["checkedAt"]
+        assert fresh["watcher"] == "off"
+        assert resp.to_dict()["freshness"] == fresh
+        status = m.status()
+        assert status["freshness"]["filesOnDisk"] == len(NOTES) and status["lastSyncAt"]
+
+
+# --- status never says clean while the files differ -------------------------------------------------
+
+
+def test_status_is_never_clean_while_files_differ(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+    ws = make_ws({**NOTES, "memory/blob.md": b"binary\x00data\n"})
+    transcript = ws / ".openclaw/sessions/main/transcripts/s1.jsonl"
+    transcript.parent.mkdir(parents=True)
+    transcript.write_text(_msg("user", "We picked the cedar theme."))
+    config = cfg(sources=["memory", "sessions"], sync={"onSearch": False, "onSessionStart": False})
+    with open_manager(ws, config) as m:
+        assert m.status()["clean"] is False  # never indexed
+        m.sync()
+        assert m.status()["clean"] is True
+
+        def pending_after(change: Callable[[], None]) -> dict[str, Any]:
+            change()
+            status = m.status()
+            assert status["clean"] is False and status["dirty"] is True
+            pending = status["pendingChanges"]
+            m.sync()
+            assert m.status()["clean"] is True
+            return pending
+
+        assert pending_after(lambda: (ws / "memory/new.md").write_text("# New\n"))["new"] == ["memory/new.md"]
+        assert pending_after(lambda: (ws / "memory/new.md").write_text("# Neu\n"))["changed"] == ["memory/new.md"]
+        assert pending_after(lambda: (ws / "memory/new.md").unlink())["deleted"] == ["memory/new.md"]
+        # A skipped (binary) file that is fixed, then deleted.
+        assert pending_after(lambda: (ws / "memory/blob.md").write_text("# Blob\n"))["changed"] == ["memory/blob.md"]
+        (ws / "memory/blob.md").write_bytes(b"\x00")
+        m.sync()
+        assert pending_after(lambda: (ws / "memory/blob.md").unlink())["deleted"] == ["memory/blob.md"]
+        # Transcripts: a new one, an append (deferred by automatic syncs, still pending), a deletion.
+        other = ws / ".openclaw/sessions/ops/transcripts/s2.jsonl"
+        other.parent.mkdir(parents=True)
+        rel_other = ".openclaw/sessions/ops/transcripts/s2.jsonl"
+        assert pending_after(lambda: other.write_text(_msg("user", "hello")))["new"] == [rel_other]
+        with transcript.open("a") as fh:
+            fh.write(_msg("assistant", "Cedar it is."))
+        pending = m.status()["pendingChanges"]
+        assert pending["changed"] == [".openclaw/sessions/main/transcripts/s1.jsonl"]
+        assert pending["deferred"] == [".openclaw/sessions/main/transcripts/s1.jsonl"]
+        m.sync()
+        assert pending_after(lambda: other.unlink())["deleted"] == [rel_other]
+
+
+def test_a_search_that_may_not_sync_says_it_is_stale(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+    ws = make_ws(NOTES)
+    with open_manager(ws, cfg(sync={"onSearch": False, "onSessionStart": False})) as m:
+        first = m.search("amber", min_score=0)
+        assert first.stale and first.results == [] and "no index yet" in " ".join(first.warnings)
+        m.sync()
+        assert not m.search("amber", min_score=0).stale
+        (ws / "memory/late.md").write_text("# Late\n- The fjord project starts Monday.\n")
+        resp = m.search("fjord", min_score=0)
+        assert resp.stale and resp.freshness["stale"] and resp.freshness["pendingChanges"] == 1
+        assert any("1 file(s) changed since the last sync" in w for w in resp.warnings)
+        m.sync()
+        resp = m.search("fjord", min_score=0)
+        assert not resp.stale and _paths(resp) == ["memory/late.md"]
+
+
+# --- in-process: a search never queues behind another thread's long sync -----------------------------
+
+
+def test_search_does_not_wait_for_a_long_sync_in_another_thread(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+    ws = make_ws(NOTES)
+    with open_manager(ws, cfg(sync={"searchWaitMs": 200})) as m:
+        m.sync()
+        inside, release = threading.Event(), threading.Event()
+
+        def slow_progress(_progress: Any) -> None:
+            inside.set()
+            release.wait(60)  # a watcher or interval sync stuck on a slow disk or a slow provider
+
+        syncer = threading.Thread(target=lambda: m.sync(progress=slow_progress), daemon=True)
+        syncer.start()
+        assert inside.wait(30)
+        (ws / "memory/late.md").write_text("# Late\n- The fjord project starts Monday.\n")
+        answers: list[Any] = []
+        searcher = threading.Thread(target=lambda: answers.append(m.search("amber fjord", min_score=0)), daemon=True)
+        searcher.start()
+        searcher.join(30)
+        try:
+            assert not searcher.is_alive(), "search waited for the other thread's sync"
+            resp = answers[0]
+            assert resp.stale and _paths(resp) == ["MEMORY.md"]
+            assert any("another sync in this process is running" in w for w in resp.warnings)
+        finally:
+            release.set()
+            syncer.join(30)
+        resp = m.search("fjord", min_score=0)
+        assert not resp.stale and _paths(resp) == ["memory/late.md"]
+
+
+# --- sync triggers: session start, watcher, interval ------------------------------------------------
+
+
+def test_session_start_syncs_once_per_session_key(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+    ws = make_ws(NOTES)
+    with open_manager(ws, cfg(sync={"onSearch": False, "onSessionStart": True})) as m:
+        resp = m.search("amber", min_score=0, session_key="alpha")
+        assert _paths(resp) == ["MEMORY.md"] and not resp.stale
+        (ws / "memory/late.md").write_text("# Late\n- The fjord project starts Monday.\n")
+        again = m.search("fjord", min_score=0, session_key="alpha")  # same session: no second sync
+        assert again.stale and again.results == []
+        other = m.search("fjord", min_score=0, session_key="beta")  # a new session: one sync
+        assert not other.stale and _paths(other) == ["memory/late.md"]
+
+
+def test_sync_watch_config_runs_a_watcher_until_close(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+    pytest.importorskip("watchfiles")
+    ws = make_ws(NOTES)
+    config = cfg(sync={"watch": True, "watchDebounceMs": 100, "onSearch": False, "onSessionStart": False})
+    m = open_manager(ws, config)
+    try:
+        watcher = m.watcher  # type: ignore[attr-defined]
+        assert watcher is not None and watcher.running
+        status = m.status()
+        assert status["watcher"]["running"] is True and status["freshness"]["watcher"] == "running"
+        m.sync()
+        (ws / "memory" / "new-dir").mkdir()
+        (ws / "memory" / "new-dir" / "note.md").write_text("# Note\n- The quokka migration is done.\n")
+        # Only the watcher can sync here (onSearch is off); the search itself just reports freshness.
+        assert _wait_for(lambda: _paths(m.search("quokka", min_score=0)) == ["memory/new-dir/note.md"])
+        assert m.status()["clean"] is True
+    finally:
+        m.close()
+    assert not watcher.running
+
+
+def test_interval_sync_runs_in_the_background(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+    ws = make_ws(NOTES)
+    config = cfg(sync={"intervalMinutes": 0.002, "onSearch": False, "onSessionStart": False})  # every 0.12 s
+    m = open_manager(ws, config)
+    try:
+        assert m.status()["intervalSync"]["running"] is True
+        assert _wait_for(lambda: m.status()["files"] == len(NOTES))
+        (ws / "memory/late.md").write_text("# Late\n- The fjord project starts Monday.\n")
+        assert _wait_for(lambda: m.status()["files"] == len(NOTES) + 1)
+        assert m.status()["clean"] is True
+    finally:
+        m.close()
+    assert not m.interval_sync_running  # type: ignore[attr-defined]
+
+
+# --- growing transcripts: delta thresholds ------------------------------------------------------------
+
+
+def test_growing_transcript_is_reindexed_by_delta_thresholds(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+    ws = make_ws(NOTES)
+    transcript = ws / ".openclaw/sessions/main/transcripts/s1.jsonl"
+    transcript.parent.mkdir(parents=True)
+    transcript.write_text(_msg("user", "Let us call the release pelican."))
+    rel = ".openclaw/sessions/main/transcripts/s1.jsonl"
+    config = cfg(sources=["memory", "sessions"], sync={"sessions": {"deltaMessages": 3, "deltaBytes": 100_000}})
+    with open_manager(ws, config) as m:
+        assert _paths(m.search("pelican", min_score=0, session_key="main")) == [rel]
+
+        with transcript.open("a") as fh:
+            fh.write(_msg("assistant", "Pelican noted, and the mascot is a walrus."))
+        (ws / "memory/late.md").write_text("# Late\n- The walrus costume is in storage.\n")
+        resp = m.search("walrus", min_score=0, session_key="main")
+        # The memory file is indexed at once; the one-line append waits for the threshold.
+        assert _paths(resp) == ["memory/late.md"] and not resp.stale
+        assert resp.freshness["deferredSessions"] == 1 and resp.freshness["pendingChanges"] == 1
+        assert m.status()["pendingChanges"]["deferred"] == [rel] and m.status()["clean"] is False
+
+        with transcript.open("a") as fh:
+            fh.write(_msg("user", "And the venue?") + _msg("assistant", "The venue is the old walrus boathouse."))
+        resp = m.search("walrus", min_score=0, session_key="main")  # 3 appended messages: re-indexed
+        assert set(_paths(resp)) == {"memory/late.md", rel} and resp.freshness["deferredSessions"] == 0
+
+        # A rewrite that grows the file is not an append: never deferred.
+        transcript.write_text(_msg("user", "Everything before is void; the codename is osprey.") + _msg("user", "ok"))
+        assert _paths(m.search("osprey", min_score=0, session_key="main")) == [rel]
+
+        # An explicit sync indexes appends below the thresholds.
+        with transcript.open("a") as fh:
+            fh.write(_msg("assistant", "Osprey confirmed, budget is tangerine."))
+        assert m.search("tangerine", min_score=0, session_key="main").results == []
+        assert m.sync().files_indexed == 1
+        assert _paths(m.search("tangerine", min_score=0, session_key="main")) == [rel]
+        assert m.status()["clean"] is True
+
+
+def test_new_session_indexes_its_transcript_in_full(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+    ws = make_ws(NOTES)
+    transcript = ws / ".openclaw/sessions/ops/transcripts/s1.jsonl"
+    transcript.parent.mkdir(parents=True)
+    transcript.write_text(_msg("user", "The pager rotation starts Monday."))
+    rel = ".openclaw/sessions/ops/transcripts/s1.jsonl"
+    config = cfg(sources=["memory", "sessions"], sync={"sessions": {"deltaMessages": 50}})
+    with open_manager(ws, config) as m:
+        m.search("pager", min_score=0, session_key="main")  # session "main" starts
+        with transcript.open("a") as fh:
+            fh.write(_msg("assistant", "Rotation owner is Priya."))
+        assert m.search("Priya", min_score=0, session_key="main").results == []  # deferred append
+        # The first search of session "ops" syncs without deferring.
+        assert _paths(m.search("Priya", min_score=0, session_key="ops")) == [rel]

@@ -1,0 +1,118 @@
+"""Session transcripts through the real sync: hostile input, redaction, session scoping."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+from indexcheck import index_content
+
+from mdrecall import open_manager
+
+SECRETS = {
+    "openai": "sk-proj-Q7vX2mPz9LkR4tWc8YbN1sDf",
+    "anthropic": "sk-ant-api03-Zx9Wq2Lm7Np4Rt6Vb8Yc",
+    "github": "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",
+    "aws": "AKIAIOSFODNN7EXAMPLE",
+    "slack": "xoxb-2048-4096-Q1w2E3r4T5y6U7i8",
+    "bearer": "eyZ0cmVhbGx5LXNlY3JldC1iZWFyZXItdG9rZW4xMjM",
+    "url_password": "hunter2-correct-horse",
+    "db_password": "Pa55w0rd!Ocelot",
+    "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "pem_body": "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7",
+}
+
+
+def _line(obj: Any) -> bytes:
+    return (json.dumps(obj) + "\n").encode("utf-8")
+
+
+def _hostile_transcript() -> bytes:
+    huge = " ".join(f"filler{i}" for i in range(40_000))  # ~350 KB in one message
+    lines = [
+        _line({"role": "user", "content": f"Rotate the key {SECRETS['openai']} before the osprey launch."}),  # 1
+        b'{"role": "user", "content": "this line was truncated mid-wr\n',  # 2: malformed
+        b'{"role": "assistant", "content": "caf\xe9 \xff\xfe notes: the heron protocol is approved"}\n',  # 3: not UTF-8
+        _line({"role": "user", "content": f"{huge} token={SECRETS['github']} {huge} the zanzibar clause"}),  # 4: huge
+        _line({"type": "message", "message": {"role": "assistant", "content": [  # 5: tool call + text
+            {"type": "tool_use", "name": "shell", "input": {"cmd": f"export ANTHROPIC_API_KEY={SECRETS['anthropic']}"}},
+            {"type": "text", "text": "Ran the deploy; the marmot dashboard is green."},
+        ]}}),
+        _line({"role": "user", "content": (  # 6: a pile of credentials
+            f"aws {SECRETS['aws']} slack {SECRETS['slack']} Authorization: Bearer {SECRETS['bearer']} "
+            f"db postgres://admin:{SECRETS['url_password']}@db.internal:5432/app DB_PASSWORD={SECRETS['db_password']} "
+            f"jwt {SECRETS['jwt']}\n-----BEGIN PRIVATE KEY-----\n{SECRETS['pem_body']}\nAbCdEf0123456789\n"
+            "-----END PRIVATE KEY-----\nthe walrus vault"
+        )}),
+        b"\x00\x01\x02 binary garbage \xff\n",  # 7
+        b"[1, 2, 3]\n",  # 8: JSON, not an object
+        b"\n",  # 9: empty
+        _line({"role": "tool", "content": "tool output mentions osprey too"}),  # 10: not user/assistant
+        _line({"role": "assistant", "content": "Final answer: the osprey launch moved to Friday."}),  # 11
+    ]
+    return b"".join(lines)
+
+
+def test_hostile_transcript_is_indexed_without_secrets(make_ws: Callable[..., Path], cfg: Callable[..., dict], tmp_path: Path) -> None:
+    ws = make_ws({"MEMORY.md": "# Memory\n- Nothing secret here.\n"})
+    path = ws / ".openclaw/sessions/main/transcripts/2026-11-14.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(_hostile_transcript())
+    rel = ".openclaw/sessions/main/transcripts/2026-11-14.jsonl"
+    config = cfg(sources=["memory", "sessions"])
+    with open_manager(ws, config) as m:
+        report = m.sync()
+        assert report.files_indexed == 2 and report.files_skipped == 0
+
+        def hit(query: str) -> Any:
+            results = [r for r in m.search(query, min_score=0, session_key="main").results if r.path == rel]
+            assert results, f"no transcript hit for {query!r}"
+            return results[0]
+
+        # Line numbers are JSONL line numbers, also around skipped and garbage lines.
+        heron = hit("heron protocol")
+        assert heron.start_line <= 3 <= heron.end_line and "\ufffd" in heron.snippet
+        zanzibar = hit("zanzibar clause")
+        assert zanzibar.start_line <= 4 <= zanzibar.end_line
+        marmot = hit("marmot dashboard")
+        assert marmot.start_line <= 5 <= marmot.end_line
+        walrus = hit("walrus vault")
+        assert walrus.start_line <= 6 <= walrus.end_line and "[REDACTED:" in walrus.snippet
+        osprey = hit("osprey launch Friday")
+        assert osprey.end_line <= 11
+
+        # No secret anywhere: not in results, not in stored text, not in the database files at all.
+        for name, secret in SECRETS.items():
+            for r in m.search(secret, min_score=0, session_key="main").results:
+                assert secret not in r.snippet, name
+        content = index_content(tmp_path / "index.sqlite")
+        stored = json.dumps(content, default=str)
+        raw = b"".join(p.read_bytes() for p in tmp_path.glob("index.sqlite*") if p.is_file())
+        for name, secret in SECRETS.items():
+            assert secret not in stored, f"{name} stored in the index"
+            assert secret.encode() not in raw, f"{name} found in the database files"
+        # The tool call and the tool role never made it in; the text block did.
+        assert "tool output mentions" not in stored and "export ANTHROPIC_API_KEY" not in stored
+        assert "marmot dashboard" in stored
+
+
+def test_session_key_restricts_transcripts_but_not_memory(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+    ws = make_ws({"MEMORY.md": "# Memory\n- The kestrel cluster runs in Frankfurt.\n"})
+    for key, text in (("main", "The kestrel backup runs at noon."), ("ops", "Kestrel on-call is Priya this week.")):
+        path = ws / f".openclaw/sessions/{key}/transcripts/s.jsonl"
+        path.parent.mkdir(parents=True)
+        path.write_bytes(_line({"role": "user", "content": text}))
+    with open_manager(ws, cfg(sources=["memory", "sessions"])) as m:
+        m.sync()
+
+        def paths(**kwargs: Any) -> set[str]:
+            return {r.path for r in m.search("kestrel", min_score=0, **kwargs).results}
+
+        main = ".openclaw/sessions/main/transcripts/s.jsonl"
+        ops = ".openclaw/sessions/ops/transcripts/s.jsonl"
+        assert paths(session_key="main") == {"MEMORY.md", main}
+        assert paths(session_key="ops") == {"MEMORY.md", ops}
+        assert paths() == {"MEMORY.md"}  # no session: memory files only
+        assert paths(session_key="main", sources=["sessions"]) == {main}
+        assert paths(session_key="main", sources=["memory"]) == {"MEMORY.md"}
