@@ -29,7 +29,7 @@ def _line(obj: Any) -> bytes:
 
 
 def _hostile_transcript() -> bytes:
-    huge = " ".join(f"filler{i}" for i in range(40_000))  # ~350 KB in one message
+    huge = " ".join(f"filler{i}" for i in range(15_000))  # ~260 KB in one message (twice below)
     lines = [
         _line({"role": "user", "content": f"Rotate the key {SECRETS['openai']} before the osprey launch."}),  # 1
         b'{"role": "user", "content": "this line was truncated mid-wr\n',  # 2: malformed
@@ -60,7 +60,8 @@ def test_hostile_transcript_is_indexed_without_secrets(make_ws: Callable[..., Pa
     path.parent.mkdir(parents=True)
     path.write_bytes(_hostile_transcript())
     rel = ".openclaw/sessions/main/transcripts/2026-11-14.jsonl"
-    config = cfg(sources=["memory", "sessions"])
+    # Recall tracking (dreaming) is not under test here, and is slow on a 260 KB message.
+    config = cfg(sources=["memory", "sessions"], dreaming={"enabled": False})
     with open_manager(ws, config) as m:
         report = m.sync()
         assert report.files_indexed == 2 and report.files_skipped == 0
@@ -103,7 +104,7 @@ def test_session_key_restricts_transcripts_but_not_memory(make_ws: Callable[...,
         path = ws / f".openclaw/sessions/{key}/transcripts/s.jsonl"
         path.parent.mkdir(parents=True)
         path.write_bytes(_line({"role": "user", "content": text}))
-    with open_manager(ws, cfg(sources=["memory", "sessions"])) as m:
+    with open_manager(ws, cfg(sources=["memory", "sessions"], dreaming={"enabled": False})) as m:
         m.sync()
 
         def paths(**kwargs: Any) -> set[str]:

@@ -10,6 +10,7 @@ would be truncated, so no indexed text is invisible to vector search.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -113,6 +114,31 @@ def chunk_markdown(content: str, tokens: int, overlap: int) -> list[Chunk]:
     if lines and lines[-1] == "":
         lines.pop()
     return chunk_lines(lines, tokens, overlap)
+
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.*\S)\s*$")
+
+
+def heading_trails(content: str, chunks: Sequence[Chunk]) -> list[str]:
+    """For each chunk, the Markdown headings in force at its first line that the chunk itself lacks
+    (e.g. "# 2023-05-08 > ## Session 3"). Indexed beside the chunk so a chunk from the middle of a
+    section still matches the section's date, title or topic."""
+    lines = content.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    stack: list[tuple[int, str]] = []
+    trail_at: list[str] = []
+    for line in lines:
+        match = _HEADING.match(line)
+        if match:
+            level = len(match.group(1))
+            stack = [h for h in stack if h[0] < level]
+            stack.append((level, match.group(2)))
+        trail_at.append(" > ".join(h[1] for h in stack))
+    out = []
+    for chunk in chunks:
+        index = chunk.start_line - 2  # headings above the first line
+        trail = trail_at[index] if 0 <= index < len(trail_at) else ""
+        out.append("" if not trail or trail in chunk.text else trail)
+    return out
 
 
 def fit_to_model(chunks: list[Chunk], count_tokens: Callable[[Sequence[str]], list[int]], limit: int) -> list[Chunk]:

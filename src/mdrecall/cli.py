@@ -186,9 +186,16 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"cache:     {cache['entries']} / {cache['maxEntries']} embeddings")
     pending = status.get("pendingChanges") or {}
     if pending:
-        print(f"freshness: {pending['count']} file change(s) not indexed yet — run `mdrecall index`")
+        deferred = pending.get("deferredCount") or 0
+        note = f" ({deferred} transcript append(s) below the delta thresholds)" if deferred else ""
+        print(f"freshness: {pending['count']} file change(s) not indexed yet{note} — run `mdrecall index`")
+    elif status.get("rebuildNeeded") and status.get("meta"):
+        print(f"freshness: index must be rebuilt ({status['rebuildNeeded']}) — run `mdrecall index`")
     else:
-        print(f"freshness: {'clean' if status['clean'] else 'not indexed yet'} (last sync {status['lastSyncAt'] or 'not in this process'})")
+        print(f"freshness: {'clean' if status['clean'] else 'not indexed yet'} (last sync {status['lastSyncAt'] or 'never'})")
+    if status.get("watcher"):
+        w = status["watcher"]
+        print(f"watcher:   {'running' if w.get('running') else 'not running'}" + (f" ({w['error']})" if w.get("error") else ""))
     for skip in status["skipped"]:
         print(f"skipped:   {skip['path']}: {skip['reason']}")
     if status.get("probes"):

@@ -82,13 +82,20 @@ def scan_dirs(workspace: Path, config: MemoryConfig) -> tuple[dict[str, int], bo
             if record(candidate):
                 return
 
+    seen_real: set[str] = set()
+    workspace_real = os.path.realpath(workspace)
+
     def walk(directory: str, skip_hidden: bool) -> None:
+        real = os.path.realpath(directory)
+        if real in seen_real:  # link loops, or two roots sharing a directory
+            return
+        seen_real.add(real)
         if not record(directory):
             return
         try:
             with os.scandir(directory) as entries:
                 subdirs = [
-                    e.path
+                    e
                     for e in entries
                     if e.is_dir(follow_symlinks=True)
                     and e.name not in IGNORED_SEGMENTS
@@ -97,8 +104,13 @@ def scan_dirs(workspace: Path, config: MemoryConfig) -> tuple[dict[str, int], bo
         except OSError:
             return
         for sub in subdirs:
-            if sub not in dirs:  # link loops
-                walk(sub, skip_hidden)
+            if sub.is_symlink():
+                # Follow links only where discovery could (inside the workspace): a link to "/" must
+                # not turn every search into a walk of the whole disk.
+                target = os.path.realpath(sub.path)
+                if not (target == workspace_real or target.startswith(workspace_real + os.sep)):
+                    continue
+            walk(sub.path, skip_hidden)
 
     for root in watch_roots(workspace, config):
         if root.is_file:

@@ -70,6 +70,10 @@ _ASSIGNMENT = re.compile(
 )
 
 
+# Every key name _ASSIGNMENT accepts contains one of these (a cheap pre-check).
+_ASSIGNMENT_HINT = re.compile(r"pass|pwd|secret|key|token|credential", re.IGNORECASE)
+
+
 def _looks_secret(value: str, separator: str) -> bool:
     """Decide whether the value of ``password: value`` is worth hiding.
 
@@ -119,5 +123,6 @@ def redact_secrets(text: str) -> str:
     for kind, pattern in _TOKEN_PATTERNS:
         out = _sub(pattern, _marker(kind), out)
     out = _sub(_BEARER, _replace_bearer, out)
-    out = _sub(_ASSIGNMENT, _replace_assignment, out)
+    if _ASSIGNMENT_HINT.search(out):  # the assignment rule is the slow one; most text has no key name
+        out = _sub(_ASSIGNMENT, _replace_assignment, out)
     return out

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from mdrecall.chunking import Chunk, chunk_id, chunk_lines, chunk_markdown, fit_to_model
+from mdrecall.chunking import Chunk, chunk_id, chunk_lines, chunk_markdown, fit_to_model, heading_trails
 from mdrecall.config import MemoryConfig
 from mdrecall.crashpoints import crash_point
 from mdrecall.embeddings.base import EmbeddingProvider
@@ -58,7 +58,20 @@ class PendingFile:
     chunks: list[Chunk]
     #: Source line numbers per rendered line for transcripts (None for Markdown: identity).
     line_map: list[int] | None = None
+    #: Heading trail per chunk, indexed for keywords beside the chunk text.
+    contexts: list[str] = field(default_factory=list)
     missing: list[int] = field(default_factory=list)  # chunk indexes still without a vector
+
+    def embed_input(self, i: int) -> str:
+        """What the model reads for chunk ``i``: its heading trail, then its text."""
+        context = self.contexts[i] if self.contexts else ""
+        return f"{context}\n{self.chunks[i].text}" if context else self.chunks[i].text
+
+    def embed_key(self, i: int) -> str:
+        """Embedding-cache key: the hash of exactly what was embedded."""
+        if not self.contexts or not self.contexts[i]:
+            return self.chunks[i].hash
+        return hashlib.sha256(self.embed_input(i).encode("utf-8")).hexdigest()
     vectors: dict[int, bytes] = field(default_factory=dict)
 
 
@@ -239,7 +252,8 @@ class Indexer:
         if is_racy:
             racy.append((file, mtime))
         chunks, line_map = self._chunk(file, text)
-        return PendingFile(file, FileRow(file.rel_path, file.source, digest, mtime, size), chunks, line_map)
+        contexts = heading_trails(text, chunks) if line_map is None else []
+        return PendingFile(file, FileRow(file.rel_path, file.source, digest, mtime, size), chunks, line_map, contexts)
 
     def _settle_racy(self, racy: list[tuple[MemoryFile, int]], report: SyncReport) -> None:
         """Re-read files that were read too soon after their last change (see the module docstring)."""
@@ -279,13 +293,13 @@ class Indexer:
 
         use_cache = self.config.cache.enabled
         # Cache lookups for every pending chunk, in one pass.
-        all_hashes = {c.hash for p in pending for c in p.chunks}
+        all_hashes = {p.embed_key(i) for p in pending for i in range(len(p.chunks))}
         cached = self.db.cache_get(provider.id, provider.model, ctx.provider_key, all_hashes) if use_cache else {}
         if cached:
             self.db.cache_touch(provider.id, provider.model, ctx.provider_key, list(cached))
         for item in pending:
             for i, chunk in enumerate(item.chunks):
-                blob = cached.get(chunk.hash)
+                blob = cached.get(item.embed_key(i))
                 if blob is not None:
                     item.vectors[i] = blob
                     report.cache_hits += 1
@@ -311,7 +325,7 @@ class Indexer:
         unique: dict[str, str] = {}
         for item in group:
             for i in item.missing:
-                unique.setdefault(item.chunks[i].hash, item.chunks[i].text)
+                unique.setdefault(item.embed_key(i), item.embed_input(i))
         hashes = list(unique)
         vectors: dict[str, bytes] = {}
         if hashes:
@@ -335,12 +349,15 @@ class Indexer:
                     self.db.cache_put(provider.id, provider.model, self.ctx.provider_key, list(vectors.items()))
         for item in group:
             for i in item.missing:
-                item.vectors[i] = vectors[item.chunks[i].hash]
+                item.vectors[i] = vectors[item.embed_key(i)]
             item.missing.clear()
             self._write(item, report)
         embedded += sum(len(item.chunks) for item in group)
         self._emit(min(embedded, total), total, "Embedding chunks…")
         return embedded
+
+    def _fts_text(self, text: str) -> str:
+        return fts_index_text(text) if self.config.query.fts.tokenizer == "unicode61" else text
 
     def _cache_batch(self, hashes: list[str], vectors: Sequence[Sequence[float]]) -> None:
         """Cache each finished request at once, so a failure later in the group wastes no paid calls."""
@@ -364,7 +381,8 @@ class Indexer:
                     hash=chunk.hash,
                     text=chunk.text,
                     embedding=item.vectors.get(i),
-                    fts_text=fts_index_text(chunk.text) if self.config.query.fts.tokenizer == "unicode61" else chunk.text,
+                    embed_hash=item.embed_key(i),
+                    fts_text=self._fts_text(item.contexts[i] + "\n" + chunk.text if item.contexts and item.contexts[i] else chunk.text),
                 )
             )
         self.db.replace_file(item.row, rows, self.ctx.model)
@@ -406,7 +424,8 @@ def seed_cache_from(db: IndexDB, old_path: Path) -> None:
                 if meta.get("provider") not in (None, "none"):
                     conn.execute(
                         "INSERT OR IGNORE INTO embedding_cache(provider, model, provider_key, hash, embedding, dims, updated_at) "
-                        "SELECT ?, ?, ?, hash, embedding, length(embedding) / 4, ? FROM old.chunks WHERE embedding IS NOT NULL",
+                        "SELECT ?, ?, ?, COALESCE(embed_hash, hash), embedding, length(embedding) / 4, ? FROM old.chunks "
+                        "WHERE embedding IS NOT NULL",
                         (meta["provider"], meta["model"], meta["providerKey"], time.time_ns()),
                     )
     except Exception:

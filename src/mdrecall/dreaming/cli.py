@@ -166,7 +166,10 @@ def cmd_promote(args: argparse.Namespace) -> int:
         out["apply"] = result.to_dict()
         if result.refused and any("MEMORY.md" in s.reason for s in result.refused):
             code = EXIT_REFUSED
-        if not args.json:
+        nothing = not (result.applied or result.refused or result.rejected or result.dropped or result.reconciled)
+        if not args.json and nothing and mode == "approved":
+            print(f"nothing approved yet: mark items [x] in {queue_path(workspace).relative_to(workspace)}")
+        elif not args.json:
             verb = "would write" if args.dry_run else "wrote"
             print(f"{verb} {len(result.applied)} fact(s) to {result.memory_path.name} "
                   f"({result.memory_chars_before} → {result.memory_chars_after} characters, budget {cfg.memoryMaxChars})")
@@ -178,8 +181,6 @@ def cmd_promote(args: argparse.Namespace) -> int:
                     print(f"  {label}: {_short(s.text, 60) or s.key} — {s.reason}")
             for message in result.messages:
                 print(message, file=sys.stderr)
-            if mode == "approved" and not result.applied and not (result.rejected or result.dropped or result.reconciled):
-                print(f"nothing approved yet: mark items [x] in {queue_path(workspace).relative_to(workspace)}")
     if args.stage:
         staged = stage(workspace, memory_config, now, dry_run=args.dry_run)
         out["stage"] = staged.to_dict()

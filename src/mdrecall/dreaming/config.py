@@ -37,7 +37,7 @@ class DreamingConfig(BaseModel):
     maxEntries: int = Field(default=2000, ge=50, le=200_000)
 
     # Promotion thresholds (all must hold). Calibrated defaults, see docs/dreaming.md.
-    minScore: float = Field(default=0.45, ge=0, le=1)
+    minScore: float = Field(default=0.5, ge=0, le=1)
     minRecallCount: int = Field(default=3, ge=1)
     minUniqueQueries: int = Field(default=2, ge=1, le=32)
     minRecallDays: int = Field(default=2, ge=1, le=16)

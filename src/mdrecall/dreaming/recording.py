@@ -25,8 +25,8 @@ from mdrecall.dreaming.blocks import (
     blocks_in_range,
     markdown_blocks,
     normalize,
-    query_hash,
     overlap,
+    query_hash,
     text_hash,
     transcript_blocks,
 )
@@ -285,7 +285,12 @@ def record_recalls(
     now = ensure_aware(now)
     workspace = Path(workspace)
     top = max(h.score for h in all_hits)
-    facts = extract_facts(clean_query, hits, _SourceReader(workspace, sessions_dir(config)), top)
+    facts = []
+    for fact in extract_facts(clean_query, hits, _SourceReader(workspace, sessions_dir(config)), top):
+        if is_contaminated(fact.text) or is_contaminated(fact.context):
+            summary.skip("contaminated")
+        else:
+            facts.append(fact)
     if not facts:
         return summary
 
@@ -295,9 +300,6 @@ def record_recalls(
     store = RecallStore(workspace, cfg)
     with store.update(now) as state:
         for fact in facts:
-            if is_contaminated(fact.text) or is_contaminated(fact.context):
-                summary.skip("contaminated")
-                continue
             claim = text_hash(fact.text)
             if claim in state.promoted_hashes:
                 summary.skip("already promoted")

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator, MutableMapping
 
 from mdrecall.dreaming.clock import age_days, ensure_aware, from_iso, to_iso
 from mdrecall.dreaming.config import DreamingConfig
@@ -43,19 +43,91 @@ STORE_VERSION = 1
 MAX_PROMOTED_HASHES = 20_000
 
 
+class Entries(MutableMapping[str, RecallEntry]):
+    """Recall entries by key, parsed from the file only when touched.
+
+    Recording a search reads and rewrites the whole store but changes a handful of entries; entries
+    never looked at are written back as the exact text they were read as, so a search costs a line
+    split, not a parse and re-encode of every entry. Iterating (ranking, eviction) parses everything;
+    an entry that fails to parse then is dropped with a warning.
+    """
+
+    def __init__(self, warnings: list[str] | None = None) -> None:
+        self._raw: dict[str, str] = {}  # key -> the entry's JSON text as read
+        self._live: dict[str, RecallEntry] = {}
+        self._warnings = warnings if warnings is not None else []
+
+    def _materialize(self, key: str) -> RecallEntry | None:
+        text = self._raw.pop(key)
+        try:
+            entry = RecallEntry.from_json(json.loads(text))
+        except (ValueError, TypeError) as exc:
+            self._warnings.append(f"dropped malformed recall entry {key!r}: {exc}")
+            return None
+        if entry.key != key:
+            self._warnings.append(f"dropped recall entry filed under {key!r} but keyed {entry.key!r}")
+            return None
+        self._live[key] = entry
+        return entry
+
+    def __getitem__(self, key: str) -> RecallEntry:
+        if key in self._live:
+            return self._live[key]
+        if key in self._raw:
+            entry = self._materialize(key)
+            if entry is not None:
+                return entry
+        raise KeyError(key)
+
+    def __setitem__(self, key: str, entry: RecallEntry) -> None:
+        self._raw.pop(key, None)
+        self._live[key] = entry
+
+    def __delitem__(self, key: str) -> None:
+        found = self._live.pop(key, None) is not None
+        found = self._raw.pop(key, None) is not None or found
+        if not found:
+            raise KeyError(key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._live or key in self._raw
+
+    def __len__(self) -> int:
+        return len(self._live) + len(self._raw)
+
+    def __iter__(self) -> Iterator[str]:
+        for key in list(self._raw):
+            self._materialize(key)
+        return iter(list(self._live))
+
+    def set_raw(self, key: str, text: str) -> None:
+        self._live.pop(key, None)
+        self._raw[key] = text
+
+    def line_text(self, key: str) -> str:
+        if key in self._raw:
+            return self._raw[key]
+        return json.dumps(self._live[key].to_json(), ensure_ascii=False)
+
+    def all_keys(self) -> list[str]:
+        return sorted([*self._raw, *self._live])
+
+
 @dataclass
 class StoreState:
-    entries: dict[str, RecallEntry] = field(default_factory=dict)
+    entries: Entries = field(default_factory=Entries)
     promoted_hashes: set[str] = field(default_factory=set)
     updated_at: str | None = None
     warnings: list[str] = field(default_factory=list)
     raw: str = ""  # the file text this state was read from
 
+    def __post_init__(self) -> None:
+        self.entries._warnings = self.warnings
+
     def serialize_body(self) -> str:
-        """Everything after the header line: one entry per line (readable, diffable, C-encoder fast)."""
+        """Everything after the header line: one entry per line (readable, diffable, cheap to rewrite)."""
         dump = json.dumps
-        lines = [f"  {dump(key, ensure_ascii=False)}: {dump(self.entries[key].to_json(), ensure_ascii=False)}"
-                 for key in sorted(self.entries)]
+        lines = [f"  {dump(key, ensure_ascii=False)}: {self.entries.line_text(key)}" for key in self.entries.all_keys()]
         return ",\n".join(lines) + f'\n}}, "promotedHashes": {dump(sorted(self.promoted_hashes))}}}\n'
 
     @staticmethod
@@ -75,8 +147,41 @@ class StoreState:
         return [e for e in self.entries.values() if e.key.startswith(ref) or e.claim_hash.startswith(ref)]
 
 
+_DECODER = json.JSONDecoder()
+_FOOTER = '}, "promotedHashes": '
+
+
+def _parse_lines(raw: str) -> StoreState | None:
+    """The fast path for files in mdrecall's own one-entry-per-line layout; None for anything else."""
+    lines = raw.split("\n")
+    if len(lines) < 3 or not lines[0].endswith('"entries": {') or lines[-1] != "":
+        return None
+    footer = lines[-2]
+    if not footer.startswith(_FOOTER):
+        return None
+    head = json.loads(lines[0] + "}}")
+    hashes = json.loads("{" + footer[2:])["promotedHashes"]
+    if head.get("version") != STORE_VERSION or not isinstance(hashes, list):
+        return None
+    state = StoreState(updated_at=head.get("updatedAt"), raw=raw)
+    state.promoted_hashes = {h for h in hashes if isinstance(h, str)}
+    for line in lines[1:-2]:
+        key, end = _DECODER.raw_decode(line, 2)
+        if not isinstance(key, str) or line[end : end + 2] != ": ":
+            return None
+        text = line[end + 2 :]
+        state.entries.set_raw(key, text[:-1] if text.endswith(",") else text)
+    return state
+
+
 def _parse(raw: str, origin: Path) -> StoreState:
-    data = json.loads(raw)
+    try:
+        fast = _parse_lines(raw)
+    except (ValueError, KeyError, TypeError, IndexError):
+        fast = None
+    if fast is not None:
+        return fast
+    data = json.loads(raw)  # any other valid layout (hand-edited, pretty-printed)
     if not isinstance(data, dict):
         raise ValueError("top level is not an object")
     state = StoreState(updated_at=data.get("updatedAt"), raw=raw)
@@ -167,12 +272,19 @@ def _eviction_rank(entry: RecallEntry, now: datetime, cfg: DreamingConfig) -> tu
 
 
 def enforce_bound(state: StoreState, cfg: DreamingConfig, now: datetime) -> int:
+    """Evict down to ``maxEntries``; while at it, up to a tenth more from the expendable tiers (0-2), so
+    a full store is not re-ranked on every search."""
     excess = len(state.entries) - cfg.maxEntries
     if excess <= 0:
         return 0
-    order = sorted(state.entries.values(), key=lambda e: _eviction_rank(e, now, cfg))
-    for entry in order[:excess]:
-        del state.entries[entry.key]
+    ranked = sorted(((_eviction_rank(e, now, cfg), e.key) for e in state.entries.values()))
+    slack = cfg.maxEntries // 10
+    evicted = 0
+    for rank, key in ranked:
+        if evicted >= excess and (evicted >= excess + slack or rank[0] >= 3):
+            break
+        del state.entries[key]
+        evicted += 1
     if len(state.promoted_hashes) > MAX_PROMOTED_HASHES:
         state.promoted_hashes = set(sorted(state.promoted_hashes)[-MAX_PROMOTED_HASHES:])
-    return excess
+    return evicted

@@ -116,7 +116,7 @@ def cleanup_stale_rebuilds(db_path: Path) -> None:
         remove_db_files(leftover.with_name(base))
 
 
-SWAP_STEP_PAGES = 256
+SWAP_STEP_PAGES = 64
 
 
 def swap_in(built: IndexDB, live_path: Path, busy_timeout_ms: int) -> None:

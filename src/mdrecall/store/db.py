@@ -18,7 +18,7 @@ import numpy as np
 
 from mdrecall.errors import StoreError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 META_KEY = "memory_index_meta_v1"
 
 _SCHEMA = """
@@ -42,6 +42,7 @@ CREATE TABLE IF NOT EXISTS chunks (
   model TEXT NOT NULL,
   text TEXT NOT NULL,
   embedding BLOB,
+  embed_hash TEXT,
   updated_at INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS idx_chunks_path ON chunks(path);
@@ -104,6 +105,8 @@ class ChunkRow:
     text: str
     embedding: bytes | None
     fts_text: str
+    #: Hash of exactly what was embedded (heading trail + text); the embedding-cache key.
+    embed_hash: str | None = None
 
 
 @dataclass
@@ -174,6 +177,10 @@ class IndexDB:
             # once with "database is locked" when another process created the schema meanwhile.
             if not self._has_tables(_SCHEMA_TABLES):
                 self._immediate(lambda: conn.execute(_SCHEMA))
+            if not self._has_embed_hash():  # an index written by schema 1
+                self._immediate(
+                    lambda: self._has_embed_hash() or conn.execute("ALTER TABLE chunks ADD COLUMN embed_hash TEXT")
+                )
         except apsw.Error as exc:
             raise StoreError(f"cannot initialise index database {self.path}: {exc}") from exc
         if self.options.fts_enabled:
@@ -201,6 +208,9 @@ class IndexDB:
     def _has_tables(self, names: Iterable[str]) -> bool:
         present = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master")}
         return all(name in present for name in names)
+
+    def _has_embed_hash(self) -> bool:
+        return any(row[1] == "embed_hash" for row in self.conn.execute("PRAGMA table_info(chunks)"))
 
     def _immediate(self, work: Callable[[], object]) -> None:
         self.conn.execute("BEGIN IMMEDIATE")
@@ -334,8 +344,8 @@ class IndexDB:
             self._delete_file_rows(file.path)
             for chunk in chunks:
                 conn.execute(
-                    "INSERT INTO chunks(id, path, source, start_line, end_line, hash, model, text, embedding, updated_at) "
-                    "VALUES(?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO NOTHING",
+                    "INSERT INTO chunks(id, path, source, start_line, end_line, hash, model, text, embedding, embed_hash, updated_at) "
+                    "VALUES(?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO NOTHING",
                     (
                         chunk.id,
                         chunk.path,
@@ -346,6 +356,7 @@ class IndexDB:
                         model,
                         chunk.text,
                         chunk.embedding,
+                        chunk.embed_hash or chunk.hash,
                         now,
                     ),
                 )
