@@ -109,6 +109,7 @@ class BuiltinMemoryManager:
         self._provider_key: str | None = None
         self._vectors = InProcessVectors()
         self._listeners: list[SearchListener] = []
+        self._read_listeners: list[Callable[[str, int, int, datetime], None]] = []
         #: Progress of a rebuild in this process (model switch, chunking change), else None.
         self._migration: dict[str, Any] | None = None
         self._dirty = True
@@ -457,6 +458,10 @@ class BuiltinMemoryManager:
     def add_search_listener(self, listener: SearchListener) -> None:
         self._listeners.append(listener)
 
+    def add_read_listener(self, listener: Callable[[str, int, int, datetime], None]) -> None:
+        """``listener(path, from_line, lines, now)`` after each successful ``read_file``."""
+        self._read_listeners.append(listener)
+
     def search(
         self,
         query: str,
@@ -690,6 +695,11 @@ class BuiltinMemoryManager:
         if truncated:
             result["truncated"] = True
             result["nextFrom"] = start + len(selected)
+        for listener in list(self._read_listeners):
+            try:
+                listener(normalised, start, len(selected), datetime.now(timezone.utc))
+            except Exception:
+                pass  # grounding signals must never break a read
         return result
 
     # -- status & probes -------------------------------------------------------------------------
