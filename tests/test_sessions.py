@@ -117,3 +117,23 @@ def test_session_key_restricts_transcripts_but_not_memory(make_ws: Callable[...,
         assert paths() == {"MEMORY.md"}  # no session: memory files only
         assert paths(session_key="main", sources=["sessions"]) == {main}
         assert paths(session_key="main", sources=["memory"]) == {"MEMORY.md"}
+
+
+def test_overlapping_transcript_hits_are_merged(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+    ws = make_ws({"MEMORY.md": "# Memory\n"})
+    path = ws / ".openclaw/sessions/main/transcripts/s.jsonl"
+    path.parent.mkdir(parents=True)
+    messages = [f"Message {i} is about the weather in town number {i}." for i in range(40)]
+    for i in (18, 19, 20, 21):
+        messages[i] = f"Message {i}: the zebra crossing near the school needs new paint, zebra."
+    path.write_bytes(b"".join(_line({"role": "user" if i % 2 else "assistant", "content": m}) for i, m in enumerate(messages)))
+    config = cfg(sources=["memory", "sessions"], dreaming={"enabled": False}, chunking={"tokens": 48, "overlap": 24})
+    with open_manager(ws, config) as m:
+        hits = [r for r in m.search("zebra crossing paint", min_score=0, session_key="main").results]
+        assert hits and all(r.source == "sessions" for r in hits)
+        ranges = sorted((r.start_line, r.end_line) for r in hits)
+        assert all(a[1] < b[0] for a, b in zip(ranges, ranges[1:])), f"overlapping hits: {ranges}"
+        best = hits[0]
+        assert best.start_line <= 19 and best.end_line >= 22  # JSONL lines of messages 18..21
+        lines = best.snippet.split("\n")
+        assert len(lines) == len(set(lines)) and sum("zebra" in line for line in lines) == 4

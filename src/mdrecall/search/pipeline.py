@@ -108,28 +108,35 @@ def run_search(
     if not passing:
         # Decay must not hide the only answer: fall back to hits relevant before decay.
         passing = [m for m in merged if relevance[m.rowid] >= plan.min_score]
-    results = _truncate(_merge_overlaps(passing), plan.max_results, q.maxInjectedChars)
+    results = _truncate(_merge_overlaps(passing, plan.max_results), plan.max_results, q.maxInjectedChars)
     return SearchOutcome(results, mode, warnings, degraded)
 
 
-def _merge_overlaps(items: list[Scored]) -> list[Scored]:
+def _merge_overlaps(items: list[Scored], limit: int) -> list[Scored]:
     """Fold a hit into a better-ranked hit from the same file whose lines it overlaps.
 
     Overlapping chunks would spend the character budget on the same lines twice; the merged hit
-    keeps the better rank and covers the union of lines. Only plain line-aligned chunks are merged
-    (transcript chunks map lines non-contiguously).
+    keeps the better rank and covers the union of lines. Plain line-aligned Markdown chunks merge
+    line by line; transcript chunks (whose rendered lines do not map 1:1 to JSONL lines) merge by
+    their shared rendered lines.
     """
     out: list[Scored] = []
     for item in items:
+        if len(out) >= limit:
+            break  # hits below the cut must not widen the ones above it
         target = None
-        if _contiguous(item):
+        if _contiguous(item) or item.source == "sessions":
             for kept in out:
-                if kept.path == item.path and kept.source == item.source and _contiguous(kept) \
+                if kept.path == item.path and kept.source == item.source \
+                        and (item.source == "sessions" or _contiguous(kept)) \
                         and item.start_line <= kept.end_line and item.end_line >= kept.start_line:
                     target = kept
                     break
         if target is None:
             out.append(item)
+            continue
+        if item.source == "sessions":
+            _merge_rendered(target, item)
             continue
         lines = dict(zip(range(target.start_line, target.end_line + 1), target.text.split("\n")))
         for number, line in zip(range(item.start_line, item.end_line + 1), item.text.split("\n")):
@@ -137,6 +144,16 @@ def _merge_overlaps(items: list[Scored]) -> list[Scored]:
         target.start_line, target.end_line = min(lines), max(lines)
         target.text = "\n".join(lines[n] for n in range(target.start_line, target.end_line + 1))
     return out
+
+
+def _merge_rendered(target: Scored, item: Scored) -> None:
+    """Union of two overlapping transcript chunks: overlapping chunks share whole rendered lines."""
+    mine, theirs = target.text.split("\n"), item.text.split("\n")
+    known = set(mine)
+    extra = [line for line in theirs if line not in known]
+    target.text = "\n".join(extra + mine if item.start_line < target.start_line else mine + extra)
+    target.start_line = min(target.start_line, item.start_line)
+    target.end_line = max(target.end_line, item.end_line)
 
 
 def _contiguous(item: Scored) -> bool:
