@@ -164,7 +164,7 @@ def test_sigkill_at_random_moments_of_first_index_and_rebuild(seeded: tuple[Path
         if not force:
             for path in store.parent.glob(store.name + "*"):
                 path.unlink()
-        code = _run_child(ws, config, force=force, kill_after=rng.uniform(0.0, duration))
+        code = _run_child(ws, config, force=force, kill_after=rng.uniform(0.02, 0.8) * duration)
         killed += code == -signal.SIGKILL
         if store.exists():
             assert integrity(store) == "ok"
