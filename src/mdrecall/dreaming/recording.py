@@ -117,8 +117,19 @@ class _SourceReader:
         return self._cache[key]
 
 
+#: Files larger than this are not re-parsed on every search; the hit's own snippet is used instead.
+MAX_PARSE_BYTES = 512 * 1024
+#: Characters of a block compared with the query; a giant pasted message costs no more than this.
+MAX_MATCH_CHARS = 4000
+
+
 def read_source_blocks(workspace: Path, source: str, path: str, sessions_dir: str | None = None) -> list[Block] | None:
     """Blocks of a short-term file as it is now; None when it cannot be read (moved, deleted)."""
+    try:
+        if (workspace / path).stat().st_size > MAX_PARSE_BYTES:
+            return None  # recording must stay cheap: fall back to the hit's snippet
+    except OSError:
+        pass
     if source == "sessions":
         return _transcript_blocks(workspace, path, sessions_dir)
     file = (workspace / path).resolve()
@@ -181,7 +192,7 @@ def extract_facts(query: str, hits: Iterable[Hit], reader: _SourceReader, top_sc
         candidates = blocks_in_range(live, hit.start_line, hit.end_line) if live is not None else []
         if not candidates:
             candidates = _snippet_blocks(hit)
-        scored = [(overlap(query, b.text + " " + (b.heading or "")), b) for b in candidates]
+        scored = [(overlap(query, b.text[:MAX_MATCH_CHARS] + " " + (b.heading or "")), b) for b in candidates]
         if scored:
             best = max(best, max(n for n, _ in scored))
             prepared.append((hit, scored))
