@@ -1,18 +1,28 @@
 """Speed benchmark for the builtin engine on generated workspaces.
 
-For each size (in chunks) it generates a workspace of synthetic Markdown notes (one chunk per file, so
-N chunks means N files; 70 % dated daily notes, 30 % topic notes, 5 % with CJK lines) and measures,
-each phase in a fresh child process so peak memory is per phase:
+For each size (in chunks) it generates a workspace of synthetic Markdown notes (real English words
+with a Zipf distribution, one chunk per file so N chunks means N files; 70 % dated daily notes, 30 %
+topic notes, 5 % with a CJK line) and measures, each phase in a fresh child process so that peak
+memory is per phase:
 
-* keyword-only: full index time, no-op re-sync time (every file unchanged), search latency p50/p95
-  in a warm process (default config, so searches also do their periodic freshness check);
-* local model (all-MiniLM-L6-v2, for sizes in ``--model-sizes``): full index time against the model's
-  raw throughput (``SentenceTransformer.encode`` of the same chunk texts, same batch size, same run),
-  no-op re-sync, hybrid search latency including the query embedding;
-* peak RSS of each child (``resource.getrusage``) and the Python-heap peak of the index phase
-  (``tracemalloc``, measured in a separate pass so it does not slow the timed one; ``--tracemalloc``).
+* keyword-only (``provider: none``): full index time, no-op re-sync (every file unchanged), search
+  latency in a warm process;
+* local model (all-MiniLM-L6-v2, sizes in ``--model-sizes``): full index time against the model's raw
+  throughput (``SentenceTransformer.encode`` of the same chunk texts, same batch size, same process),
+  the share of index time spent outside the model, no-op re-sync, query-embedding latency, hybrid
+  search latency including the query embedding;
+* peak RSS of each child (``resource.getrusage``) and, with ``--tracemalloc``, the Python-heap peak of
+  keyword-only indexing (a separate pass, so tracing does not slow the timed one).
+
+Search latency is reported three ways (see ``_search_phases``): ``default`` (``manager.search`` as
+shipped, including its freshness check and search listeners), ``pipeline`` (retrieval, fusion and
+truncation alone) and ``after_idle`` (a search after a pause longer than ``sync.reconcileIntervalMs``).
+Every timing also carries ``cpu_mean_ms``, this process's CPU time per call, which stays meaningful
+when other processes compete for the cores.
 
     python benchmarks/speed.py --sizes 1000 10000 100000 --model-sizes 1000 10000 --out speed.json
+
+Results and their reading: docs/benchmarks.md, section "Speed".
 """
 
 from __future__ import annotations
