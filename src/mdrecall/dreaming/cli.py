@@ -213,24 +213,11 @@ def cmd_dream(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Standalone entry point (``python -m mdrecall.dreaming.cli``); ``mdrecall`` wires the same commands."""
-    from mdrecall.errors import ConfigError, MdrecallError
+    """Standalone entry point (``python -m mdrecall.dreaming.cli``): the ``mdrecall`` command, which
+    already carries these subcommands."""
+    from mdrecall.cli import main as mdrecall_main
 
-    parser = argparse.ArgumentParser(prog="mdrecall")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    register_cli(sub)
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 2
-    try:
-        return int(args.func(args) or 0)
-    except ConfigError as exc:
-        print(f"mdrecall: config error: {exc}", file=sys.stderr)
-        return 2
-    except MdrecallError as exc:
-        print(f"mdrecall: {exc}", file=sys.stderr)
-        return 1
+    return mdrecall_main(argv)
 
 
 if __name__ == "__main__":
