@@ -58,10 +58,13 @@ def make_ws(tmp_path: Path) -> Callable[..., Path]:
 
 @pytest.fixture
 def cfg(tmp_path: Path) -> Callable[..., dict[str, Any]]:
-    """``cfg(**keys)`` -> a config mapping with the index inside tmp_path, provider none unless given."""
+    """``cfg(**keys)`` -> a config mapping with the index inside tmp_path, provider none and no watcher
+    unless given (a ``sync`` mapping is merged over ``{"watch": False}``)."""
 
     def factory(db: str = "index.sqlite", **extra: Any) -> dict[str, Any]:
-        config: dict[str, Any] = {"provider": "none", "store": {"path": str(tmp_path / db)}}
+        # No background watcher unless a test asks for one (sync.watch defaults to true): tests
+        # count exactly what each sync did, which a watcher's own debounced syncs would change.
+        config: dict[str, Any] = {"provider": "none", "store": {"path": str(tmp_path / db)}, "sync": {"watch": False}}
         for key, value in extra.items():
             if isinstance(value, dict) and isinstance(config.get(key), dict):
                 config[key] = {**config[key], **value}

@@ -283,3 +283,53 @@ def test_new_session_indexes_its_transcript_in_full(make_ws: Callable[..., Path]
         assert m.search("Priya", min_score=0, session_key="main").results == []  # deferred append
         # The first search of session "ops" syncs without deferring.
         assert _paths(m.search("Priya", min_score=0, session_key="ops")) == [rel]
+
+
+# --- the default: a watcher, and searches that do not touch the files ---------------------------------
+
+
+def test_default_config_watches_and_searches_skip_the_file_check(make_ws: Callable[..., Path], tmp_path: Path) -> None:
+    """``sync.watch`` is on by default: once synced, searches neither sync nor stat the files; a
+    change reaches the index through the watcher's event."""
+    ws = make_ws(NOTES)
+    # Only the reconcile interval is shortened (to show it no longer applies with a watcher).
+    config = {"provider": "none", "store": {"path": str(tmp_path / "default.sqlite")}, "sync": {"reconcileIntervalMs": 50}}
+    m = open_manager(ws, config)
+    try:
+        assert m.status()["watcher"]["running"] is True
+        assert m.search("amber").results  # the first search syncs
+        syncs = []
+        real_sync = m.sync
+
+        def counting_sync(*args: Any, **kwargs: Any) -> Any:
+            syncs.append(threading.current_thread().name)
+            return real_sync(*args, **kwargs)
+
+        m.sync = counting_sync  # type: ignore[method-assign]
+        for _ in range(30):
+            assert not m.search("quarterly roadmap").stale
+            time.sleep(0.02)  # 0.6 s in all: twelve reconcile intervals
+        assert syncs == []
+        (ws / "memory/2026-11-02.md").write_text("# 2026-11-02\n- The walrus audit is booked.\n", encoding="utf-8")
+        assert _wait_for(lambda: _paths(m.search("walrus audit")) == ["memory/2026-11-02.md"])
+        assert syncs  # the watcher's event (pending, or its own debounced sync) brought it in
+    finally:
+        m.close()
+
+
+def test_background_recheck_catches_what_the_watcher_missed(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+    """Events can be lost (an overflowed queue, network filesystems): the background re-check
+    (``sync.watchReconcileIntervalMs``) still brings the change in, without any search asking."""
+    ws = make_ws(NOTES)
+    m = open_manager(ws, cfg(sync={"watch": True, "watchReconcileIntervalMs": 300, "onSearch": False, "onSessionStart": False}))
+    try:
+        watcher = m.watcher  # type: ignore[attr-defined]
+        assert watcher is not None and watcher.running
+        assert m.status()["intervalSync"]["periodSeconds"] == pytest.approx(0.3)
+        m.sync()
+        watcher.notify = lambda paths: None  # every event from now on is lost
+        (ws / "memory/2026-11-03.md").write_text("# 2026-11-03\n- The narwhal review moved.\n", encoding="utf-8")
+        assert _wait_for(lambda: m.status()["files"] == len(NOTES) + 1, timeout=10)
+        assert _paths(m.search("narwhal review")) == ["memory/2026-11-03.md"]
+    finally:
+        m.close()

@@ -116,6 +116,22 @@ def test_auto_picks_the_bundled_local_model(make_ws: Callable[..., Path], cfg: C
         assert probe.ok and probe.dims == 384
 
 
+def test_in_memory_vectors_answer_like_sqlite_vec(make_ws: Callable[..., Path], cfg: Callable[..., dict], counting_provider) -> None:  # type: ignore[no-untyped-def]
+    """The in-memory copy of the vectors (within ``store.vector.memoryCacheMiB``) ranks exactly as
+    sqlite-vec does; with a budget of 0 every KNN goes to sqlite-vec and nothing is loaded."""
+    ws = make_ws(NOTES)
+    queries = ["which pet jumps on the keyboard?", "who fixed the CSV importer?", "what is the cat called?"]
+    answers = {}
+    for budget in (128, 0):
+        with open_manager(ws, cfg(db=f"i{budget}.sqlite", provider="counting", store={"vector": {"memoryCacheMiB": budget}})) as m:
+            m.sync()
+            answers[budget] = [[(r.path, r.start_line, round(r.score, 5)) for r in m.search(q).results] for q in queries]
+            cache = m.status()["vector"]["memoryCache"]
+            assert m.status()["vector"]["backend"] == "sqlite-vec"
+            assert (cache["loadedVectors"] > 0) == (budget > 0)
+    assert answers[128] == answers[0] and all(answers[0])
+
+
 # --- degradation step 3: the query embedding fails for one query ----------------------------------
 
 

@@ -78,6 +78,23 @@ def test_symlinks_out_of_allowed_roots_are_skipped(tmp_path: Path) -> None:
     assert _rels(ws) == ["memory/real.md"]
 
 
+def test_memory_md_linked_out_of_the_workspace_is_neither_indexed_nor_read(tmp_path: Path) -> None:
+    """A ``MEMORY.md`` link must not make its target (anywhere on disk) an allowed root."""
+    outside = write_files(tmp_path / "outside", {"private.md": "bank pin 4321\n"})
+    ws = write_files(tmp_path / "ws", {"memory/real.md": "real\n"})
+    (ws / "MEMORY.md").symlink_to(outside / "private.md")
+    assert _rels(ws) == ["memory/real.md"]
+    with pytest.raises(PathError) as err:
+        resolve_memory_path(ws, parse_config({}), "MEMORY.md")
+    assert err.value.code == "outside_workspace"
+    # A MEMORY.md that links to a note inside memory/ stays readable (and is indexed once).
+    (ws / "MEMORY.md").unlink()
+    (ws / "MEMORY.md").symlink_to(ws / "memory" / "real.md")
+    assert len(_rels(ws)) == 1
+    real, rel = resolve_memory_path(ws, parse_config({}), "MEMORY.md")
+    assert real == (ws / "memory" / "real.md").resolve() and rel == "MEMORY.md"
+
+
 def test_dedup_by_real_path_and_links_inside_roots(tmp_path: Path) -> None:
     ws = write_files(tmp_path / "ws", {"MEMORY.md": "root\n", "memory/a.md": "a\n", "notes/n.md": "n\n"})
     (ws / "memory" / "alias.md").symlink_to(ws / "memory" / "a.md")

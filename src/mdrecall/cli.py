@@ -61,9 +61,15 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
 
 
 def open_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from mdrecall.config import load_config
     from mdrecall.manager import open_manager
 
-    return open_manager(Path(args.workspace), parse_overrides(args.config))
+    workspace = Path(args.workspace).expanduser()
+    config = load_config(workspace if workspace.is_dir() else None, parse_overrides(args.config))
+    # A command runs once and exits (`mdrecall watch` attaches its own watcher): a background
+    # watcher (sync.watch, on by default for long-lived processes) would only cost start-up time.
+    config = config.model_copy(update={"sync": config.sync.model_copy(update={"watch": False})})
+    return open_manager(workspace, config)
 
 
 class _ProgressBar:

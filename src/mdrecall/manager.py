@@ -29,7 +29,7 @@ from mdrecall.embeddings.base import provider_key as compute_provider_key
 from mdrecall.embeddings.registry import ProviderSelection, activate_fallback, select_provider
 from mdrecall.errors import EmbeddingError, MdrecallError, PathError, StoreError
 from mdrecall.freshness import Snapshot, make_snapshot, scan_dirs
-from mdrecall.search.pipeline import SearchPlan, run_search
+from mdrecall.search.pipeline import SearchPlan, VectorSearch, run_search
 from mdrecall.search.vector import InProcessVectors, sqlite_vec_search
 from mdrecall.store import WriterLock, cleanup_stale_rebuilds, default_store_path, rebuild_path, remove_db_files, swap_in
 from mdrecall.store.db import SCHEMA_VERSION, IndexDB, StoreOptions
@@ -107,9 +107,11 @@ class BuiltinMemoryManager:
         self._provider_mutex = threading.Lock()
         self._selection: ProviderSelection | None = None
         self._provider_key: str | None = None
-        self._vectors = InProcessVectors()
+        self._vectors = InProcessVectors(max_bytes=config.store.vector.memoryCacheMiB * 2**20)
         self._listeners: list[SearchListener] = []
         self._read_listeners: list[Callable[[str, int, int, datetime], None]] = []
+        self._flush_hooks: list[Callable[[], object]] = []
+        self._close_hooks: list[Callable[[], object]] = []
         #: Progress of a rebuild in this process (model switch, chunking change), else None.
         self._migration: dict[str, Any] | None = None
         self._dirty = True
@@ -146,6 +148,11 @@ class BuiltinMemoryManager:
         if self._closed:
             return
         self._closed = True
+        for hook in self._close_hooks:  # background writers (recall tracking) drain first
+            try:
+                hook()
+            except Exception as exc:
+                log.warning("mdrecall: close hook failed: %s", exc)
         self._stop_background.set()
         if self._watcher is not None:
             self._watcher.stop()
@@ -458,6 +465,19 @@ class BuiltinMemoryManager:
     def add_search_listener(self, listener: SearchListener) -> None:
         self._listeners.append(listener)
 
+    def add_flush_hook(self, hook: Callable[[], object]) -> None:
+        """``hook()`` runs on :meth:`flush`: wait for background work a listener queued."""
+        self._flush_hooks.append(hook)
+
+    def add_close_hook(self, hook: Callable[[], object]) -> None:
+        """``hook()`` runs first thing in :meth:`close` (drain and stop a listener's thread)."""
+        self._close_hooks.append(hook)
+
+    def flush(self) -> None:
+        """Wait until what searches and reads queued in the background (recall tracking) is written."""
+        for hook in self._flush_hooks:
+            hook()
+
     def add_read_listener(self, listener: Callable[[str, int, int, datetime], None]) -> None:
         """``listener(path, from_line, lines, now)`` after each successful ``read_file``."""
         self._read_listeners.append(listener)
@@ -523,11 +543,9 @@ class BuiltinMemoryManager:
             )
         elif provider is not None:
             embed = provider.embed_query
-            if self._read_db.caps.vector_available and self._read_db.vec_dims() is not None:
-                vector_fn = sqlite_vec_search
-            else:
-                vector_fn = self._vectors.search
-                degraded.append(f"vectors searched in process: {self._read_db.caps.vector_error or 'vector table missing'}")
+            vector_fn, note = self.vector_search_fn()
+            if note:
+                degraded.append(note)
         if not self._read_db.caps.fts_available:
             degraded.append(f"no keyword index: {self._read_db.caps.fts_error}")
 
@@ -553,6 +571,18 @@ class BuiltinMemoryManager:
                 pass  # recall tracking must never break a search
         return base
 
+    def vector_search_fn(self) -> tuple[VectorSearch, str | None]:
+        """The KNN for the next search, and why it is degraded (None when it is not): the in-memory
+        matrix while it fits ``store.vector.memoryCacheMiB`` (same ranking, ~40× faster), else
+        sqlite-vec; the matrix whatever its size when sqlite-vec is unavailable."""
+        db = self._read_db
+        vec_dims = db.vec_dims() if db.caps.vector_available else None
+        if vec_dims is None:
+            return self._vectors.search, f"vectors searched in process: {db.caps.vector_error or 'vector table missing'}"
+        if self._vectors.fits(db, vec_dims):
+            return self._vectors.search, None
+        return sqlite_vec_search, None
+
     def _needs_check(self) -> bool:
         """Whether this search must compare the files with the index (sync, or walk) first."""
         snapshot = self._snapshot
@@ -561,14 +591,14 @@ class BuiltinMemoryManager:
         watcher = self._watcher
         if watcher is not None and watcher.has_pending():
             return True  # events not yet synced by the watcher: do not wait for its debounce
+        if watcher is not None and watcher.running:
+            # A live watcher reports changes as events, and the background re-check
+            # (sync.watchReconcileIntervalMs) catches any it misses: searches skip both the walk and
+            # the per-file stat (5 µs a file: 30 ms at 10k files) and stay in milliseconds.
+            return False
         interval = self.config.sync.reconcileIntervalMs / 1000.0
         if time.monotonic() - self._last_check_at >= interval:
             return True  # a full walk now and then, whatever the quick check says
-        if watcher is not None and watcher.running:
-            # A live watcher reports changes as events; the interval walk above catches any it
-            # misses. Skipping the per-search stat of every file keeps warm searches in milliseconds
-            # on large workspaces (about 5 µs per file otherwise).
-            return False
         return snapshot.changed()  # one stat per known file and directory
 
     def _visibility(self, session_key: str | None) -> Callable[[str, str], bool] | None:
@@ -642,22 +672,31 @@ class BuiltinMemoryManager:
             except Exception as exc:  # missing watchfiles, inotify limits: searches still reconcile
                 self._watcher_error = f"{type(exc).__name__}: {exc}"
                 log.warning("mdrecall: file watcher not started (%s); searches still check the files", exc)
-        if self.config.sync.intervalMinutes > 0 and self._interval_thread is None:
+        if self._background_period() is not None and self._interval_thread is None:
             self._interval_thread = threading.Thread(target=self._interval_loop, name="mdrecall-interval-sync", daemon=True)
             self._interval_thread.start()
+
+    def _background_period(self) -> float | None:
+        """Seconds between background syncs: ``intervalMinutes``, and with a watcher its re-check."""
+        periods = []
+        if self.config.sync.intervalMinutes > 0:
+            periods.append(self.config.sync.intervalMinutes * 60.0)
+        if self._watcher is not None and self.config.sync.watchReconcileIntervalMs > 0:
+            periods.append(self.config.sync.watchReconcileIntervalMs / 1000.0)
+        return min(periods) if periods else None
 
     @property
     def interval_sync_running(self) -> bool:
         return self._interval_thread is not None and self._interval_thread.is_alive()
 
     def _interval_loop(self) -> None:
-        period = self.config.sync.intervalMinutes * 60.0
+        period = self._background_period() or 60.0
         while not self._stop_background.wait(period):
             try:
                 # Someone else syncing right now is as good as our own sync: do not queue behind it.
                 self.sync(lock_timeout=1.0, defer_sessions=True)
             except Exception as exc:
-                log.warning("mdrecall: interval sync failed: %s", exc)
+                log.warning("mdrecall: background sync failed: %s", exc)
 
     # -- read ------------------------------------------------------------------------------------
     def read_file(self, rel_path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]:
@@ -769,6 +808,12 @@ class BuiltinMemoryManager:
                 "loadError": db.caps.vector_error,
                 "version": db.caps.vec_version,
                 "dims": vec_dims,
+                # The in-memory copy of the vectors that answers KNN while it fits the budget.
+                "memoryCache": {
+                    "maxMiB": self.config.store.vector.memoryCacheMiB,
+                    "loadedVectors": self._vectors.loaded_vectors,
+                    "loadedMiB": round(self._vectors.loaded_bytes / 2**20, 1),
+                },
             },
             "cache": {"enabled": self.config.cache.enabled, "entries": cache_entries, "maxEntries": self.config.cache.maxEntries},
             "fallback": {"from": selection.fallback_from, "reason": selection.fallback_reason} if selection.fallback_from else None,
@@ -790,7 +835,8 @@ class BuiltinMemoryManager:
             "watcher": self._watcher.status() if self._watcher is not None else (
                 {"running": False, "error": self._watcher_error} if self._watcher_error else None
             ),
-            "intervalSync": {"minutes": self.config.sync.intervalMinutes, "running": self.interval_sync_running},
+            "intervalSync": {"minutes": self.config.sync.intervalMinutes, "running": self.interval_sync_running,
+                             "periodSeconds": self._background_period()},
         }
         return status
 
@@ -815,18 +861,18 @@ class BuiltinMemoryManager:
         change is an append below the delta thresholds (automatic syncs leave those for later; they
         still count as pending, so ``clean`` stays honest).
         """
-        on_disk: dict[str, tuple[int, int, Path, str]] = {}
+        on_disk: dict[str, tuple[int, int, str, str]] = {}
         files = discover_memory_files(self.workspace, self.config) if "memory" in self.config.sources else []
         for adapter in self.extra_sources:
             files.extend(adapter.discover())
         for f in files:
             try:
-                st = os.stat(f.path)
+                st = os.stat(f.abspath)
             except OSError:
                 continue
-            on_disk[f.rel_path] = (st.st_mtime_ns, st.st_size, f.path, f.source)
+            on_disk[f.rel_path] = (st.st_mtime_ns, st.st_size, f.abspath, f.source)
             if observed is not None:
-                observed[str(f.path)] = (st.st_mtime_ns, st.st_size, time.time_ns())
+                observed[f.abspath] = (st.st_mtime_ns, st.st_size, time.time_ns())
         new: list[str] = []
         changed: list[str] = []
         deferred: list[str] = []
@@ -838,7 +884,7 @@ class BuiltinMemoryManager:
                 changed.append(p)
                 adapter = next((a for a in self.extra_sources if a.source == source), None)
                 deferrable = getattr(adapter, "deferrable", None)
-                if row.source == source and deferrable is not None and deferrable(path, row.size, size):
+                if row.source == source and deferrable is not None and deferrable(Path(path), row.size, size):
                     deferred.append(p)
             elif p in skipped:
                 if (skipped[p][2], skipped[p][3]) != (m, size):

@@ -31,7 +31,7 @@ class SessionSource(SourceAdapter):
 
     def discover(self) -> list[MemoryFile]:
         return [
-            MemoryFile(path, rel_path_for(self.workspace, path), self.source)
+            MemoryFile(str(path), rel_path_for(self.workspace, path), self.source)
             for _key, path in list_transcripts(self.workspace, self.config.sessions.dir)
         ]
 

@@ -18,6 +18,7 @@ hash, so only true appends are deferred); explicit syncs and rebuilds index ever
 from __future__ import annotations
 
 import hashlib
+import os
 import json
 import time
 from dataclasses import dataclass, field
@@ -203,12 +204,12 @@ class Indexer:
     ) -> PendingFile | None:
         """Decide what one file needs; returns the work to do, or None. ``verify`` ignores mtime+size."""
         try:
-            st = file.path.stat()
+            st = os.stat(file.abspath)
         except OSError:
             return None
         checked_ns = time.time_ns()
         mtime, size = st.st_mtime_ns, st.st_size
-        self.observed[str(file.path)] = (mtime, size, checked_ns)
+        self.observed[file.abspath] = (mtime, size, checked_ns)
         old = existing.get(file.rel_path)
         trust_stat = not full and not verify
         if trust_stat and old is not None and old.mtime == mtime and old.size == size and old.source == file.source:

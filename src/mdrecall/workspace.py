@@ -27,9 +27,13 @@ _DATED = re.compile(r"(?:^|/)(\d{4})-(\d{2})-(\d{2})(?:[-_ .][^/]*)?\.md$")
 
 @dataclass(frozen=True, slots=True)
 class MemoryFile:
-    path: Path  # absolute, as discovered (not resolved)
+    abspath: str  # absolute, as discovered (not resolved); a string: discovery makes one per file
     rel_path: str  # workspace-relative with "/", the stored path
     source: str
+
+    @property
+    def path(self) -> Path:
+        return Path(self.abspath)
 
 
 def rel_path_for(workspace: Path, path: Path) -> str:
@@ -76,9 +80,17 @@ def extra_path_roots(workspace: Path, config: MemoryConfig) -> list[Path]:
 
 
 def allowed_roots(workspace: Path, config: MemoryConfig) -> list[Path]:
-    """Real paths under which memory files may live (files or directories)."""
-    roots = [workspace / ROOT_MEMORY_FILE, workspace / MEMORY_DIR, *extra_path_roots(workspace, config)]
-    return [Path(os.path.realpath(r)) for r in roots]
+    """Real paths under which memory files may live (files or directories).
+
+    ``MEMORY.md`` is the workspace's own entry: a link there may point at another memory file but
+    never widens the roots (resolving it would make its target, anywhere on disk, an allowed root).
+    The ``memory/`` directory and configured ``extraPaths`` are resolved: linking them elsewhere is
+    a deliberate setup.
+    """
+    real_ws = os.path.realpath(workspace)
+    roots = [Path(real_ws) / ROOT_MEMORY_FILE]
+    roots += [Path(os.path.realpath(r)) for r in (workspace / MEMORY_DIR, *extra_path_roots(workspace, config))]
+    return roots
 
 
 def _inside(path: Path, roots: list[Path]) -> bool:
@@ -93,65 +105,71 @@ def _inside_str(real: str, roots: list[str]) -> bool:
     return any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
 
 
-def _walk_markdown(
-    directory: Path, roots: list[Path], seen_dirs: set[str], reals: dict[str, str] | None = None
-) -> list[Path]:
-    """Markdown files under ``directory``. ``reals`` collects the real path of each file that is not
-    itself a link (its directory's real path plus its name), sparing a realpath call per file."""
-    found: list[Path] = []
+def _walk_markdown(directory: str, roots: list[str], seen_dirs: set[str], found: list[tuple[str, str | None]]) -> None:
+    """Append ``(path, real path or None)`` for each Markdown file under ``directory``.
+
+    Plain strings, not ``Path`` objects: at 100k files, building a ``Path`` per file was two thirds
+    of a no-op sync. The real path of a file that is not itself a link is its directory's real path
+    plus its name, sparing a ``realpath`` call per file (None: resolve it later).
+    """
     real_dir = os.path.realpath(directory)
     if real_dir in seen_dirs:  # symlink loops
-        return found
+        return
     seen_dirs.add(real_dir)
     try:
         entries = sorted(os.scandir(directory), key=lambda e: e.name)
     except OSError:
-        return found
+        return
     for entry in entries:
-        if entry.name.startswith(".") or entry.name in SKIP_DIR_NAMES:
+        name = entry.name
+        if name.startswith(".") or name in SKIP_DIR_NAMES:
             continue
-        path = Path(entry.path)
         try:
             if entry.is_dir(follow_symlinks=True):
-                if entry.is_symlink() and not _inside(Path(os.path.realpath(path)), roots):
+                if entry.is_symlink() and not _inside_str(os.path.realpath(entry.path), roots):
                     continue
-                found.extend(_walk_markdown(path, roots, seen_dirs, reals))
-            elif entry.is_file(follow_symlinks=True) and entry.name.endswith(".md"):
-                found.append(path)
-                if reals is not None and not entry.is_symlink():
-                    reals[entry.path] = os.path.join(real_dir, entry.name)
+                _walk_markdown(entry.path, roots, seen_dirs, found)
+            elif name.endswith(".md") and entry.is_file(follow_symlinks=True):
+                found.append((entry.path, None if entry.is_symlink() else os.path.join(real_dir, name)))
         except OSError:
             continue
-    return found
+
+
+def _allowed_root_strs(workspace: Path, config: MemoryConfig) -> list[str]:
+    return [str(r) for r in allowed_roots(workspace, config)]
 
 
 def discover_memory_files(workspace: Path, config: MemoryConfig) -> list[MemoryFile]:
     """All memory-source Markdown files, deduplicated by real path, links kept inside allowed roots."""
-    roots = allowed_roots(workspace, config)
-    candidates: list[Path] = []
-    root_file = workspace / ROOT_MEMORY_FILE
-    if root_file.is_file():
-        candidates.append(root_file)
-    memory_dir = workspace / MEMORY_DIR
+    roots = _allowed_root_strs(workspace, config)
+    ws = str(workspace)
+    candidates: list[tuple[str, str | None]] = []
+    root_file = os.path.join(ws, ROOT_MEMORY_FILE)
+    if os.path.isfile(root_file):
+        candidates.append((root_file, None))
+    memory_dir = os.path.join(ws, MEMORY_DIR)
     seen_dirs: set[str] = set()
-    reals: dict[str, str] = {}
-    if memory_dir.is_dir():
-        candidates.extend(_walk_markdown(memory_dir, roots, seen_dirs, reals))
+    if os.path.isdir(memory_dir):
+        _walk_markdown(memory_dir, roots, seen_dirs, candidates)
     for extra in extra_path_roots(workspace, config):
         if extra.is_dir():
-            candidates.extend(_walk_markdown(extra, roots, seen_dirs, reals))
+            _walk_markdown(str(extra), roots, seen_dirs, candidates)
         elif extra.is_file() and extra.name.endswith(".md"):
-            candidates.append(extra)
+            candidates.append((str(extra), None))
 
     files: list[MemoryFile] = []
     seen_real: set[str] = set()
-    root_strs = [str(r) for r in roots]
-    for path in candidates:
-        real = reals.get(str(path)) or os.path.realpath(path)
-        if real in seen_real or not _inside_str(real, root_strs):
+    prefix = ws + os.sep
+    for path, real in candidates:
+        real = real or os.path.realpath(path)
+        if real in seen_real or not _inside_str(real, roots):
             continue
         seen_real.add(real)
-        files.append(MemoryFile(path, rel_path_for(workspace, path), "memory"))
+        if path.startswith(prefix) and os.sep + "." not in path[len(prefix) - 1 :]:
+            rel = path[len(prefix) :].replace(os.sep, "/")  # the common case, without rel_path_for's checks
+        else:
+            rel = rel_path_for(workspace, Path(path))
+        files.append(MemoryFile(path, rel, "memory"))
     return files
 
 

@@ -203,6 +203,7 @@ def run_month(
             for s in (s for s in plan.searches if s.day == day):
                 manager.search(s.query, now=morning + timedelta(minutes=s.minute))
             night = datetime(today.year, today.month, today.day, 23, tzinfo=timezone.utc)
+            manager.flush()  # recall tracking writes in the background
             state = RecallStore(workspace, cfg).load()
             evaluations = rank(state.entries.values(), night, cfg, include_failing=True)
             report = run_dream(workspace, manager.config, night)

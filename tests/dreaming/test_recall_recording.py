@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -224,3 +225,72 @@ def test_dream_reports_saved_as_dated_notes_are_never_recorded(workspace: Path) 
                              at(days=3), config=UTC)
     assert summary.recorded == 0
     assert set(RecallStore(workspace).load().entries) == set(before)
+
+
+def test_background_writer_records_exactly_what_recording_each_search_would(
+    tmp_path: Path, workspace: Path, manager_config: Callable[..., dict]
+) -> None:
+    """Searches are recorded on a background thread, several per store update; the store must end up
+    exactly as recording each search (and each read) in turn leaves it, including the same query
+    twice on one day (counted once) and a read of a just-recalled fact (grounded, not lost)."""
+    import shutil
+
+    twin = tmp_path / "twin"
+    shutil.copytree(workspace, twin)
+    plan = [("postgres port", at()), ("postgres port", at(hours=2)), ("acme delivery date", at()),
+            ("which port does postgres listen on", at(days=1)), ("acme contact", at(days=1))]
+    responses = []
+    with open_manager(workspace, manager_config()) as m:
+        writer = m.recall_writer  # type: ignore[attr-defined]
+        for query, now in plan:
+            responses.append(m.search(query, now=now))
+        m.read_file("memory/2026-03-02.md")  # grounds every fact of that note already recalled
+        m.flush()  # type: ignore[attr-defined]
+        assert writer.recorded == len(plan) + 1 and 1 <= writer.batches <= len(plan) + 1  # + the read
+        live = {k: e.to_json() for k, e in RecallStore(workspace).load().entries.items()}
+    for (query, now), response in zip(plan, responses):
+        record_recalls(twin, query, response.results, now, config=UTC)
+    record_grounding(twin, "memory/2026-03-02.md", 1, None, at(days=1), config=UTC)
+    expected = {k: e.to_json() for k, e in RecallStore(twin).load().entries.items()}
+    assert live and live.keys() == expected.keys()
+    for key in live:
+        mine, theirs = dict(live[key]), dict(expected[key])
+        # The read's timestamp is the wall clock in the manager, a fixed time in the twin.
+        for row in (mine, theirs):
+            row.pop("lastGroundedDay", None)
+        assert mine == theirs, key
+    assert all(e["groundedCount"] == 1 for e in live.values() if e["path"] == "memory/2026-03-02.md")
+
+
+def test_close_writes_what_is_still_queued(workspace: Path, manager_config: Callable[..., dict]) -> None:
+    m = open_manager(workspace, manager_config())
+    for day in range(5):
+        m.search("postgres port", now=at(days=day))
+    m.close()  # no flush: close drains the queue
+    (entry,) = [e for e in RecallStore(workspace).load().entries.values() if "Postgres 16" in e.snippet]
+    assert entry.recall_count == 5
+
+
+def test_writer_waits_for_a_pause_and_writes_a_burst_in_one_update(workspace: Path) -> None:
+    from mdrecall.dreaming.recording import RecallWriter
+
+    writer = RecallWriter(workspace, UTC, idle_s=5.0, max_wait_s=60.0)
+    try:
+        for day in range(8):
+            writer.submit("postgres port", [hit("memory/2026-03-02.md", 1, 12, 0.9)], at(days=day))
+        assert writer.batches == 0 and not RecallStore(workspace).exists()  # still inside the pause
+        assert writer.flush()
+        assert (writer.batches, writer.recorded) == (1, 8)
+        (entry,) = [e for e in RecallStore(workspace).load().entries.values() if "Postgres 16" in e.snippet]
+        assert entry.recall_count == 8
+        small = RecallWriter(workspace, UTC, idle_s=5.0, max_batch=3)
+        for day in range(3):
+            small.submit("postgres port", [hit("memory/2026-03-02.md", 1, 12, 0.9)], at(days=10 + day))
+        # A full batch is written without waiting for the pause.
+        deadline = time.monotonic() + 10
+        while small.batches == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert small.batches == 1
+        small.close()
+    finally:
+        writer.close()

@@ -59,3 +59,47 @@ def test_in_process_reloads_after_changes(tmp_path: Path) -> None:
         assert top and top[0].path != "memory/f4.md"
     finally:
         db.close()
+
+
+def test_matrix_reloads_only_when_chunks_change(tmp_path: Path) -> None:
+    """A commit that leaves the chunks alone (a no-op sync's bookkeeping) keeps the loaded matrix;
+    a change written through another connection (another process) is seen on the next search."""
+    rng = np.random.default_rng(2)
+    path = tmp_path / "i.sqlite"
+    db = IndexDB(path, StoreOptions())
+    other = IndexDB(path, StoreOptions())
+    try:
+        vectors = _fill(db, 30, 8, rng)
+        cache = InProcessVectors()
+        assert cache.search(db, vectors[3], 1, None)[0].path == "memory/f3.md"
+        assert cache.loads == 1
+        with other.conn:
+            other.set_kv("last_sync_at", "1.0")
+        cache.search(db, vectors[3], 1, None)
+        assert cache.loads == 1
+        other.remove_file("memory/f3.md")
+        top = cache.search(db, vectors[3], 1, None)
+        assert cache.loads == 2 and top[0].path != "memory/f3.md"
+        replacement = vectors[3] * -1
+        other.replace_file(
+            FileRow("memory/new.md", "memory", "hn", 1, 1),
+            [ChunkRow("idn", "memory/new.md", "memory", 1, 1, "hn", "new", vector_to_blob(replacement), "new")],
+            "m",
+        )
+        assert cache.search(db, replacement, 1, None)[0].path == "memory/new.md"
+    finally:
+        other.close()
+        db.close()
+
+
+def test_memory_budget_decides_whether_the_matrix_is_used(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    db = IndexDB(tmp_path / "i.sqlite", StoreOptions())
+    try:
+        _fill(db, 100, 16, rng)  # 100 × 16 × 4 bytes = 6,400 bytes
+        assert InProcessVectors(max_bytes=6_400).fits(db, 16)
+        assert not InProcessVectors(max_bytes=6_399).fits(db, 16)
+        assert not InProcessVectors(max_bytes=0).fits(db, 16)
+        assert InProcessVectors().fits(db, 16)  # no budget: the fallback always answers
+    finally:
+        db.close()

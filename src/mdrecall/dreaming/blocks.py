@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterable, Sequence
 
 from mdrecall.text import CJK_CHAR, query_terms, term_stems
@@ -207,8 +208,15 @@ def is_generic_heading(title: str) -> bool:
 # --- narrowing a hit to the blocks a query was about -------------------------------------------------
 
 
+@lru_cache(maxsize=1 << 16)
 def _stem(word: str) -> str:
+    # Cached: recording a search matches every block of every hit against the query, word by word.
     return term_stems([word])[0]
+
+
+@lru_cache(maxsize=1024)
+def _query_terms(query: str) -> tuple[str, ...]:
+    return tuple(query_terms(query))
 
 
 def _cjk_bigrams(token: str) -> set[str]:
@@ -245,7 +253,7 @@ def _term_matches(term: str, keys: set[str]) -> bool:
 
 def overlap(query: str, text: str) -> int:
     """How many of the query's search terms occur in ``text``."""
-    terms = query_terms(query)
+    terms = _query_terms(query)
     keys = _match_keys(text)
     return sum(1 for t in terms if _term_matches(t, keys))
 

@@ -15,10 +15,12 @@ counts once; the same query surfacing the same fact again on the same day counts
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from mdrecall.dreaming.blocks import (
     Block,
@@ -267,6 +269,70 @@ def _apply_signal(entry: RecallEntry, fact: Fact, qhash: str, day: str, stamp: s
         entry.start_line, entry.end_line = fact.start_line, fact.end_line
 
 
+@dataclass
+class _PreparedRecall:
+    """One search's facts, extracted and ready to apply to the store."""
+
+    summary: RecordSummary
+    facts: list[Fact]
+    qhash: str = ""
+    day: str = ""
+    stamp: str = ""
+    now: datetime | None = None
+    signal: str = "recall"
+
+
+def _prepare_recall(
+    workspace: Path, query: str, results: Iterable[Any], now: datetime | None, config: Any, cfg: Any, signal: str
+) -> _PreparedRecall:
+    """Everything that does not need the store: the facts a search recalled (reads the live files)."""
+    summary = RecordSummary()
+    clean_query = normalize(query or "")
+    if not clean_query or clean_query.startswith(_INTERNAL_QUERY_PREFIX):
+        return _PreparedRecall(summary, [])
+    all_hits = [h for h in (_as_hit(r) for r in (results or [])) if h is not None]
+    hits = [h for h in all_hits if is_short_term(h.path, h.source, track_sessions=cfg.trackSessions)]
+    summary.hits = len(hits)
+    if not hits:
+        return _PreparedRecall(summary, [])
+    now = ensure_aware(now)
+    top = max(h.score for h in all_hits)
+    facts = []
+    for fact in extract_facts(clean_query, hits, _SourceReader(workspace, sessions_dir(config)), top):
+        if is_contaminated(fact.text) or is_contaminated(fact.context):
+            summary.skip("contaminated")
+        else:
+            facts.append(fact)
+    return _PreparedRecall(summary, facts, query_hash(clean_query), day_bucket(now, cfg.tz()), to_iso(now), now, signal)
+
+
+def _apply_recall(state: Any, prepared: _PreparedRecall, cfg: Any) -> None:
+    summary, day, qhash = prepared.summary, prepared.day, prepared.qhash
+    for fact in prepared.facts:
+        claim = text_hash(fact.text)
+        if claim in state.promoted_hashes:
+            summary.skip("already promoted")
+            continue
+        key = entry_key(fact.source, fact.path, claim)
+        entry = state.entries.get(key)
+        if entry is None:
+            entry = RecallEntry(
+                key=key, path=fact.path, source=fact.source, start_line=fact.start_line,
+                end_line=fact.end_line, snippet=fact.text, heading=fact.heading,
+                passage=fact.passage, claim_hash=claim,
+            )
+            state.entries[key] = entry
+        elif entry.promoted_at:
+            summary.skip("already promoted")
+            continue
+        if cfg.dedupeByQueryPerDay and entry.last_day == day and qhash in entry.last_day_queries:
+            summary.skip("same query today")
+            continue
+        _apply_signal(entry, fact, qhash, day, prepared.stamp, prepared.now, prepared.signal)  # type: ignore[arg-type]
+        summary.recorded += 1
+        summary.keys.append(key)
+
+
 def record_recalls(
     workspace: Path | str,
     query: str,
@@ -282,58 +348,140 @@ def record_recalls(
     if signal not in SIGNALS:
         raise ValueError(f"signal must be one of {SIGNALS}, got {signal!r}")
     cfg = dreaming_config(config)
-    summary = RecordSummary()
     if not (cfg.enabled and cfg.tracking):
-        return summary
-    clean_query = normalize(query or "")
-    if not clean_query or clean_query.startswith(_INTERNAL_QUERY_PREFIX):
-        return summary
-    all_hits = [h for h in (_as_hit(r) for r in (results or [])) if h is not None]
-    hits = [h for h in all_hits if is_short_term(h.path, h.source, track_sessions=cfg.trackSessions)]
-    summary.hits = len(hits)
-    if not hits:
-        return summary
-    now = ensure_aware(now)
-    workspace = Path(workspace)
-    top = max(h.score for h in all_hits)
-    facts = []
-    for fact in extract_facts(clean_query, hits, _SourceReader(workspace, sessions_dir(config)), top):
-        if is_contaminated(fact.text) or is_contaminated(fact.context):
-            summary.skip("contaminated")
-        else:
-            facts.append(fact)
-    if not facts:
-        return summary
+        return RecordSummary()
+    prepared = _prepare_recall(Path(workspace), query, results, now, config, cfg, signal)
+    if prepared.facts:
+        with RecallStore(Path(workspace), cfg).update(prepared.now) as state:
+            _apply_recall(state, prepared, cfg)
+    return prepared.summary
 
-    qhash = query_hash(clean_query)
-    day = day_bucket(now, cfg.tz())
-    stamp = to_iso(now)
+
+#: A queued recall signal: ("recall", query, results, now) or ("grounding", path, from_line, lines, now).
+RecallJob = tuple[Any, ...]
+
+
+def record_recalls_batch(workspace: Path, jobs: Sequence[RecallJob], *, config: Any = None) -> list[RecordSummary]:
+    """Record searches and reads, in order, with one store update; one summary per search."""
+    cfg = dreaming_config(config)
+    steps: list[tuple[str, Any]] = []
+    for job in jobs:
+        if job[0] == "grounding":
+            _, path, from_line, lines, now = job
+            now = ensure_aware(now)
+            steps.append(("grounding", (*_grounding_range(path, from_line, lines), day_bucket(now, cfg.tz()), now)))
+        else:
+            _, query, results, now = job
+            steps.append(("recall", _prepare_recall(workspace, query, results, now, config, cfg, "recall")))
+    work = [(k, v) for k, v in steps if k == "grounding" or v.facts]
     store = RecallStore(workspace, cfg)
-    with store.update(now) as state:
-        for fact in facts:
-            claim = text_hash(fact.text)
-            if claim in state.promoted_hashes:
-                summary.skip("already promoted")
-                continue
-            key = entry_key(fact.source, fact.path, claim)
-            entry = state.entries.get(key)
-            if entry is None:
-                entry = RecallEntry(
-                    key=key, path=fact.path, source=fact.source, start_line=fact.start_line,
-                    end_line=fact.end_line, snippet=fact.text, heading=fact.heading,
-                    passage=fact.passage, claim_hash=claim,
-                )
-                state.entries[key] = entry
-            elif entry.promoted_at:
-                summary.skip("already promoted")
-                continue
-            if cfg.dedupeByQueryPerDay and entry.last_day == day and qhash in entry.last_day_queries:
-                summary.skip("same query today")
-                continue
-            _apply_signal(entry, fact, qhash, day, stamp, now, signal)
-            summary.recorded += 1
-            summary.keys.append(key)
-    return summary
+    if work and (any(k == "recall" for k, _ in work) or store.exists()):
+        latest = max((v[4] if k == "grounding" else v.now) for k, v in work)
+        with store.update(latest) as state:
+            for kind, value in work:
+                if kind == "grounding":
+                    _apply_grounding(state, *value[:4])
+                else:
+                    _apply_recall(state, value, cfg)
+    return [v.summary for k, v in steps if k == "recall"]
+
+
+class RecallWriter:
+    """Records searches on a background thread, so recall tracking adds nothing to search latency.
+
+    Searches queue up and are recorded together, in order, with one store update (one locked
+    read-modify-write instead of one per search), once searches pause for ``idle_s``, or when
+    ``max_batch`` are waiting, or when the oldest has waited ``max_wait_s``: a burst of searches is
+    not slowed by recording competing for the interpreter. ``flush()`` records everything queued
+    now; the manager flushes on ``close()``. A crash can lose at most the searches still queued:
+    recall counts are evidence for promotion, never the memory itself.
+    """
+
+    def __init__(
+        self, workspace: Path, config: Any, *, idle_s: float = 0.25, max_batch: int = 256, max_wait_s: float = 5.0
+    ) -> None:
+        self.workspace = workspace
+        self.config = config
+        self.idle_s, self.max_batch, self.max_wait_s = idle_s, max_batch, max_wait_s
+        self._queue: list[RecallJob] = []
+        self._first_at = self._last_at = 0.0
+        self._busy = False
+        self._closed = False
+        self._flushing = 0
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self.batches = 0  # store updates made (observability, tests)
+        self.recorded = 0  # searches and reads recorded
+        self.seconds = 0.0  # time spent recording (benchmarks)
+
+    def submit(self, query: str, results: Any, now: datetime | None) -> None:
+        self._put(("recall", query, list(results or []), now))
+
+    def submit_grounding(self, path: str, from_line: int | None, lines: int | None, now: datetime | None) -> None:
+        # Queued behind the searches before it: a read of a fact just recalled must find its entry.
+        self._put(("grounding", path, from_line, lines, now))
+
+    def _put(self, job: RecallJob) -> None:
+        with self._cond:
+            if self._closed:
+                return
+            now = time.monotonic()
+            if not self._queue:
+                self._first_at = now
+            self._last_at = now
+            self._queue.append(job)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="mdrecall-recall-writer", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def _due_in(self) -> float:
+        """Seconds until the queued batch should be written (0: now)."""
+        if self._closed or self._flushing or len(self._queue) >= self.max_batch:
+            return 0.0
+        now = time.monotonic()
+        return max(0.0, min(self._last_at + self.idle_s - now, self._first_at + self.max_wait_s - now))
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._queue or self._closed)
+                if not self._queue:
+                    return
+                while (delay := self._due_in()) > 0:
+                    self._cond.wait(delay)
+                batch, self._queue = self._queue, []
+                self._busy = True
+            started = time.perf_counter()
+            try:
+                record_recalls_batch(self.workspace, batch, config=self.config)
+                self.batches += 1
+                self.recorded += len(batch)
+            except Exception as exc:  # never let one bad batch stop recording
+                log.warning("recall tracking failed for %s: %s", self.workspace, exc)
+            finally:
+                self.seconds += time.perf_counter() - started
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def flush(self, timeout: float | None = 30.0) -> bool:
+        """Record everything queued now and wait for it; False if ``timeout`` passed first."""
+        with self._cond:
+            self._flushing += 1
+            self._cond.notify_all()
+            try:
+                return self._cond.wait_for(lambda: not self._queue and not self._busy, timeout)
+            finally:
+                self._flushing -= 1
+
+    def close(self, timeout: float | None = 30.0) -> None:
+        self.flush(timeout)
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
 
 
 def record_grounding(
@@ -353,24 +501,31 @@ def record_grounding(
     cfg = dreaming_config(config)
     if not (cfg.enabled and cfg.tracking):
         return 0
-    rel = normalize_path(path)
+    rel, start, end = _grounding_range(path, from_line, lines)
     now = ensure_aware(now)
     day = day_bucket(now, cfg.tz())
-    start = max(1, from_line or 1)
-    end = start + lines - 1 if lines else 10**9
-    updated = 0
     store = RecallStore(Path(workspace), cfg)
     if not store.exists():
         return 0
     with store.update(now) as state:
-        for entry in state.entries.values():
-            if entry.path != rel or entry.promoted_at or entry.last_grounded_day == day:
-                continue
-            if entry.start_line <= end and entry.end_line >= start:
-                entry.grounded_count += 1
-                entry.total_relevance += 1.0
-                entry.last_grounded_day = day
-                updated += 1
+        return _apply_grounding(state, rel, start, end, day)
+
+
+def _grounding_range(path: str, from_line: int | None, lines: int | None) -> tuple[str, int, int]:
+    start = max(1, from_line or 1)
+    return normalize_path(path), start, start + lines - 1 if lines else 10**9
+
+
+def _apply_grounding(state: Any, rel: str, start: int, end: int, day: str) -> int:
+    updated = 0
+    for entry in state.entries.values():
+        if entry.path != rel or entry.promoted_at or entry.last_grounded_day == day:
+            continue
+        if entry.start_line <= end and entry.end_line >= start:
+            entry.grounded_count += 1
+            entry.total_relevance += 1.0
+            entry.last_grounded_day = day
+            updated += 1
     return updated
 
 
@@ -384,20 +539,26 @@ def install_recall_tracking(manager: Any) -> bool:
         return False
     workspace = Path(manager.workspace)
     memory_config = manager.config
+    writer = RecallWriter(workspace, memory_config)
 
     def on_search(query: str, response: Any, session_key: str | None, now: datetime | None) -> None:
-        results = getattr(response, "results", response)
-        try:
-            record_recalls(workspace, query, results, now, config=memory_config, session_key=session_key)
-        except Exception as exc:  # a listener must never fail the search it observes
-            log.warning("recall tracking failed for %s: %s", workspace, exc)
+        del session_key  # recalls are per workspace
+        if not query or not getattr(response, "results", response):
+            return
+        writer.submit(query, getattr(response, "results", response), now)
 
     manager.add_search_listener(on_search)
+    if hasattr(manager, "add_flush_hook"):
+        manager.add_flush_hook(writer.flush)
+        manager.add_close_hook(writer.close)
+    else:
+        log.warning("manager has no close hook: recall tracking may lose its last searches")
+    manager.recall_writer = writer
     if hasattr(manager, "add_read_listener"):
         def on_read(path: str, from_line: int | None, lines: int | None, now: datetime | None = None) -> None:
             try:
                 if is_short_term(normalize_path(path), "memory", track_sessions=cfg.trackSessions):
-                    record_grounding(workspace, path, from_line, lines, now, config=memory_config)
+                    writer.submit_grounding(path, from_line, lines, now)
             except Exception as exc:
                 log.warning("recall grounding failed for %s: %s", workspace, exc)
 

@@ -40,27 +40,56 @@ def _hydrate(db: IndexDB, rowids: list[int], sources: Sequence[str] | None, scor
 
 
 class InProcessVectors:
-    """All stored vectors as one normalised matrix, reloaded when the database changes."""
+    """All stored vectors as one normalised matrix: the KNN when sqlite-vec cannot load, and a cache
+    in front of sqlite-vec while the matrix fits ``max_bytes``.
 
-    def __init__(self) -> None:
+    sqlite-vec's ``vec0`` scans every vector on disk per query (11–12 ms at 10k × 384); one matrix
+    product over the same vectors in memory takes 0.3 ms. The matrix is reloaded only when the stored
+    chunks change (``IndexDB.chunks_version``), not on every commit.
+    """
+
+    def __init__(self, max_bytes: int | None = None) -> None:
+        self.max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._version: tuple[int, int] | None = None
+        self._version: tuple[int, str | None, int] | None = None
         self._rowids = np.zeros(0, dtype=np.int64)
         self._sources: list[str] = []
         self._matrix = np.zeros((0, 0), dtype=np.float32)
+        self.loads = 0  # how many times the matrix was (re)read from the database
+
+    @property
+    def loaded_vectors(self) -> int:
+        return int(self._matrix.shape[0])
+
+    @property
+    def loaded_bytes(self) -> int:
+        return int(self._matrix.nbytes)
+
+    def fits(self, db: IndexDB, dims: int | None) -> bool:
+        """Whether the index's vectors fit the memory budget (always True without a budget)."""
+        if self.max_bytes is None:
+            return True
+        if not dims or self.max_bytes <= 0:
+            return False
+        with self._lock:
+            if self._version is not None and self._version[:2] == (id(db), db.chunks_version()):
+                return self._matrix.nbytes <= self.max_bytes
+        return db.chunk_count() * dims * 4 <= self.max_bytes
 
     def _load(self, db: IndexDB) -> None:
-        version = (id(db), db.data_version(), db.chunk_count())
+        version = (id(db), db.chunks_version(), db.data_version() if db.chunks_version() is None else 0)
         if version == self._version:
             return
         rows = db.conn.execute("SELECT rowid, source, embedding FROM chunks WHERE embedding IS NOT NULL").fetchall()
+        self.loads += 1
         if rows:
             dims = max(len(r[2]) for r in rows) // 4
             keep = [r for r in rows if len(r[2]) == dims * 4]
             matrix = np.frombuffer(b"".join(r[2] for r in keep), dtype=np.float32).reshape(len(keep), dims).copy()
             norms = np.linalg.norm(matrix, axis=1, keepdims=True)
             norms[norms == 0] = 1.0
-            self._matrix = matrix / norms
+            matrix /= norms
+            self._matrix = matrix
             self._rowids = np.array([r[0] for r in keep], dtype=np.int64)
             self._sources = [r[1] for r in keep]
         else:
@@ -76,7 +105,10 @@ class InProcessVectors:
                 return []
             q = np.asarray(query_vec, dtype=np.float32)
             norm = float(np.linalg.norm(q)) or 1.0
-            sims = self._matrix @ (q / norm)
+            # einsum, not ``@``: numpy's BLAS would spin up its own threads for this product and
+            # then fight torch's threads for the cores, doubling the query embedding's time (measured:
+            # 14 ms → 32 ms per hybrid query on 2 cores). einsum runs single-threaded: 1 ms at 10k × 384.
+            sims = np.einsum("ij,j->i", self._matrix, q / norm)
             if sources:
                 allowed = np.array([s in sources for s in self._sources])
                 sims = np.where(allowed, sims, -np.inf)

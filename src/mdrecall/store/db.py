@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -20,6 +21,10 @@ from mdrecall.errors import StoreError
 
 SCHEMA_VERSION = 2
 META_KEY = "memory_index_meta_v1"
+#: A random token replaced by every write that changes the stored chunks: in-process caches (the
+#: vector matrix) compare it instead of reloading. Random, not a counter, so a rebuilt database
+#: swapped in under the same path can never repeat the token the cache saw.
+CHUNKS_VERSION_KEY = "chunks_version"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -317,6 +322,7 @@ class IndexDB:
                 "mtime=excluded.mtime, size=excluded.size",
                 (path, source, reason, mtime, size),
             )
+            self._bump_chunks_version()
 
     def touch_file(self, path: str, mtime: int, size: int) -> None:
         self.conn.execute("UPDATE files SET mtime = ?, size = ? WHERE path = ?", (mtime, size, path))
@@ -338,6 +344,13 @@ class IndexDB:
     def remove_file(self, path: str) -> None:
         with self.conn:
             self._delete_file_rows(path)
+            self._bump_chunks_version()
+
+    def _bump_chunks_version(self) -> None:
+        self.set_kv(CHUNKS_VERSION_KEY, uuid.uuid4().hex)
+
+    def chunks_version(self) -> str | None:
+        return self.get_kv(CHUNKS_VERSION_KEY)
 
     def replace_file(self, file: FileRow, chunks: Sequence[ChunkRow], model: str) -> None:
         """Atomically replace everything stored for one file."""
@@ -378,6 +391,7 @@ class IndexDB:
                 "INSERT INTO files(path, source, hash, mtime, size, indexed_at) VALUES(?,?,?,?,?,?)",
                 (file.path, file.source, file.hash, file.mtime, file.size, now),
             )
+            self._bump_chunks_version()
 
     # -- counts ----------------------------------------------------------------------------------
     def counts(self) -> dict[str, dict[str, int]]:
