@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
+import pytest
 from indexcheck import index_content
 
 from mdrecall import open_manager
@@ -137,3 +138,32 @@ def test_overlapping_transcript_hits_are_merged(make_ws: Callable[..., Path], cf
         assert best.start_line <= 19 and best.end_line >= 22  # JSONL lines of messages 18..21
         lines = best.snippet.split("\n")
         assert len(lines) == len(set(lines)) and sum("zebra" in line for line in lines) == 4
+
+
+@pytest.mark.parametrize("provider", ["none", "counting"])
+def test_own_transcripts_are_not_crowded_out_by_other_sessions(
+    provider: str, make_ws: Callable[..., Path], cfg: Callable[..., dict], request: pytest.FixtureRequest
+) -> None:
+    """Session scoping filters inside retrieval: 80 other sessions whose transcripts match a query
+    better than this session's own must not push the own transcript out of the candidates (the
+    filter used to run after the top 60 candidates were chosen)."""
+    files: dict[str, str | bytes] = {"MEMORY.md": "# Memory\n- nothing about boats\n"}
+    loud = "The fjord ferry fjord schedule: fjord ferry leaves at nine, fjord ferry returns at five."
+    for i in range(80):
+        files[f".openclaw/sessions/other{i:02d}/transcripts/t.jsonl"] = json.dumps({"role": "user", "content": f"{loud} ({i})"}) + "\n"
+    files[".openclaw/sessions/mine/transcripts/t.jsonl"] = json.dumps(
+        {"role": "user", "content": "Remember: I get seasick on the fjord crossing."}
+    ) + "\n"
+    ws = make_ws(files)
+    if provider == "counting":
+        request.getfixturevalue("counting_provider")  # real vectors: the in-memory KNN is scoped too
+    with open_manager(ws, cfg(provider=provider, sources=["memory", "sessions"])) as m:
+        m.sync()
+        hits = m.search("fjord ferry", session_key="mine", min_score=0).results
+        assert [h.path for h in hits if h.source == "sessions"] == [".openclaw/sessions/mine/transcripts/t.jsonl"]
+        # Another private session with visibility "own" sees its own only; a group key sees none.
+        assert {h.path for h in m.search("fjord ferry", session_key="other07", min_score=0).results if h.source == "sessions"} == {
+            ".openclaw/sessions/other07/transcripts/t.jsonl"
+        }
+        assert [h for h in m.search("fjord ferry", session_key="agent:g:group:1", min_score=0).results if h.source == "sessions"] == []
+        assert [h for h in m.search("fjord ferry", min_score=0).results if h.source == "sessions"] == []

@@ -30,6 +30,7 @@ from mdrecall.embeddings.registry import ProviderSelection, activate_fallback, s
 from mdrecall.errors import EmbeddingError, MdrecallError, PathError, StoreError
 from mdrecall.freshness import Snapshot, make_snapshot, scan_dirs
 from mdrecall.search.pipeline import SearchPlan, VectorSearch, run_search
+from mdrecall.search.scope import Scope
 from mdrecall.search.vector import InProcessVectors, sqlite_vec_search
 from mdrecall.store import WriterLock, cleanup_stale_rebuilds, default_store_path, rebuild_path, remove_db_files, swap_in
 from mdrecall.store.db import SCHEMA_VERSION, IndexDB, StoreOptions
@@ -554,9 +555,8 @@ class BuiltinMemoryManager:
             query=text,
             max_results=max_results or q.maxResults,
             min_score=q.minScore if min_score is None else min_score,
-            sources=None if set(wanted) == set(configured) else wanted,
+            scope=self._scope(None if set(wanted) == set(configured) else wanted, session_key),
             now=now,
-            visible=self._visibility(session_key),
         )
         with self._read_mutex:
             outcome = run_search(self._read_db, self.config, plan, embed, vector_fn, degraded)
@@ -601,28 +601,25 @@ class BuiltinMemoryManager:
             return True  # a full walk now and then, whatever the quick check says
         return snapshot.changed()  # one stat per known file and directory
 
-    def _visibility(self, session_key: str | None) -> Callable[[str, str], bool] | None:
-        """Which transcript hits a search may see. Memory files are always visible.
+    def _scope(self, sources: Sequence[str] | None, session_key: str | None) -> Scope:
+        """What one search may see. Memory files are always visible to every session.
 
         A session always sees its own transcripts. With ``sessions.visibility: all`` a direct
         (private) session also sees the others; a group or channel session key (one containing a
         ``sessions.sharedKeyMarkers`` marker) never sees any transcript but its own, whatever the
-        visibility, so a private conversation cannot leak into a group.
+        visibility, so a private conversation cannot leak into a group. Applied inside retrieval
+        (search/scope.py), so other sessions' transcripts cannot crowd a session's own out.
         """
+        wanted = tuple(sources) if sources else None
         if "sessions" not in self.config.sources:
-            return None
-        from mdrecall.sessions import session_key_of
+            return Scope(wanted)
+        from mdrecall.sessions import transcripts_prefix
 
-        scope = self.config.sessions
-        shared = session_key is not None and any(marker in session_key for marker in scope.sharedKeyMarkers)
-        see_all = scope.visibility == "all" and not shared
-
-        def visible(source: str, path: str) -> bool:
-            if source != "sessions" or see_all:
-                return True
-            return session_key is not None and session_key_of(path, self.config) == session_key
-
-        return visible
+        policy = self.config.sessions
+        shared = session_key is not None and any(marker in session_key for marker in policy.sharedKeyMarkers)
+        if policy.visibility == "all" and not shared:
+            return Scope(wanted)
+        return Scope(wanted, transcripts_prefix(session_key or "", self.config))
 
     def _freshness(self, stale: bool) -> dict[str, Any]:
         """What a response knows about the index's freshness (as of ``checkedAt``)."""

@@ -77,4 +77,12 @@ def session_key_of(rel_path: str, config: MemoryConfig) -> str | None:
     return rest[0] if len(rest) >= 3 and rest[1] == "transcripts" else None
 
 
-__all__ = ["SessionSource", "session_key_of", "sessions_root"]
+def transcripts_prefix(session_key: str, config: MemoryConfig) -> str:
+    """The stored-path prefix of one session's transcripts (what ``session_key_of`` maps back to the
+    key); "" for a key no stored path can have."""
+    if not session_key or "/" in session_key or session_key in (".", ".."):
+        return ""
+    return Path(config.sessions.dir).as_posix().strip("/") + f"/{session_key}/transcripts/"
+
+
+__all__ = ["SessionSource", "session_key_of", "sessions_root", "transcripts_prefix"]

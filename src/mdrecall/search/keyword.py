@@ -8,10 +8,9 @@ ORed, so BM25 ranks chunks by how many rare query words they hold instead of req
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
-
 import apsw
 
+from mdrecall.search.scope import Scope, ScopeLike, as_scope
 from mdrecall.store.db import IndexDB
 from mdrecall.text import fts_match_expression, query_terms
 
@@ -30,52 +29,53 @@ class Candidate:
 _COLUMNS = "c.rowid, c.path, c.source, c.start_line, c.end_line, c.text"
 
 
-def _source_clause(sources: Sequence[str] | None) -> tuple[str, tuple[str, ...]]:
-    if not sources:
-        return "", ()
-    return f" AND c.source IN ({','.join('?' * len(sources))})", tuple(sources)
-
-
-def keyword_search(
-    db: IndexDB, query: str, limit: int, sources: Sequence[str] | None, tokenizer: str = "unicode61"
-) -> list[Candidate]:
+def keyword_search(db: IndexDB, query: str, limit: int, scope: ScopeLike, tokenizer: str = "unicode61") -> list[Candidate]:
     terms = query_terms(query)
     if not terms:
         return []
+    where = as_scope(scope)
     if tokenizer == "trigram":
-        return _trigram_search(db, terms, limit, sources)
+        return _trigram_search(db, terms, limit, where)
     expression = fts_match_expression(terms)
     if expression is None:
         return []
-    clause, args = _source_clause(sources)
-    # Inner query uses FTS5's optimised ORDER BY rank LIMIT; widen it when a source filter drops rows.
-    inner_limit = limit if not sources else limit * 4
-    sql = (
-        f"SELECT {_COLUMNS}, f.rank FROM "
-        "(SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?) AS f "
-        f"JOIN chunks c ON c.rowid = f.rowid WHERE 1=1{clause} ORDER BY f.rank LIMIT ?"
-    )
+    clause, args = where.sql()
+    if not where.restricted:
+        # FTS5's optimised ORDER BY rank LIMIT in the inner query: only the top rows are ranked.
+        sql = (
+            f"SELECT {_COLUMNS}, f.rank FROM "
+            "(SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?) AS f "
+            "JOIN chunks c ON c.rowid = f.rowid ORDER BY f.rank"
+        )
+        params: tuple[object, ...] = (expression, limit)
+    else:
+        # A filter (sources, another session's transcripts) applies before the limit, so hidden
+        # rows can never crowd visible ones out of the candidates.
+        sql = (
+            f"SELECT {_COLUMNS}, f.rank FROM chunks_fts f JOIN chunks c ON c.rowid = f.rowid "
+            f"WHERE chunks_fts MATCH ?{clause} ORDER BY f.rank LIMIT ?"
+        )
+        params = (expression, *args, limit)
     try:
-        rows = db.conn.execute(sql, (expression, inner_limit, *args, limit)).fetchall()
+        rows = db.conn.execute(sql, params).fetchall()
     except apsw.SQLError:
         return []
     return [Candidate(r[0], r[1], r[2], r[3], r[4], r[5], -float(r[6])) for r in rows]
 
 
-def _trigram_search(db: IndexDB, terms: list[str], limit: int, sources: Sequence[str] | None) -> list[Candidate]:
+def _trigram_search(db: IndexDB, terms: list[str], limit: int, scope: Scope) -> list[Candidate]:
     long_terms = [t for t in terms if len(t) >= 3]
     short_terms = [t for t in terms if len(t) < 3]
-    clause, args = _source_clause(sources)
+    clause, args = scope.sql()
     found: dict[int, Candidate] = {}
     if long_terms:
         expression = " OR ".join('"' + t.replace('"', "") + '"' for t in long_terms)
         sql = (
-            f"SELECT {_COLUMNS}, f.rank FROM "
-            "(SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?) AS f "
-            f"JOIN chunks c ON c.rowid = f.rowid WHERE 1=1{clause} ORDER BY f.rank LIMIT ?"
+            f"SELECT {_COLUMNS}, f.rank FROM chunks_fts f JOIN chunks c ON c.rowid = f.rowid "
+            f"WHERE chunks_fts MATCH ?{clause} ORDER BY f.rank LIMIT ?"
         )
         try:
-            for r in db.conn.execute(sql, (expression, limit * 2, *args, limit)):
+            for r in db.conn.execute(sql, (expression, *args, limit)):
                 found[r[0]] = Candidate(r[0], r[1], r[2], r[3], r[4], r[5], -float(r[6]))
         except apsw.SQLError:
             pass
@@ -95,7 +95,7 @@ def _trigram_search(db: IndexDB, terms: list[str], limit: int, sources: Sequence
     return sorted(found.values(), key=lambda c: c.score, reverse=True)[:limit]
 
 
-def scan_search(db: IndexDB, query: str, limit: int, sources: Sequence[str] | None) -> list[Candidate]:
+def scan_search(db: IndexDB, query: str, limit: int, scope: ScopeLike) -> list[Candidate]:
     """Last resort when FTS5 is unavailable: score every stored chunk by term overlap in Python."""
     import math
 
@@ -104,7 +104,7 @@ def scan_search(db: IndexDB, query: str, limit: int, sources: Sequence[str] | No
     terms = term_stems(query_terms(query))
     if not terms:
         return []
-    clause, args = _source_clause(sources)
+    clause, args = as_scope(scope).sql()
     rows = db.conn.execute(f"SELECT {_COLUMNS} FROM chunks c WHERE 1=1{clause}", args).fetchall()
     lowered = [r[5].lower() for r in rows]
     n = max(1, len(rows))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
 
@@ -17,10 +17,11 @@ from mdrecall.search.decay import decay_multiplier
 from mdrecall.search.fusion import Scored, rrf_fusion, weighted_fusion
 from mdrecall.search.keyword import Candidate, keyword_search, scan_search
 from mdrecall.search.mmr import mmr_rerank
+from mdrecall.search.scope import ScopeLike
 from mdrecall.store.db import IndexDB
 from mdrecall.types import SearchMode, SearchResult
 
-VectorSearch = Callable[[IndexDB, np.ndarray, int, Sequence[str] | None], list[Candidate]]
+VectorSearch = Callable[[IndexDB, np.ndarray, int, ScopeLike], list[Candidate]]
 
 
 @dataclass
@@ -28,10 +29,9 @@ class SearchPlan:
     query: str
     max_results: int
     min_score: float
-    sources: Sequence[str] | None
+    #: What the search may see (sources, whose transcripts); a plain list of sources also works.
+    scope: ScopeLike
     now: datetime
-    #: Result filter (session scoping); returns False to hide a hit.
-    visible: Callable[[str, str], bool] | None = None
 
 
 @dataclass
@@ -58,7 +58,7 @@ def run_search(
 
     keyword: list[Candidate] = []
     if fts and (q.hybrid.enabled or embed_query is None or vector_search is None):
-        keyword = keyword_search(db, plan.query, candidates, plan.sources, q.fts.tokenizer)
+        keyword = keyword_search(db, plan.query, candidates, plan.scope, q.fts.tokenizer)
 
     vector: list[Candidate] = []
     use_vectors = embed_query is not None and vector_search is not None
@@ -70,10 +70,10 @@ def run_search(
             degraded = True
             use_vectors = False
             if fts and not keyword:
-                keyword = keyword_search(db, plan.query, candidates, plan.sources, q.fts.tokenizer)
+                keyword = keyword_search(db, plan.query, candidates, plan.scope, q.fts.tokenizer)
         else:
             if np.any(query_vec):
-                vector = vector_search(db, query_vec, candidates, plan.sources)  # type: ignore[misc]
+                vector = vector_search(db, query_vec, candidates, plan.scope)  # type: ignore[misc]
 
     if use_vectors and fts and q.hybrid.enabled:
         mode: SearchMode = "hybrid"
@@ -83,7 +83,7 @@ def run_search(
         mode = "keyword-only"
     else:
         mode = "file-scan"
-        keyword = scan_search(db, plan.query, candidates, plan.sources)
+        keyword = scan_search(db, plan.query, candidates, plan.scope)
 
     if mode == "vector-only":
         merged = weighted_fusion([], vector, 1.0, 0.0)
@@ -91,9 +91,6 @@ def run_search(
         merged = rrf_fusion(keyword, vector, q.hybrid.vectorWeight, q.hybrid.textWeight, q.hybrid.rrfK)
     else:
         merged = weighted_fusion(keyword, vector, q.hybrid.vectorWeight, q.hybrid.textWeight)
-
-    if plan.visible is not None:
-        merged = [m for m in merged if plan.visible(m.source, m.path)]
 
     relevance = {m.rowid: m.score for m in merged}
     if q.temporalDecay.enabled:

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import threading
-from typing import Sequence
-
 import numpy as np
 
-from mdrecall.search.keyword import Candidate, _COLUMNS, _source_clause
+from mdrecall.search.keyword import Candidate, _COLUMNS
+from mdrecall.search.scope import Scope, ScopeLike, as_scope
 from mdrecall.store.db import IndexDB
 
 
-def sqlite_vec_search(db: IndexDB, query_vec: np.ndarray, limit: int, sources: Sequence[str] | None) -> list[Candidate]:
+def sqlite_vec_search(db: IndexDB, query_vec: np.ndarray, limit: int, scope: ScopeLike) -> list[Candidate]:
+    where = as_scope(scope)
     blob = np.asarray(query_vec, dtype=np.float32).tobytes()
     k = limit
     total = db.chunk_count()
@@ -21,17 +21,17 @@ def sqlite_vec_search(db: IndexDB, query_vec: np.ndarray, limit: int, sources: S
         ).fetchall()
         ids = [r[0] for r in rows]
         dist = {r[0]: float(r[1]) for r in rows}
-        out = _hydrate(db, ids, sources, lambda rowid: 1.0 - dist[rowid])
-        # A source filter can drop KNN hits: widen until enough survive or everything was seen.
-        if len(out) >= limit or len(rows) >= total or not sources:
+        out = _hydrate(db, ids, where, lambda rowid: 1.0 - dist[rowid])
+        # A filter can drop KNN hits: widen until enough survive or everything was seen.
+        if len(out) >= limit or len(rows) >= total or not where.restricted:
             return out[:limit]
         k *= 4
 
 
-def _hydrate(db: IndexDB, rowids: list[int], sources: Sequence[str] | None, score_of) -> list[Candidate]:  # type: ignore[no-untyped-def]
+def _hydrate(db: IndexDB, rowids: list[int], scope: Scope, score_of) -> list[Candidate]:  # type: ignore[no-untyped-def]
     if not rowids:
         return []
-    clause, args = _source_clause(sources)
+    clause, args = scope.sql()
     marks = ",".join("?" * len(rowids))
     rows = db.conn.execute(f"SELECT {_COLUMNS} FROM chunks c WHERE c.rowid IN ({marks}){clause}", (*rowids, *args)).fetchall()
     out = [Candidate(r[0], r[1], r[2], r[3], r[4], r[5], score_of(r[0])) for r in rows]
@@ -53,7 +53,8 @@ class InProcessVectors:
         self._lock = threading.Lock()
         self._version: tuple[int, str | None, int] | None = None
         self._rowids = np.zeros(0, dtype=np.int64)
-        self._sources: list[str] = []
+        self._sources = np.zeros(0, dtype=object)
+        self._paths: list[str] = []
         self._matrix = np.zeros((0, 0), dtype=np.float32)
         self.loads = 0  # how many times the matrix was (re)read from the database
 
@@ -80,7 +81,7 @@ class InProcessVectors:
         version = (id(db), db.chunks_version(), db.data_version() if db.chunks_version() is None else 0)
         if version == self._version:
             return
-        rows = db.conn.execute("SELECT rowid, source, embedding FROM chunks WHERE embedding IS NOT NULL").fetchall()
+        rows = db.conn.execute("SELECT rowid, source, embedding, path FROM chunks WHERE embedding IS NOT NULL").fetchall()
         self.loads += 1
         if rows:
             dims = max(len(r[2]) for r in rows) // 4
@@ -91,14 +92,17 @@ class InProcessVectors:
             matrix /= norms
             self._matrix = matrix
             self._rowids = np.array([r[0] for r in keep], dtype=np.int64)
-            self._sources = [r[1] for r in keep]
+            self._sources = np.array([r[1] for r in keep], dtype=object)
+            self._paths = [r[3] for r in keep]
         else:
             self._matrix = np.zeros((0, 0), dtype=np.float32)
             self._rowids = np.zeros(0, dtype=np.int64)
-            self._sources = []
+            self._sources = np.zeros(0, dtype=object)
+            self._paths = []
         self._version = version
 
-    def search(self, db: IndexDB, query_vec: np.ndarray, limit: int, sources: Sequence[str] | None) -> list[Candidate]:
+    def search(self, db: IndexDB, query_vec: np.ndarray, limit: int, scope: ScopeLike) -> list[Candidate]:
+        where = as_scope(scope)
         with self._lock:
             self._load(db)
             if self._matrix.size == 0 or self._matrix.shape[1] != len(query_vec):
@@ -109,11 +113,11 @@ class InProcessVectors:
             # then fight torch's threads for the cores, doubling the query embedding's time (measured:
             # 14 ms → 32 ms per hybrid query on 2 cores). einsum runs single-threaded: 1 ms at 10k × 384.
             sims = np.einsum("ij,j->i", self._matrix, q / norm)
-            if sources:
-                allowed = np.array([s in sources for s in self._sources])
+            allowed = where.mask(self._sources, self._paths)
+            if allowed is not None:
                 sims = np.where(allowed, sims, -np.inf)
             count = min(limit, len(sims))
             top = np.argpartition(-sims, count - 1)[:count] if count < len(sims) else np.arange(len(sims))
             top = [i for i in top if np.isfinite(sims[i])]
             scores = {int(self._rowids[i]): float(sims[i]) for i in top}
-        return _hydrate(db, list(scores), sources, lambda rowid: scores[rowid])
+        return _hydrate(db, list(scores), where, lambda rowid: scores[rowid])

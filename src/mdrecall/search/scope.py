@@ -1,0 +1,86 @@
+"""Which stored chunks one search may see: sources, and whose transcripts.
+
+Applied inside retrieval (SQL for FTS5 and sqlite-vec, a row mask for the in-memory vectors), not
+after it: a session restricted to its own transcripts must not lose them because other sessions'
+transcripts filled the candidate list first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence, Union
+
+import numpy as np
+
+SESSIONS = "sessions"
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    #: Sources to search; None: all of them.
+    sources: tuple[str, ...] | None = None
+    #: When set, transcript chunks are visible only under this path prefix (one session's
+    #: ``<sessionsDir>/<key>/transcripts/``); the empty string hides every transcript.
+    transcripts_prefix: str | None = None
+
+    @property
+    def restricted(self) -> bool:
+        return self.sources is not None or self.transcripts_prefix is not None
+
+    def sql(self, alias: str = "c") -> tuple[str, tuple[object, ...]]:
+        """`` AND …`` conditions on ``<alias>.source`` / ``<alias>.path``, and their arguments."""
+        clause, args = "", ()  # type: tuple[str, tuple[object, ...]]
+        if self.sources is not None:
+            marks = ",".join("?" * len(self.sources)) or "NULL"
+            clause += f" AND {alias}.source IN ({marks})"
+            args += tuple(self.sources)
+        prefix = self.transcripts_prefix
+        if prefix == "":
+            clause += f" AND {alias}.source != ?"
+            args += (SESSIONS,)
+        elif prefix is not None:
+            # substr, not LIKE/GLOB: a session key may hold characters those treat as wildcards.
+            clause += f" AND ({alias}.source != ? OR substr({alias}.path, 1, ?) = ?)"
+            args += (SESSIONS, len(prefix), prefix)
+        return clause, args
+
+    def allows(self, source: str, path: str) -> bool:
+        if self.sources is not None and source not in self.sources:
+            return False
+        prefix = self.transcripts_prefix
+        if prefix is None or source != SESSIONS:
+            return True
+        return prefix != "" and path.startswith(prefix)
+
+    def mask(self, sources: np.ndarray, paths: Sequence[str]) -> np.ndarray | None:
+        """Boolean row mask over parallel arrays of sources and paths; None when nothing is filtered."""
+        if not self.restricted:
+            return None
+        allowed = np.ones(len(sources), dtype=bool)
+        if self.sources is not None:
+            allowed &= np.isin(sources, list(self.sources))
+        if self.transcripts_prefix is not None:
+            is_session = sources == SESSIONS
+            if self.transcripts_prefix == "":
+                allowed &= ~is_session
+            else:
+                own = np.zeros(len(sources), dtype=bool)
+                for i in np.flatnonzero(is_session):
+                    own[i] = paths[i].startswith(self.transcripts_prefix)
+                allowed &= ~is_session | own
+        return allowed
+
+
+ScopeLike = Union[Scope, Sequence[str], None]
+
+
+def as_scope(value: ScopeLike) -> Scope:
+    """A Scope from a Scope, a list of sources (the older call style), or None (everything)."""
+    if isinstance(value, Scope):
+        return value
+    if not value:
+        return Scope()
+    return Scope(sources=tuple(value))
+
+
+__all__ = ["Scope", "ScopeLike", "as_scope"]
