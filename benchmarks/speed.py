@@ -258,15 +258,21 @@ def _search_phases(manager: Any, queries: list[str], embed: bool) -> dict[str, A
     if snapshot is not None and hasattr(snapshot, "changed"):
         out["freshness_check"] = _timed(lambda _i: snapshot.changed(), list(range(20)), warmup=2)
         out["freshness_check"]["files"] = len(getattr(snapshot, "files", {}))
-    pause = cfg.sync.reconcileIntervalMs / 1000.0 + 0.1
+    out["after_idle"] = _after_idle(manager, queries)
+    return out
+
+
+def _after_idle(manager: Any, queries: list[str]) -> dict[str, float]:
+    """Searches after a pause longer than ``sync.reconcileIntervalMs`` (an agent searching now and then)."""
+    pause = manager.config.sync.reconcileIntervalMs / 1000.0 + 0.1
     idle = []
     for q in queries[:5]:
         time.sleep(pause)
         t0 = time.perf_counter()
         manager.search(q)
         idle.append(time.perf_counter() - t0)
-    out["after_idle"] = _percentiles(idle)
-    out["after_idle"]["pause_s"] = round(pause, 2)
+    out = _percentiles(idle)
+    out["pause_s"] = round(pause, 2)
     return out
 
 
@@ -303,6 +309,15 @@ def child_keyword(spec: dict[str, Any]) -> dict[str, Any]:
         chunks = m.status()["chunks"]
         noop = _noop_resync(m)
         search = _search_phases(m, queries, embed=False)
+    # The same searches without a watcher (sync.watch: false, or watchfiles unusable): every search
+    # stats every known file first, and walks the tree after a pause (reconcileIntervalMs).
+    no_watch = {"provider": "none", "store": {"path": store}, "sync": {"watch": False}, "dreaming": {"tracking": False}}
+    with open_manager(ws, no_watch, use_global_config=False) as m:
+        m.sync()
+        search["without_watcher"] = {
+            "default": _timed(lambda q: m.search(q), queries, warmup=3, budget_s=60.0),
+            "after_idle": _after_idle(m, queries),
+        }
     return {
         "chunks": chunks,
         "files_indexed": report.files_indexed,
