@@ -144,12 +144,14 @@ def test_overlapping_transcript_hits_are_merged(make_ws: Callable[..., Path], cf
 def test_own_transcripts_are_not_crowded_out_by_other_sessions(
     provider: str, make_ws: Callable[..., Path], cfg: Callable[..., dict], request: pytest.FixtureRequest
 ) -> None:
-    """Session scoping filters inside retrieval: 80 other sessions whose transcripts match a query
+    """Session scoping filters inside retrieval: other sessions whose transcripts match a query
     better than this session's own must not push the own transcript out of the candidates (the
     filter used to run after the top 60 candidates were chosen)."""
     files: dict[str, str | bytes] = {"MEMORY.md": "# Memory\n- nothing about boats\n"}
     loud = "The fjord ferry fjord schedule: fjord ferry leaves at nine, fjord ferry returns at five."
-    for i in range(80):
+    # Keyword search ranks 4 × 60 rows before filtering, then falls back to ranking every match: 300
+    # sessions exercise that; the vector KNN masks rows before it picks, so 80 (faster to embed) do.
+    for i in range(300 if provider == "none" else 80):
         files[f".openclaw/sessions/other{i:02d}/transcripts/t.jsonl"] = json.dumps({"role": "user", "content": f"{loud} ({i})"}) + "\n"
     files[".openclaw/sessions/mine/transcripts/t.jsonl"] = json.dumps(
         {"role": "user", "content": "Remember: I get seasick on the fjord crossing."}

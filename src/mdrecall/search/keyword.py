@@ -40,24 +40,25 @@ def keyword_search(db: IndexDB, query: str, limit: int, scope: ScopeLike, tokeni
     if expression is None:
         return []
     clause, args = where.sql()
-    if not where.restricted:
-        # FTS5's optimised ORDER BY rank LIMIT in the inner query: only the top rows are ranked.
-        sql = (
-            f"SELECT {_COLUMNS}, f.rank FROM "
-            "(SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?) AS f "
-            "JOIN chunks c ON c.rowid = f.rowid ORDER BY f.rank"
-        )
-        params: tuple[object, ...] = (expression, limit)
-    else:
-        # A filter (sources, another session's transcripts) applies before the limit, so hidden
-        # rows can never crowd visible ones out of the candidates.
-        sql = (
-            f"SELECT {_COLUMNS}, f.rank FROM chunks_fts f JOIN chunks c ON c.rowid = f.rowid "
-            f"WHERE chunks_fts MATCH ?{clause} ORDER BY f.rank LIMIT ?"
-        )
-        params = (expression, *args, limit)
+    # FTS5's optimised ORDER BY rank LIMIT in the inner query: only the top rows are ranked. A filter
+    # (sources, other sessions' transcripts) applies to four times as many; when it leaves too few
+    # while more matches exist, rank every match under the filter, so hidden rows can never crowd
+    # visible ones out of the candidates.
+    inner = limit * 4 if where.restricted else limit
+    fast = (
+        f"SELECT {_COLUMNS}, f.rank, f.n FROM "
+        "(SELECT rowid, rank, count(*) OVER () AS n FROM "
+        "(SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?)) AS f "
+        f"JOIN chunks c ON c.rowid = f.rowid WHERE 1=1{clause} ORDER BY f.rank LIMIT ?"
+    )
     try:
-        rows = db.conn.execute(sql, params).fetchall()
+        rows = db.conn.execute(fast, (expression, inner, *args, limit)).fetchall()
+        if where.restricted and len(rows) < limit and (not rows or rows[0][7] >= inner):
+            full = (
+                f"SELECT {_COLUMNS}, f.rank FROM chunks_fts f JOIN chunks c ON c.rowid = f.rowid "
+                f"WHERE chunks_fts MATCH ?{clause} ORDER BY f.rank LIMIT ?"
+            )
+            rows = db.conn.execute(full, (expression, *args, limit)).fetchall()
     except apsw.SQLError:
         return []
     return [Candidate(r[0], r[1], r[2], r[3], r[4], r[5], -float(r[6])) for r in rows]
