@@ -470,8 +470,10 @@ class GeminiServer(ProviderServer):
 # -- Voyage ------------------------------------------------------------------------------------
 
 
-class VoyageServer(ProviderServer):
-    def __init__(self, api_key: str = "pa-test-voyage", *, max_inputs: int = 1000) -> None:
+class _V1InputServer(ProviderServer):
+    """Servers at ``/v1`` taking ``{"input": [...]}`` with a bearer key (Voyage, Mistral)."""
+
+    def __init__(self, api_key: str, *, max_inputs: int) -> None:
         self.api_key = api_key
         self.max_inputs = max_inputs
         super().__init__()
@@ -482,6 +484,11 @@ class VoyageServer(ProviderServer):
 
     def texts_embedded(self) -> int:
         return sum(len(r.json()["input"]) for r in self.embed_requests())
+
+
+class VoyageServer(_V1InputServer):
+    def __init__(self, api_key: str = "pa-test-voyage", *, max_inputs: int = 1000) -> None:
+        super().__init__(api_key, max_inputs=max_inputs)
 
     def handle(self, record: Recorded) -> tuple[int, Any, dict[str, str]]:
         err = lambda msg: {"detail": msg}  # noqa: E731
@@ -513,18 +520,9 @@ def mistral_error(message: str, type_: str = "invalid_request_error") -> dict[st
     return {"object": "error", "message": message, "type": type_, "param": None, "code": None}
 
 
-class MistralServer(ProviderServer):
+class MistralServer(_V1InputServer):
     def __init__(self, api_key: str = "ms-test-key", *, max_inputs: int = 256) -> None:
-        self.api_key = api_key
-        self.max_inputs = max_inputs
-        super().__init__()
-
-    @property
-    def base_url(self) -> str:
-        return self.origin + "/v1"
-
-    def texts_embedded(self) -> int:
-        return sum(len(r.json()["input"]) for r in self.embed_requests())
+        super().__init__(api_key, max_inputs=max_inputs)
 
     def handle(self, record: Recorded) -> tuple[int, Any, dict[str, str]]:
         if record.method != "POST" or record.path != "/v1/embeddings":

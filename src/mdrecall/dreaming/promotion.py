@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from mdrecall.dreaming.blocks import Located, display_text, is_generic_heading, locate, normalize, text_hash
 from mdrecall.dreaming.clock import day_bucket, ensure_aware, to_iso
@@ -279,13 +279,20 @@ def stage(
     cfg = dreaming_config(config)
     now = ensure_aware(now)
     result = StageResult(queue_path(workspace), dry_run)
-    store = RecallStore(workspace, cfg)
-    with store.update(now, dry_run=dry_run) as state:
+    _update_store_and_queue(workspace, cfg, now, dry_run, lambda state, queue: _stage_into(
+        workspace, cfg, now, state, queue, result, sessions_dir(config)))
+    return result
+
+
+def _update_store_and_queue(
+    workspace: Path, cfg: DreamingConfig, now: datetime, dry_run: bool, work: Callable[[StoreState, Queue], None]
+) -> None:
+    """Run ``work`` on the recall store (locked) and the review queue; save both unless a dry run."""
+    with RecallStore(workspace, cfg).update(now, dry_run=dry_run) as state:
         queue = read_queue(workspace)
-        _stage_into(workspace, cfg, now, state, queue, result, sessions_dir(config))
+        work(state, queue)
         if not dry_run:
             _write_queue(workspace, queue)
-    return result
 
 
 def _stage_into(
@@ -341,12 +348,8 @@ def apply(
     now = ensure_aware(now)
     chosen_mode: Mode = mode or ("passing" if cfg.autoApply else "approved")
     result = ApplyResult(memory_file_path(workspace), chosen_mode, dry_run)
-    store = RecallStore(workspace, cfg)
-    with store.update(now, dry_run=dry_run) as state:
-        queue = read_queue(workspace)
-        _apply_into(workspace, cfg, now, state, queue, result, sessions_dir(config))
-        if not dry_run:
-            _write_queue(workspace, queue)
+    _update_store_and_queue(workspace, cfg, now, dry_run, lambda state, queue: _apply_into(
+        workspace, cfg, now, state, queue, result, sessions_dir(config)))
     return result
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from mdrecall.config import MemoryConfig
-from mdrecall.embeddings.http import Clock, JsonHttpClient, RemoteEmbeddingError, default_clock
+from mdrecall.embeddings.http import Clock, RemoteEmbeddingError, default_clock
 from mdrecall.embeddings.remote import RemoteProvider
 from mdrecall.embeddings.settings import (
     ProviderDefaults,
@@ -41,10 +41,7 @@ class OllamaEmbeddingProvider(RemoteProvider):
 
     def __init__(self, settings: ResolvedSettings, *, clock: Clock | None = None) -> None:
         super().__init__(settings, clock=clock)
-        headers = {"Content-Type": "application/json", **settings.headers}
-        if settings.api_key:
-            headers["Authorization"] = f"Bearer {settings.api_key}"
-        self.client = JsonHttpClient(self.id, settings.base_url, headers, settings.timeout, self.retrier)
+        self.client = self._json_client()
 
     def _request(self, texts: list[str], input_type: str) -> list[list[float]]:
         prefix = self.input_type(input_type) or ""

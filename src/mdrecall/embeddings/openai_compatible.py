@@ -9,7 +9,7 @@ organisation, project, custom headers) that must never travel to a third-party s
 from __future__ import annotations
 
 from mdrecall.config import MemoryConfig
-from mdrecall.embeddings.http import Clock, JsonHttpClient, default_clock
+from mdrecall.embeddings.http import Clock, default_clock
 from mdrecall.embeddings.remote import RemoteProvider, openai_style_vectors
 from mdrecall.embeddings.settings import (
     ProviderDefaults,
@@ -36,10 +36,7 @@ class OpenAICompatibleEmbeddingProvider(RemoteProvider):
 
     def __init__(self, settings: ResolvedSettings, *, clock: Clock | None = None) -> None:
         super().__init__(settings, clock=clock)
-        headers = {"Content-Type": "application/json", **settings.headers}
-        if settings.api_key:
-            headers["Authorization"] = f"Bearer {settings.api_key}"
-        self.client = JsonHttpClient(self.id, settings.base_url, headers, settings.timeout, self.retrier)
+        self.client = self._json_client()
 
     def _request(self, texts: list[str], input_type: str) -> list[list[float]]:
         body: dict[str, object] = {"model": self.model, "input": texts, "encoding_format": "float"}

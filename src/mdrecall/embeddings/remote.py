@@ -13,7 +13,7 @@ import numpy as np
 
 from mdrecall.embeddings.base import estimate_tokens
 from mdrecall.embeddings.batching import BatchDoneFn, ProgressFn, embed_in_batches
-from mdrecall.embeddings.http import Clock, RemoteEmbeddingError, Retrier
+from mdrecall.embeddings.http import Clock, JsonHttpClient, RemoteEmbeddingError, Retrier
 from mdrecall.embeddings.settings import ResolvedSettings
 
 #: Retry limits for query embeddings (documents use remote.maxRetries / remote.maxRetrySeconds).
@@ -132,6 +132,14 @@ class RemoteProvider:
     # -- helpers for subclasses ------------------------------------------------------------------
     def _request(self, texts: list[str], input_type: str) -> list[list[float]]:
         raise NotImplementedError
+
+    def _json_client(self) -> JsonHttpClient:
+        """A JSON-over-HTTPS client with a bearer token when one is configured (most providers)."""
+        settings = self.settings
+        headers = {"Content-Type": "application/json", **settings.headers}
+        if settings.api_key:
+            headers["Authorization"] = f"Bearer {settings.api_key}"
+        return JsonHttpClient(self.id, settings.base_url, headers, settings.timeout, self.retrier)
 
     def input_type(self, kind: str) -> str | None:
         return self.settings.query_input_type if kind == "query" else self.settings.document_input_type
