@@ -205,6 +205,29 @@ def test_corrupt_index_is_moved_aside_and_rebuilt(make_ws: Callable[..., Path], 
     assert list(tmp_path.glob("index.sqlite.corrupt-*"))
 
 
+def test_index_damaged_while_in_use_is_rebuilt(make_ws: Callable[..., Path], cfg: Callable[..., dict], tmp_path: Path) -> None:
+    """A long-lived manager whose index file gets damaged under it (a bad disk, an overwrite) rebuilds
+    it from the files on the next search instead of failing every search from then on."""
+    ws = make_ws(NOTES)
+    db_path = tmp_path / "index.sqlite"
+    with open_manager(ws, cfg()) as m:
+        m.sync()
+        con = apsw.Connection(str(db_path))
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        con.close()
+        data = bytearray(db_path.read_bytes())
+        for offset in range(4096, len(data), 4096):  # keep the header page, scramble the rest
+            data[offset : offset + 200] = os.urandom(200)
+        db_path.write_bytes(bytes(data))
+        (ws / "memory" / "otters.md").write_text("# Otters\n- The otter census is on Friday.\n", encoding="utf-8")
+        resp = m.search("when is the otter census?")
+        assert _paths(resp)[:1] == ["memory/otters.md"]
+        assert any("moved to" in w for w in resp.warnings)
+        status = m.status()
+        assert status["recovered"] and status["files"] == len(NOTES) + 1 and status["clean"]
+    assert list(tmp_path.glob("index.sqlite.corrupt-*"))
+
+
 # --- read_file ---------------------------------------------------------------------------------------
 
 

@@ -23,6 +23,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
+import apsw
+
 from mdrecall.config import MemoryConfig, load_config
 from mdrecall.crashpoints import crash_point
 from mdrecall.embeddings.base import provider_key as compute_provider_key
@@ -42,12 +44,19 @@ SearchListener = Callable[[str, SearchResponse, "str | None", datetime], None]
 
 log = logging.getLogger(__name__)
 
+#: What SQLite raises on a damaged database file: the index is then rebuilt from the files.
+CORRUPTION_ERRORS = (apsw.CorruptError, apsw.NotADBError)
 #: ``SyncReport.rebuild_reason`` of a sync that gave up waiting for another writer.
 BUSY_OTHER_PROCESS = "another process is syncing"
 BUSY_OTHER_THREAD = "another sync in this process is running"
 _BUSY = (BUSY_OTHER_PROCESS, BUSY_OTHER_THREAD)
 #: Where the index records when any process last finished a sync (epoch seconds).
 LAST_SYNC_KEY = "last_sync_at"
+
+
+def _is_corruption(exc: BaseException) -> bool:
+    """A damaged index file, raised directly or wrapped in a StoreError when opening it."""
+    return isinstance(exc, CORRUPTION_ERRORS) or isinstance(exc.__cause__, CORRUPTION_ERRORS)
 
 
 def _iso(epoch: float | None) -> str | None:
@@ -176,21 +185,24 @@ class BuiltinMemoryManager:
         db.close()
         return None, "integrity check failed"
 
-    def _open_db(self) -> IndexDB:
+    def _open_db(self, *, cause: str | None = None, lock_held: bool = False) -> IndexDB:
         """Open the live index; a corrupt file is moved aside and rebuilt from the Markdown.
 
         Only the index files are moved (never anything under the workspace), under the writer lock
         and after a second check, so two processes finding the same damage do not move each other's
-        fresh replacement aside.
+        fresh replacement aside. ``cause``: corruption already seen while the index was in use (skip
+        the first check); ``lock_held``: the caller holds the writer lock.
         """
-        db, reason = self._try_open()
-        if db is not None:
-            return db
-        got = self._lock.acquire(self._store_options.busy_timeout_ms / 1000.0)
+        reason = cause
+        if cause is None:
+            db, reason = self._try_open()
+            if db is not None:
+                return db
+        got = lock_held or self._lock.acquire(self._store_options.busy_timeout_ms / 1000.0)
         try:
             db, again = self._try_open()
             if db is not None:
-                return db  # another process recovered it while we waited
+                return db  # another process recovered it while we waited (or the error was not lasting)
             aside = self.db_path.with_name(f"{self.db_path.name}.corrupt-{time.time_ns()}")
             for suffix in ("", "-wal", "-shm"):
                 src = Path(str(self.db_path) + suffix)
@@ -199,11 +211,26 @@ class BuiltinMemoryManager:
             self._recovered = (
                 f"index at {self.db_path} was unreadable ({again or reason}); moved to {aside} and rebuilt from the files"
             )
+            self._recovery_reported = False
             log.warning("mdrecall: %s", self._recovered)
             return IndexDB(self.db_path, self._store_options)
         finally:
-            if got:
+            if got and not lock_held:
                 self._lock.release()
+
+    def _recover_in_use(self, exc: BaseException, *, lock_held: bool) -> None:
+        """SQLite reported corruption while the index was in use (a damaged disk, a file overwritten
+        under us): reopen it after a full check, or move it aside and start over from the files."""
+        got = lock_held or self._lock.acquire(self._store_options.busy_timeout_ms / 1000.0)
+        try:
+            with self._read_mutex:
+                self._read_db.close()
+                self._read_db = self._open_db(cause=f"{type(exc).__name__}: {exc}", lock_held=True)
+        finally:
+            if got and not lock_held:
+                self._lock.release()
+        self._snapshot = None
+        self.mark_dirty()
 
     def _sessions_adapter(self) -> SourceAdapter:
         from mdrecall.sessions import SessionSource
@@ -286,6 +313,11 @@ class BuiltinMemoryManager:
                     if not self._switch_to_fallback(exc):
                         raise
                     return self._sync_locked(force, progress, defer_sessions)  # new provider identity: a full rebuild
+                except (StoreError, *CORRUPTION_ERRORS) as exc:
+                    if not _is_corruption(exc):
+                        raise
+                    self._recover_in_use(exc, lock_held=True)
+                    return self._sync_locked(force, progress, defer_sessions)  # into the fresh index
             except Exception as exc:
                 self._last_error = f"{type(exc).__name__}: {exc}"
                 raise
@@ -494,6 +526,23 @@ class BuiltinMemoryManager:
     ) -> SearchResponse:
         if self._closed:
             raise MdrecallError("manager is closed")
+        try:
+            return self._search(query, max_results, min_score, session_key, sources, now)
+        except (StoreError, *CORRUPTION_ERRORS) as exc:
+            if not _is_corruption(exc):
+                raise
+            self._recover_in_use(exc, lock_held=False)
+            return self._search(query, max_results, min_score, session_key, sources, now)
+
+    def _search(
+        self,
+        query: str,
+        max_results: int | None,
+        min_score: float | None,
+        session_key: str | None,
+        sources: Sequence[str] | None,
+        now: datetime | None,
+    ) -> SearchResponse:
         now = now or datetime.now(timezone.utc)
         if now.tzinfo is None:
             now = now.replace(tzinfo=timezone.utc)
@@ -559,7 +608,9 @@ class BuiltinMemoryManager:
             now=now,
         )
         with self._read_mutex:
-            outcome = run_search(self._read_db, self.config, plan, embed, vector_fn, degraded)
+            outcome = run_search(
+                self._read_db, self.config, plan, embed, vector_fn, degraded, getattr(provider, "languages", None)
+            )
         base.results = outcome.results
         base.mode = outcome.mode
         base.degraded = outcome.degraded
@@ -745,6 +796,13 @@ class BuiltinMemoryManager:
 
     # -- status & probes -------------------------------------------------------------------------
     def status(self, deep: bool = False) -> dict[str, Any]:
+        try:
+            return self._status()
+        except CORRUPTION_ERRORS as exc:
+            self._recover_in_use(exc, lock_held=False)
+            return self._status()
+
+    def _status(self) -> dict[str, Any]:
         selection = self._selection_or_select()
         provider = selection.provider
         db = self._read_db

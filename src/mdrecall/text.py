@@ -94,6 +94,13 @@ def similarity_tokens(text: str) -> set[str]:
     return tokens
 
 
+def cjk_share(text: str) -> float:
+    """The share of CJK characters among the letters and digits of ``text`` (0 when it has none)."""
+    cjk = len(CJK_CHAR.findall(text))
+    other = sum(len(w) for w in _WORD.findall(text))
+    return cjk / (cjk + other) if cjk + other else 0.0
+
+
 def query_terms(query: str) -> list[str]:
     """Search terms of a natural-language query: content words and CJK bigrams (or lone characters).
 

@@ -44,6 +44,10 @@ class EmbeddingProvider(Protocol):
     def count_tokens(self, text: str) -> int:
         """Tokens the model would see for ``text`` (an estimate is fine for remote models)."""
 
+    # Optional: ``languages: tuple[str, ...] | None``, the ISO codes a model reads (None or absent:
+    # unknown or multilingual). Search skips the vector side of a mostly-CJK query when the model
+    # reads none of zh/ja/ko, instead of letting noise outrank keyword hits.
+
 
 def provider_key(identity: dict[str, Any]) -> str:
     """Stable hash of a provider identity; part of the index identity and the cache key."""

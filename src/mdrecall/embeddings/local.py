@@ -44,9 +44,12 @@ class LocalEmbeddingProvider:
             raise ProviderUnavailableError(
                 "sentence-transformers is not installed: pip install 'mdrecall[local]'"
             ) from exc
+        #: What the model reads; None: unknown or multilingual (search uses it for every query).
+        self.languages: tuple[str, ...] | None = None
         if model is None:
             location = _default_model_path()
             self.model = DEFAULT_LOCAL_MODEL
+            self.languages = ("en",)  # all-MiniLM-L6-v2 was trained on English only
         else:
             expanded = Path(model).expanduser()
             location = str(expanded) if expanded.exists() else model
