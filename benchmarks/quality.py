@@ -43,7 +43,8 @@ DATASETS = {
 MODES = {
     "hybrid": {},
     "keyword": {"provider": "none"},
-    "vector": {"query": {"hybrid": {"enabled": False}}},
+    # The vectors alone, also where the product would skip them (an English-only model, CJK queries).
+    "vector": {"query": {"hybrid": {"enabled": False}, "languageCheck": False}},
 }
 
 

@@ -138,6 +138,9 @@ class QueryConfig(_Section):
     mmr: MmrConfig = Field(default_factory=MmrConfig)
     fts: FtsConfig = Field(default_factory=FtsConfig)
     temporalDecay: TemporalDecayConfig = Field(default_factory=TemporalDecayConfig)
+    # Skip the vector side of a mostly Chinese/Japanese/Korean query when the embedding model reads
+    # none of those languages (the bundled all-MiniLM-L6-v2): its vectors are noise there.
+    languageCheck: bool = True
 
 
 class SessionSyncConfig(_Section):

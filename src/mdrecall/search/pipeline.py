@@ -65,7 +65,13 @@ def run_search(
 
     vector: list[Candidate] = []
     use_vectors = embed_query is not None and vector_search is not None
-    if use_vectors and vector_languages is not None and not _reads_cjk(vector_languages) and cjk_share(plan.query) >= 0.5:
+    if (
+        use_vectors
+        and q.languageCheck
+        and vector_languages is not None
+        and not _reads_cjk(vector_languages)
+        and cjk_share(plan.query) >= 0.5
+    ):
         # An English-only model maps Chinese, Japanese or Korean text to noise that the fusion would
         # rank first (CMRC 2018: hybrid 0.47 recall@10 against keyword-only 0.99).
         warnings.append(
@@ -73,6 +79,8 @@ def run_search(
             f"{', '.join(vector_languages)}; answered by keyword search"
         )
         use_vectors = False
+        if fts and not keyword:
+            keyword = keyword_search(db, plan.query, candidates, plan.scope, q.fts.tokenizer)
     if use_vectors:
         try:
             query_vec = np.asarray(embed_query(plan.query), dtype=np.float32)  # type: ignore[misc]
