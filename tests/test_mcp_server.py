@@ -140,6 +140,7 @@ def test_stdio_end_to_end(workspace: Path, tmp_path: Path) -> None:
 
     status = out["status"].structured_content
     assert status["available"] is True and status["files"] >= 2
+    assert status["watcher"] is None  # --no-watch also keeps the manager's own watcher (sync.watch) off
 
     if (EXAMPLE_WORKSPACE / ".openclaw").is_dir():  # the example workspace ships a transcript of session "main"
         sessions = out["sessions"].structured_content["results"]

@@ -482,6 +482,11 @@ def serve(options: ServeOptions) -> int:
         settings = _mcp_settings(capability)
         session_key = options.session_key or settings.get("sessionKey")
         watch = options.watch if options.watch is not None else settings.get("watch", True) is not False
+        if not watch:
+            # --no-watch / mcp.watch: false also keeps the manager's own watcher (sync.watch) off.
+            overrides = dict(capability.runtime.overrides or {})
+            overrides["sync"] = {**dict(overrides.get("sync") or {}), "watch": False}
+            capability.runtime.overrides = overrides
         if options.http:
             host = options.host or settings.get("host") or DEFAULT_HOST
             port = int(options.port if options.port is not None else settings.get("port", DEFAULT_PORT))
