@@ -143,6 +143,8 @@ class BuiltinMemoryManager:
         self._closed = False
         self._recovered: str | None = None
         self.extra_sources: list[SourceAdapter] = []
+        #: Set by dreaming's install_recall_tracking (a RecallWriter), else None.
+        self.recall_writer: Any = None
         if "sessions" in config.sources:
             self.extra_sources.append(self._sessions_adapter())
         self._read_db = self._open_db()
@@ -890,6 +892,8 @@ class BuiltinMemoryManager:
             "watcher": self._watcher.status() if self._watcher is not None else (
                 {"running": False, "error": self._watcher_error} if self._watcher_error else None
             ),
+            # Recall tracking for promotion (dreaming), recorded on a background thread.
+            "recallTracking": self.recall_writer.status() if getattr(self, "recall_writer", None) else None,
             "intervalSync": {"minutes": self.config.sync.intervalMinutes, "running": self.interval_sync_running,
                              "periodSeconds": self._background_period()},
         }

@@ -69,6 +69,9 @@ def test_listener_failure_never_breaks_search(workspace: Path, manager_config: C
     (store_dir / "short-term-recall.json").mkdir()  # a directory where the file should be: writes fail
     with open_manager(workspace, manager_config()) as m:
         assert m.search("postgres port", now=at()).results
+        m.flush()  # type: ignore[attr-defined]
+        tracking = m.status()["recallTracking"]
+        assert tracking["recorded"] == 0 and tracking["queued"] == 0 and "IsADirectoryError" in tracking["lastError"]
 
 
 def test_short_term_paths() -> None:

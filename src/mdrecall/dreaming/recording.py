@@ -413,6 +413,7 @@ class RecallWriter:
         self.batches = 0  # store updates made (observability, tests)
         self.recorded = 0  # searches and reads recorded
         self.seconds = 0.0  # time spent recording (benchmarks)
+        self.last_error: str | None = None
 
     def submit(self, query: str, results: Any, now: datetime | None) -> None:
         self._put(("recall", query, list(results or []), now))
@@ -458,12 +459,18 @@ class RecallWriter:
                 self.batches += 1
                 self.recorded += len(batch)
             except Exception as exc:  # never let one bad batch stop recording
+                self.last_error = f"{type(exc).__name__}: {exc}"
                 log.warning("recall tracking failed for %s: %s", self.workspace, exc)
             finally:
                 self.seconds += time.perf_counter() - started
                 with self._cond:
                     self._busy = False
                     self._cond.notify_all()
+
+    def status(self) -> dict[str, Any]:
+        with self._cond:
+            queued = len(self._queue)
+        return {"queued": queued, "recorded": self.recorded, "storeUpdates": self.batches, "lastError": self.last_error}
 
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Record everything queued now and wait for it; False if ``timeout`` passed first."""
