@@ -256,6 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Our own process: no "Loading weights" bar from transformers on every command (a library user's
+    # progress bars are theirs to decide, so this is set here and not in the provider).
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
