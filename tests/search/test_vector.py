@@ -103,3 +103,37 @@ def test_memory_budget_decides_whether_the_matrix_is_used(tmp_path: Path) -> Non
         assert InProcessVectors().fits(db, 16)  # no budget: the fallback always answers
     finally:
         db.close()
+
+
+def test_a_change_rereads_only_new_and_changed_vectors(tmp_path: Path) -> None:
+    """After a write, only the rows whose embedded text changed are read again, and the ranking is
+    exactly what a fresh full load gives (rowids reused by SQLite included)."""
+    rng = np.random.default_rng(4)
+    db = IndexDB(tmp_path / "i.sqlite", StoreOptions())
+    try:
+        vectors = _fill(db, 200, 16, rng)
+        cache = InProcessVectors()
+        cache.search(db, vectors[0], 5, None)
+        assert cache.last_reread == 200
+        # Replace one file's chunk with new text (a new vector), delete another, add two.
+        new = rng.normal(size=(3, 16)).astype(np.float32)
+        db.replace_file(FileRow("memory/f7.md", "memory", "h7b", 2, 2),
+                        [ChunkRow("id7b", "memory/f7.md", "memory", 1, 1, "h7b", "changed", vector_to_blob(new[0]), "changed")], "m")
+        db.remove_file("memory/f199.md")  # the highest rowid: SQLite may hand it out again
+        for i, vec in enumerate(new[1:]):
+            path = f"memory/added{i}.md"
+            db.replace_file(FileRow(path, "memory", f"a{i}", 1, 1), [ChunkRow(f"a{i}", path, "memory", 1, 1, f"a{i}", f"added {i}", vector_to_blob(vec), f"added {i}")], "m")
+        for q in [new[0], new[1], new[2], vectors[7], vectors[199], *rng.normal(size=(5, 16)).astype(np.float32)]:
+            mine = [(c.rowid, c.path, round(c.score, 5)) for c in cache.search(db, q, 10, None)]
+            fresh = [(c.rowid, c.path, round(c.score, 5)) for c in InProcessVectors().search(db, q, 10, None)]
+            assert mine == fresh
+        assert cache.last_reread == 3 and cache.loaded_vectors == 201
+        assert cache.search(db, new[0], 1, None)[0].path == "memory/f7.md"
+        # Another model's vectors (a rebuild swapped in): everything is read again.
+        with db.conn:
+            db.write_meta({"providerKey": "another-model"})
+            db.set_kv("chunks_version", "swapped")
+        cache.search(db, new[0], 1, None)
+        assert cache.last_reread == 201
+    finally:
+        db.close()
