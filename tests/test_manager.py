@@ -181,6 +181,17 @@ def test_without_fts_or_provider_files_are_scanned(make_ws: Callable[..., Path],
 # --- corrupt index -----------------------------------------------------------------------------------
 
 
+def _tear_pages(db_path: Path) -> None:
+    """Move the WAL into the file, then scramble every page but the header page."""
+    con = apsw.Connection(str(db_path))
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    data = bytearray(db_path.read_bytes())
+    for offset in range(4096, len(data), 4096):
+        data[offset : offset + 200] = os.urandom(200)
+    db_path.write_bytes(bytes(data))
+
+
 @pytest.mark.parametrize("damage", ["garbage", "torn-pages"])
 def test_corrupt_index_is_moved_aside_and_rebuilt(make_ws: Callable[..., Path], cfg: Callable[..., dict], tmp_path: Path, damage: str) -> None:
     ws = make_ws(NOTES)
@@ -190,13 +201,7 @@ def test_corrupt_index_is_moved_aside_and_rebuilt(make_ws: Callable[..., Path], 
     else:
         with open_manager(ws, cfg()) as m:
             m.sync()
-        con = apsw.Connection(str(db_path))
-        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        con.close()
-        data = bytearray(db_path.read_bytes())
-        for offset in range(4096, len(data), 4096):  # keep the header page, scramble the rest
-            data[offset : offset + 200] = os.urandom(200)
-        db_path.write_bytes(bytes(data))
+        _tear_pages(db_path)
     with open_manager(ws, cfg()) as m:
         recovered = m.status()["recovered"]
         assert recovered and str(db_path) in recovered
@@ -212,13 +217,7 @@ def test_index_damaged_while_in_use_is_rebuilt(make_ws: Callable[..., Path], cfg
     db_path = tmp_path / "index.sqlite"
     with open_manager(ws, cfg()) as m:
         m.sync()
-        con = apsw.Connection(str(db_path))
-        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        con.close()
-        data = bytearray(db_path.read_bytes())
-        for offset in range(4096, len(data), 4096):  # keep the header page, scramble the rest
-            data[offset : offset + 200] = os.urandom(200)
-        db_path.write_bytes(bytes(data))
+        _tear_pages(db_path)
         (ws / "memory" / "otters.md").write_text("# Otters\n- The otter census is on Friday.\n", encoding="utf-8")
         resp = m.search("when is the otter census?")
         assert _paths(resp)[:1] == ["memory/otters.md"]
