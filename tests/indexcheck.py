@@ -10,7 +10,9 @@ import apsw
 
 
 def integrity(db_path: Path) -> str:
-    con = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
+    # Read-write, as the next opener would be: after a SIGKILL the WAL may need replaying, which a
+    # read-only connection refuses (ReadOnlyError) although the database is intact.
+    con = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READWRITE)
     try:
         return "; ".join(str(r[0]) for r in con.execute("PRAGMA integrity_check"))
     finally:

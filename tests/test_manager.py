@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -13,7 +14,7 @@ import pytest
 
 from mdrecall import BuiltinMemoryManager, MdrecallError, PathError, open_manager
 from mdrecall.config import load_config
-from mdrecall.store.db import StoreOptions
+from mdrecall.store.db import IndexDB, StoreOptions
 
 NOTES = {
     "MEMORY.md": "# Memory\n\n- Decision: we picked Postgres as the database for recipes.\n- Hosting is on Fly.io in Madrid.\n",
@@ -181,6 +182,15 @@ def test_without_fts_or_provider_files_are_scanned(make_ws: Callable[..., Path],
 # --- corrupt index -----------------------------------------------------------------------------------
 
 
+def _wait_for(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
 def _tear_pages(db_path: Path) -> None:
     """Move the WAL into the file, then scramble every page but the header page."""
     con = apsw.Connection(str(db_path))
@@ -205,6 +215,38 @@ def test_corrupt_index_is_moved_aside_and_rebuilt(make_ws: Callable[..., Path], 
     with open_manager(ws, cfg()) as m:
         recovered = m.status()["recovered"]
         assert recovered and str(db_path) in recovered
+        assert _paths(m.search("which database do we use?"))[0] == "MEMORY.md"
+        assert m.status()["files"] == len(NOTES)
+    assert list(tmp_path.glob("index.sqlite.corrupt-*"))
+
+
+def test_damage_the_open_probe_misses_is_found_by_the_background_check(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict], tmp_path: Path
+) -> None:
+    """Opening runs a cheap probe (first and last row of every table) instead of reading the whole
+    file; the full ``quick_check`` runs in the background and recovers what the probe cannot see."""
+    ws = make_ws(NOTES)
+    db_path = tmp_path / "index.sqlite"
+    with open_manager(ws, cfg()) as m:
+        m.sync()
+        assert _wait_for(lambda: m.status()["integrityCheck"] == "ok")
+    con = apsw.Connection(str(db_path))
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    (root,) = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 'idx_chunks_path'").fetchone()
+    page_size = con.execute("PRAGMA page_size").fetchone()[0]
+    con.close()
+    data = bytearray(db_path.read_bytes())
+    start = (root - 1) * page_size
+    data[start : start + page_size] = os.urandom(page_size)  # an index page: no table read touches it
+    db_path.write_bytes(bytes(data))
+    probe = IndexDB(db_path, StoreOptions())
+    try:
+        assert probe.probe_ok() and not probe.integrity_ok()
+    finally:
+        probe.close()
+    with open_manager(ws, cfg()) as m:
+        assert _wait_for(lambda: m.status()["integrityCheck"].startswith("failed"))
+        assert _wait_for(lambda: bool(m.status()["recovered"]))
         assert _paths(m.search("which database do we use?"))[0] == "MEMORY.md"
         assert m.status()["files"] == len(NOTES)
     assert list(tmp_path.glob("index.sqlite.corrupt-*"))

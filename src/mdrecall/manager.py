@@ -147,6 +147,9 @@ class BuiltinMemoryManager:
         self.recall_writer: Any = None
         if "sessions" in config.sources:
             self.extra_sources.append(self._sessions_adapter())
+        self._integrity = "pending"  # the full check of the index, run by start_background()
+        self._verify_conn: apsw.Connection | None = None
+        self._verify_thread: threading.Thread | None = None
         self._read_db = self._open_db()
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -166,6 +169,11 @@ class BuiltinMemoryManager:
             except Exception as exc:
                 log.warning("mdrecall: close hook failed: %s", exc)
         self._stop_background.set()
+        verifying = self._verify_conn
+        if verifying is not None:
+            verifying.interrupt()  # a full check of a large index must not hold up close()
+        if self._verify_thread is not None and self._verify_thread is not threading.current_thread():
+            self._verify_thread.join(5.0)
         if self._watcher is not None:
             self._watcher.stop()
         if self._interval_thread is not None and self._interval_thread is not threading.current_thread():
@@ -177,15 +185,17 @@ class BuiltinMemoryManager:
         if closer is not None:
             closer()  # remote providers hold HTTP connection pools
 
-    def _try_open(self) -> tuple[IndexDB | None, str | None]:
+    def _try_open(self, full: bool = False) -> tuple[IndexDB | None, str | None]:
+        """Open the index and check it: the cheap probe, or ``full`` (``PRAGMA quick_check``, which
+        reads the whole file: 0.5 s at 10k chunks with vectors) once damage was seen."""
         try:
             db = IndexDB(self.db_path, self._store_options)
         except StoreError as exc:
             return None, str(exc)
-        if db.integrity_ok():
+        if db.integrity_ok() if full else db.probe_ok():
             return db, None
         db.close()
-        return None, "integrity check failed"
+        return None, "integrity check failed" if full else "structural probe failed"
 
     def _open_db(self, *, cause: str | None = None, lock_held: bool = False) -> IndexDB:
         """Open the live index; a corrupt file is moved aside and rebuilt from the Markdown.
@@ -202,7 +212,7 @@ class BuiltinMemoryManager:
                 return db
         got = lock_held or self._lock.acquire(self._store_options.busy_timeout_ms / 1000.0)
         try:
-            db, again = self._try_open()
+            db, again = self._try_open(full=cause is not None)
             if db is not None:
                 return db  # another process recovered it while we waited (or the error was not lasting)
             aside = self.db_path.with_name(f"{self.db_path.name}.corrupt-{time.time_ns()}")
@@ -224,12 +234,16 @@ class BuiltinMemoryManager:
         """SQLite reported corruption while the index was in use (a damaged disk, a file overwritten
         under us): reopen it after a full check, or move it aside and start over from the files."""
         got = lock_held or self._lock.acquire(self._store_options.busy_timeout_ms / 1000.0)
+        if not got:
+            # Another writer holds the index: never move a file aside under it. It (or the next
+            # search) meets the same damage and recovers.
+            raise exc
         try:
             with self._read_mutex:
                 self._read_db.close()
                 self._read_db = self._open_db(cause=f"{type(exc).__name__}: {exc}", lock_held=True)
         finally:
-            if got and not lock_held:
+            if not lock_held:
                 self._lock.release()
         self._snapshot = None
         self.mark_dirty()
@@ -710,9 +724,49 @@ class BuiltinMemoryManager:
         """The attached :class:`mdrecall.watch.MemoryWatcher`, or None."""
         return self._watcher
 
+    def _verify_index(self) -> None:
+        """The full integrity check that opening skipped (it reads the whole file), off the caller's
+        path. Damage it finds is handled like damage a search runs into: checked again, moved aside,
+        rebuilt from the files."""
+        try:
+            # Read-write (it only reads): a read-only connection cannot replay the WAL a killed
+            # writer left behind and would fail with ReadOnlyError on a healthy index.
+            conn = apsw.Connection(str(self.db_path), flags=apsw.SQLITE_OPEN_READWRITE)
+            conn.setbusytimeout(self._store_options.busy_timeout_ms)
+        except apsw.Error as exc:
+            self._integrity = f"not checked: {exc}"
+            return
+        self._verify_conn = conn
+        try:
+            if self._closed:
+                return
+            row = conn.execute("PRAGMA quick_check").fetchone()
+            result = str(row[0]) if row else "no answer"
+        except apsw.InterruptError:
+            self._integrity = "interrupted"
+            return
+        except CORRUPTION_ERRORS as exc:
+            result = f"{type(exc).__name__}: {exc}"
+        except apsw.Error as exc:  # busy, I/O: not a verdict on the file
+            self._integrity = f"not checked: {type(exc).__name__}: {exc}"
+            return
+        finally:
+            self._verify_conn = None
+            conn.close()
+        self._integrity = "ok" if result == "ok" else f"failed: {result}"
+        if result != "ok" and not self._closed:
+            try:
+                self._recover_in_use(StoreError(f"integrity check failed: {result}"), lock_held=False)
+            except Exception as exc:
+                log.warning("mdrecall: could not recover the index after a failed integrity check: %s", exc)
+
     def start_background(self) -> None:
         """Start what ``sync`` asks for: the file watcher (``watch``) and interval syncs
-        (``intervalMinutes``). Both stop in :meth:`close`. Called by :func:`open_manager`."""
+        (``intervalMinutes``), and the index's full integrity check. All stop in :meth:`close`.
+        Called by :func:`open_manager`."""
+        if self._verify_thread is None:
+            self._verify_thread = threading.Thread(target=self._verify_index, name="mdrecall-verify-index", daemon=True)
+            self._verify_thread.start()
         if self.config.sync.watch and self._watcher is None:
             try:
                 from mdrecall.watch import attach_watcher
@@ -888,6 +942,7 @@ class BuiltinMemoryManager:
             "lastError": self._last_error,
             "migration": dict(self._migration) if self._migration else None,
             "recovered": self._recovered,
+            "integrityCheck": self._integrity,
             "lastSync": self._last_report.to_dict() if self._last_report else None,
             "watcher": self._watcher.status() if self._watcher is not None else (
                 {"running": False, "error": self._watcher_error} if self._watcher_error else None

@@ -232,6 +232,35 @@ class IndexDB:
         except apsw.Error:
             pass
 
+    def probe_ok(self) -> bool:
+        """A cheap structural probe: the first and last row of every stored table (milliseconds at
+        any size). Catches a file that is not a database, a torn header or scrambled pages; damage
+        deeper in a table surfaces as ``CorruptError`` when it is read (the manager recovers then)
+        and to the full ``integrity_ok`` check, which the manager runs in the background."""
+        damaged = (apsw.CorruptError, apsw.NotADBError, apsw.IOError)
+        try:
+            tables = self.conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall()
+        except apsw.Error:
+            return False
+        for name, sql in tables:
+            if name.startswith("sqlite_") or (sql or "").upper().startswith("CREATE VIRTUAL TABLE"):
+                continue  # virtual tables are read through their shadow tables, probed here
+            quoted = '"' + name.replace('"', '""') + '"'
+            for query in (f"SELECT * FROM {quoted} ORDER BY rowid LIMIT 1", f"SELECT * FROM {quoted} ORDER BY rowid DESC LIMIT 1"):
+                try:
+                    self.conn.execute(query).fetchall()
+                except damaged:
+                    return False
+                except apsw.SQLError:  # WITHOUT ROWID tables (FTS5's): their first row will do
+                    try:
+                        self.conn.execute(f"SELECT * FROM {quoted} LIMIT 1").fetchall()
+                    except damaged:
+                        return False
+                    except apsw.Error:
+                        pass
+                    break
+        return True
+
     def integrity_ok(self) -> bool:
         try:
             row = self.conn.execute("PRAGMA quick_check").fetchone()
