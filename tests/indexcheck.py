@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import apsw
 
@@ -69,3 +70,13 @@ def hash_tree(root: Path) -> dict[str, str]:
         for p in sorted(root.rglob("*"))
         if p.is_file()
     }
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
+    """Poll ``predicate`` until it holds (True) or ``timeout`` seconds pass (its last answer)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()

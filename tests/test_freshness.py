@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import pytest
 
+from indexcheck import wait_for
 from mdrecall import open_manager
 
 NOTES = {
@@ -29,15 +30,6 @@ def _paths(resp: Any) -> list[str]:
 
 def _msg(role: str, text: str) -> str:
     return json.dumps({"role": role, "content": text}) + "\n"
-
-
-def _wait_for(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 # --- reconciliation: the next search sees every change, no watcher ---------------------------------
@@ -207,7 +199,7 @@ def test_sync_watch_config_runs_a_watcher_until_close(make_ws: Callable[..., Pat
         (ws / "memory" / "new-dir").mkdir()
         (ws / "memory" / "new-dir" / "note.md").write_text("# Note\n- The quokka migration is done.\n")
         # Only the watcher can sync here (onSearch is off); the search itself just reports freshness.
-        assert _wait_for(lambda: _paths(m.search("quokka", min_score=0)) == ["memory/new-dir/note.md"])
+        assert wait_for(lambda: _paths(m.search("quokka", min_score=0)) == ["memory/new-dir/note.md"])
         assert m.status()["clean"] is True
     finally:
         m.close()
@@ -220,9 +212,9 @@ def test_interval_sync_runs_in_the_background(make_ws: Callable[..., Path], cfg:
     m = open_manager(ws, config)
     try:
         assert m.status()["intervalSync"]["running"] is True
-        assert _wait_for(lambda: m.status()["files"] == len(NOTES))
+        assert wait_for(lambda: m.status()["files"] == len(NOTES))
         (ws / "memory/late.md").write_text("# Late\n- The fjord project starts Monday.\n")
-        assert _wait_for(lambda: m.status()["files"] == len(NOTES) + 1)
+        assert wait_for(lambda: m.status()["files"] == len(NOTES) + 1)
         assert m.status()["clean"] is True
     finally:
         m.close()
@@ -311,7 +303,7 @@ def test_default_config_watches_and_searches_skip_the_file_check(make_ws: Callab
             time.sleep(0.02)  # 0.6 s in all: twelve reconcile intervals
         assert syncs == []
         (ws / "memory/2026-11-02.md").write_text("# 2026-11-02\n- The walrus audit is booked.\n", encoding="utf-8")
-        assert _wait_for(lambda: _paths(m.search("walrus audit")) == ["memory/2026-11-02.md"])
+        assert wait_for(lambda: _paths(m.search("walrus audit")) == ["memory/2026-11-02.md"])
         assert syncs  # the watcher's event (pending, or its own debounced sync) brought it in
     finally:
         m.close()
@@ -329,7 +321,7 @@ def test_background_recheck_catches_what_the_watcher_missed(make_ws: Callable[..
         m.sync()
         watcher.notify = lambda paths: None  # every event from now on is lost
         (ws / "memory/2026-11-03.md").write_text("# 2026-11-03\n- The narwhal review moved.\n", encoding="utf-8")
-        assert _wait_for(lambda: m.status()["files"] == len(NOTES) + 1, timeout=10)
+        assert wait_for(lambda: m.status()["files"] == len(NOTES) + 1, timeout=10)
         assert _paths(m.search("narwhal review")) == ["memory/2026-11-03.md"]
     finally:
         m.close()

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from pathlib import Path
 from typing import Any, Callable
 
 import apsw
 import pytest
 
+from indexcheck import wait_for
 from mdrecall import BuiltinMemoryManager, MdrecallError, PathError, open_manager
 from mdrecall.config import load_config
 from mdrecall.store.db import IndexDB, StoreOptions
@@ -182,15 +182,6 @@ def test_without_fts_or_provider_files_are_scanned(make_ws: Callable[..., Path],
 # --- corrupt index -----------------------------------------------------------------------------------
 
 
-def _wait_for(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
-
-
 def _tear_pages(db_path: Path) -> None:
     """Move the WAL into the file, then scramble every page but the header page."""
     con = apsw.Connection(str(db_path))
@@ -229,7 +220,7 @@ def test_damage_the_open_probe_misses_is_found_by_the_background_check(
     db_path = tmp_path / "index.sqlite"
     with open_manager(ws, cfg()) as m:
         m.sync()
-        assert _wait_for(lambda: m.status()["integrityCheck"] == "ok")
+        assert wait_for(lambda: m.status()["integrityCheck"] == "ok")
     con = apsw.Connection(str(db_path))
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     (root,) = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 'idx_chunks_path'").fetchone()
@@ -245,8 +236,8 @@ def test_damage_the_open_probe_misses_is_found_by_the_background_check(
     finally:
         probe.close()
     with open_manager(ws, cfg()) as m:
-        assert _wait_for(lambda: m.status()["integrityCheck"].startswith("failed"))
-        assert _wait_for(lambda: bool(m.status()["recovered"]))
+        assert wait_for(lambda: m.status()["integrityCheck"].startswith("failed"))
+        assert wait_for(lambda: bool(m.status()["recovered"]))
         assert _paths(m.search("which database do we use?"))[0] == "MEMORY.md"
         assert m.status()["files"] == len(NOTES)
     assert list(tmp_path.glob("index.sqlite.corrupt-*"))
