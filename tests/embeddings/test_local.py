@@ -20,3 +20,26 @@ def test_documents_are_normalised_and_distinct(local_provider) -> None:  # type:
     vectors = np.array(local_provider.embed_documents(["the cat sleeps", "quarterly tax filing", "the cat naps"]))
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     assert vectors[0] @ vectors[2] > vectors[0] @ vectors[1]
+
+
+def test_searching_needs_no_torch() -> None:
+    """Selecting the bundled model and embedding a query must not import torch or
+    sentence-transformers (9 s here); indexing documents loads them."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from mdrecall.embeddings.local import LocalEmbeddingProvider as P; p = P();"
+        "v = p.embed_query('which database do we use?'); n = p.count_tokens('hello world');"
+        "print(len(v), n, 'torch' in sys.modules, 'sentence_transformers' in sys.modules);"
+        "p.embed_documents(['a note']); print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True).stdout.split("\n")
+    assert out[0] == "384 4 False False" and out[1] == "True"
+
+
+def test_token_counts_match_the_model_tokenizer(local_provider) -> None:  # type: ignore[no-untyped-def]
+    texts = ["hello world", "王磊喜欢绿茶，不喝咖啡。", "word " * 300, "", "e-mail: a@b.c — naïve café"]
+    hf = [len(ids) for ids in local_provider._model.tokenizer(texts, add_special_tokens=True, truncation=False)["input_ids"]]
+    assert local_provider.count_tokens_many(texts) == hf
+    assert local_provider.max_input_tokens == local_provider._model.max_seq_length == 256
