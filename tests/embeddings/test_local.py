@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 
@@ -23,19 +25,32 @@ def test_documents_are_normalised_and_distinct(local_provider) -> None:  # type:
 
 
 def test_searching_needs_no_torch() -> None:
-    """Selecting the bundled model and embedding a query must not import torch or
-    sentence-transformers (9 s here); indexing documents loads them."""
+    """Selecting the bundled model, embedding a query or a few documents must not import torch or
+    sentence-transformers (9 s here); a larger batch of documents loads them."""
     import subprocess
     import sys
 
     code = (
         "import sys; from mdrecall.embeddings.local import LocalEmbeddingProvider as P; p = P();"
         "v = p.embed_query('which database do we use?'); n = p.count_tokens('hello world');"
-        "print(len(v), n, 'torch' in sys.modules, 'sentence_transformers' in sys.modules);"
-        "p.embed_documents(['a note']); print('torch' in sys.modules)"
+        "d = p.embed_documents(['a note', 'another note']);"
+        "print(len(v), n, len(d), 'torch' in sys.modules, 'sentence_transformers' in sys.modules);"
+        "p.embed_documents(['note %d' % i for i in range(9)]); print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True).stdout.split("\n")
-    assert out[0] == "384 4 False False" and out[1] == "True"
+    assert out[0] == "384 4 2 False False" and out[1] == "True"
+
+
+def test_numpy_documents_match_torch_documents(local_provider) -> None:  # type: ignore[no-untyped-def]
+    from mdrecall.embeddings.bert_numpy import load_encoder
+    from mdrecall.embeddings.local import _default_model_path
+
+    encoder = load_encoder(Path(_default_model_path()))
+    assert encoder is not None
+    texts = ["# 2026-11-05\n- Drop Safari 15 support.\n- Jonas wants a group-by-aisle option.", "王磊喜欢绿茶，不喝咖啡。" * 20]
+    torch_vectors = np.array(local_provider._encode(texts))
+    numpy_vectors = np.array([encoder.encode(t) for t in texts])
+    assert np.allclose(torch_vectors, numpy_vectors, atol=1e-5)
 
 
 def test_token_counts_match_the_model_tokenizer(local_provider) -> None:  # type: ignore[no-untyped-def]
