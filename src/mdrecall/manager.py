@@ -230,6 +230,16 @@ class BuiltinMemoryManager:
             if got and not lock_held:
                 self._lock.release()
 
+    def _recovering(self, call: Callable[[], Any], *, lock_held: bool = False) -> Any:
+        """``call()``, and once more after recovering the index if SQLite reports it damaged."""
+        try:
+            return call()
+        except (StoreError, *CORRUPTION_ERRORS) as exc:
+            if not _is_corruption(exc):
+                raise
+            self._recover_in_use(exc, lock_held=lock_held)
+            return call()
+
     def _recover_in_use(self, exc: BaseException, *, lock_held: bool) -> None:
         """SQLite reported corruption while the index was in use (a damaged disk, a file overwritten
         under us): reopen it after a full check, or move it aside and start over from the files."""
@@ -323,17 +333,13 @@ class BuiltinMemoryManager:
                 return report
             try:
                 crash_point("sync:locked")
+                run = lambda: self._sync_locked(force, progress, defer_sessions)  # noqa: E731
                 try:
-                    return self._sync_locked(force, progress, defer_sessions)
+                    return self._recovering(run, lock_held=True)
                 except EmbeddingError as exc:
                     if not self._switch_to_fallback(exc):
                         raise
-                    return self._sync_locked(force, progress, defer_sessions)  # new provider identity: a full rebuild
-                except (StoreError, *CORRUPTION_ERRORS) as exc:
-                    if not _is_corruption(exc):
-                        raise
-                    self._recover_in_use(exc, lock_held=True)
-                    return self._sync_locked(force, progress, defer_sessions)  # into the fresh index
+                    return self._recovering(run, lock_held=True)  # new provider identity: a full rebuild
             except Exception as exc:
                 self._last_error = f"{type(exc).__name__}: {exc}"
                 raise
@@ -542,13 +548,7 @@ class BuiltinMemoryManager:
     ) -> SearchResponse:
         if self._closed:
             raise MdrecallError("manager is closed")
-        try:
-            return self._search(query, max_results, min_score, session_key, sources, now)
-        except (StoreError, *CORRUPTION_ERRORS) as exc:
-            if not _is_corruption(exc):
-                raise
-            self._recover_in_use(exc, lock_held=False)
-            return self._search(query, max_results, min_score, session_key, sources, now)
+        return self._recovering(lambda: self._search(query, max_results, min_score, session_key, sources, now))
 
     def _search(
         self,
@@ -852,11 +852,7 @@ class BuiltinMemoryManager:
 
     # -- status & probes -------------------------------------------------------------------------
     def status(self, deep: bool = False) -> dict[str, Any]:
-        try:
-            return self._status()
-        except CORRUPTION_ERRORS as exc:
-            self._recover_in_use(exc, lock_held=False)
-            return self._status()
+        return self._recovering(self._status)
 
     def _status(self) -> dict[str, Any]:
         selection = self._selection_or_select()
@@ -948,7 +944,7 @@ class BuiltinMemoryManager:
                 {"running": False, "error": self._watcher_error} if self._watcher_error else None
             ),
             # Recall tracking for promotion (dreaming), recorded on a background thread.
-            "recallTracking": self.recall_writer.status() if getattr(self, "recall_writer", None) else None,
+            "recallTracking": self.recall_writer.status() if self.recall_writer is not None else None,
             "intervalSync": {"minutes": self.config.sync.intervalMinutes, "running": self.interval_sync_running,
                              "periodSeconds": self._background_period()},
         }

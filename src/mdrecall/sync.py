@@ -18,8 +18,8 @@ hash, so only true appends are deferred); explicit syncs and rebuilds index ever
 from __future__ import annotations
 
 import hashlib
-import os
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +62,7 @@ class PendingFile:
     #: Heading trail per chunk, indexed for keywords beside the chunk text.
     contexts: list[str] = field(default_factory=list)
     missing: list[int] = field(default_factory=list)  # chunk indexes still without a vector
+    vectors: dict[int, bytes] = field(default_factory=dict)
 
     def embed_input(self, i: int) -> str:
         """What the model reads for chunk ``i``: its heading trail, then its text."""
@@ -73,7 +74,6 @@ class PendingFile:
         if not self.contexts or not self.contexts[i]:
             return self.chunks[i].hash
         return hashlib.sha256(self.embed_input(i).encode("utf-8")).hexdigest()
-    vectors: dict[int, bytes] = field(default_factory=dict)
 
 
 @dataclass

@@ -36,7 +36,7 @@ class MemoryFile:
         return Path(self.abspath)
 
 
-def rel_path_for(workspace: Path, path: Path) -> str:
+def rel_path_for(workspace: Path, path: Path | str) -> str:
     # Fast path for the common case (a path built under the workspace): relpath costs ~20 µs a file.
     ws, text = str(workspace), str(path)
     if text.startswith(ws + os.sep) and os.sep + ".." + os.sep not in text and os.sep + "." + os.sep not in text:
@@ -135,13 +135,9 @@ def _walk_markdown(directory: str, roots: list[str], seen_dirs: set[str], found:
             continue
 
 
-def _allowed_root_strs(workspace: Path, config: MemoryConfig) -> list[str]:
-    return [str(r) for r in allowed_roots(workspace, config)]
-
-
 def discover_memory_files(workspace: Path, config: MemoryConfig) -> list[MemoryFile]:
     """All memory-source Markdown files, deduplicated by real path, links kept inside allowed roots."""
-    roots = _allowed_root_strs(workspace, config)
+    roots = [str(r) for r in allowed_roots(workspace, config)]
     ws = str(workspace)
     candidates: list[tuple[str, str | None]] = []
     root_file = os.path.join(ws, ROOT_MEMORY_FILE)
@@ -159,17 +155,12 @@ def discover_memory_files(workspace: Path, config: MemoryConfig) -> list[MemoryF
 
     files: list[MemoryFile] = []
     seen_real: set[str] = set()
-    prefix = ws + os.sep
     for path, real in candidates:
         real = real or os.path.realpath(path)
         if real in seen_real or not _inside_str(real, roots):
             continue
         seen_real.add(real)
-        if path.startswith(prefix) and os.sep + "." not in path[len(prefix) - 1 :]:
-            rel = path[len(prefix) :].replace(os.sep, "/")  # the common case, without rel_path_for's checks
-        else:
-            rel = rel_path_for(workspace, Path(path))
-        files.append(MemoryFile(path, rel, "memory"))
+        files.append(MemoryFile(path, rel_path_for(workspace, path), "memory"))
     return files
 
 

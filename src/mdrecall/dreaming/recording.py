@@ -350,40 +350,47 @@ def record_recalls(
     cfg = dreaming_config(config)
     if not (cfg.enabled and cfg.tracking):
         return RecordSummary()
-    prepared = _prepare_recall(Path(workspace), query, results, now, config, cfg, signal)
-    if prepared.facts:
-        with RecallStore(Path(workspace), cfg).update(prepared.now) as state:
-            _apply_recall(state, prepared, cfg)
-    return prepared.summary
+    return record_recalls_batch(Path(workspace), [("recall", query, results, now, signal)], config=config)[0]
 
 
-#: A queued recall signal: ("recall", query, results, now) or ("grounding", path, from_line, lines, now).
+#: A queued signal: ("recall", query, results, now, signal) or ("grounding", path, from_line, lines, now).
 RecallJob = tuple[Any, ...]
+
+
+@dataclass
+class _Grounding:
+    """One ``memory_get`` read, ready to apply to the store."""
+
+    rel: str
+    start: int
+    end: int
+    day: str
+    now: datetime
 
 
 def record_recalls_batch(workspace: Path, jobs: Sequence[RecallJob], *, config: Any = None) -> list[RecordSummary]:
     """Record searches and reads, in order, with one store update; one summary per search."""
     cfg = dreaming_config(config)
-    steps: list[tuple[str, Any]] = []
+    steps: list[_PreparedRecall | _Grounding] = []
     for job in jobs:
         if job[0] == "grounding":
             _, path, from_line, lines, now = job
             now = ensure_aware(now)
-            steps.append(("grounding", (*_grounding_range(path, from_line, lines), day_bucket(now, cfg.tz()), now)))
+            steps.append(_Grounding(*_grounding_range(path, from_line, lines), day_bucket(now, cfg.tz()), now))
         else:
-            _, query, results, now = job
-            steps.append(("recall", _prepare_recall(workspace, query, results, now, config, cfg, "recall")))
-    work = [(k, v) for k, v in steps if k == "grounding" or v.facts]
+            _, query, results, now, signal = job
+            steps.append(_prepare_recall(workspace, query, results, now, config, cfg, signal))
+    work = [s for s in steps if isinstance(s, _Grounding) or s.facts]
     store = RecallStore(workspace, cfg)
-    if work and (any(k == "recall" for k, _ in work) or store.exists()):
-        latest = max((v[4] if k == "grounding" else v.now) for k, v in work)
-        with store.update(latest) as state:
-            for kind, value in work:
-                if kind == "grounding":
-                    _apply_grounding(state, *value[:4])
+    # Reads only touch entries already recalled: with no store yet there is nothing to ground.
+    if work and (any(isinstance(s, _PreparedRecall) for s in work) or store.exists()):
+        with store.update(max(s.now for s in work if s.now is not None)) as state:
+            for step in work:
+                if isinstance(step, _Grounding):
+                    _apply_grounding(state, step.rel, step.start, step.end, step.day)
                 else:
-                    _apply_recall(state, value, cfg)
-    return [v.summary for k, v in steps if k == "recall"]
+                    _apply_recall(state, step, cfg)
+    return [s.summary for s in steps if isinstance(s, _PreparedRecall)]
 
 
 class RecallWriter:
@@ -416,7 +423,7 @@ class RecallWriter:
         self.last_error: str | None = None
 
     def submit(self, query: str, results: Any, now: datetime | None) -> None:
-        self._put(("recall", query, list(results or []), now))
+        self._put(("recall", query, list(results or []), now, "recall"))
 
     def submit_grounding(self, path: str, from_line: int | None, lines: int | None, now: datetime | None) -> None:
         # Queued behind the searches before it: a read of a fact just recalled must find its entry.
@@ -525,8 +532,11 @@ def _grounding_range(path: str, from_line: int | None, lines: int | None) -> tup
 
 def _apply_grounding(state: Any, rel: str, start: int, end: int, day: str) -> int:
     updated = 0
-    for entry in state.entries.values():
-        if entry.path != rel or entry.promoted_at or entry.last_grounded_day == day:
+    # Only this note's entries (keys are "<source>:<path>#<claim>"): the others stay unparsed text.
+    prefix = entry_key("memory", rel, "")
+    for key in [k for k in state.entries.all_keys() if k.startswith(prefix)]:
+        entry = state.entries.get(key)
+        if entry is None or entry.path != rel or entry.promoted_at or entry.last_grounded_day == day:
             continue
         if entry.start_line <= end and entry.end_line >= start:
             entry.grounded_count += 1

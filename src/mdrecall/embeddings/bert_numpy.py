@@ -1,7 +1,8 @@
-"""Query embeddings for BERT-family sentence-transformers models in NumPy, without torch.
+"""Embeddings for BERT-family sentence-transformers models in NumPy, without torch.
 
 Importing sentence-transformers (and with it torch and transformers) takes ~9 s here, which a
-one-shot ``mdrecall search`` paid for a single 12 ms query embedding. This module runs the same
+one-shot ``mdrecall search`` paid for a single 12 ms query embedding. The local provider uses this
+for queries and for small batches of documents (bigger ones go to sentence-transformers). This module runs the same
 forward pass (embeddings, encoder layers, mean pooling, L2 normalisation) from the model's own
 ``model.safetensors`` and ``tokenizer.json``; tests check its vectors against the torch model's.
 Only what the bundled all-MiniLM-L6-v2 uses is supported (``model_type: bert``, GELU, mean
@@ -39,7 +40,7 @@ def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float)
 
 
 class NumpyBertEncoder:
-    """One text at a time (queries): ``encode(text) -> unit vector``."""
+    """One text at a time: ``encode(text) -> unit vector``."""
 
     def __init__(self, model_dir: Path, weights: dict[str, np.ndarray], config: dict, max_seq_length: int) -> None:
         from tokenizers import Tokenizer

@@ -64,13 +64,13 @@ class LocalEmbeddingProvider:
         # torch releases the GIL; one encode at a time keeps memory bounded and threads honest.
         self._lock = threading.Lock()
         self._st: Any = None
-        self._query_encoder: Any = None
+        self._numpy_encoder: Any = None
         if device == "cpu" and Path(location).is_dir():
             from mdrecall.embeddings.bert_numpy import load_encoder
 
-            self._query_encoder = load_encoder(Path(location), max_seq_length)
-        if self._query_encoder is not None:
-            encoder = self._query_encoder
+            self._numpy_encoder = load_encoder(Path(location), max_seq_length)
+        if self._numpy_encoder is not None:
+            encoder = self._numpy_encoder
             self._dims: int | None = encoder.dims
             self._max_tokens = encoder.max_seq_length
             self._count_tokenizer = encoder.counting_tokenizer()
@@ -88,7 +88,7 @@ class LocalEmbeddingProvider:
                     raise ProviderUnavailableError(f"cannot load local model {self.model!r}: {exc}") from exc
                 if self._max_seq_override is not None:
                     st.max_seq_length = min(self._max_seq_override, st.max_seq_length or self._max_seq_override)
-                if self._query_encoder is None:
+                if self._numpy_encoder is None:
                     self._dims = int(st.get_embedding_dimension())  # type: ignore[attr-defined]
                     self._max_tokens = int(st.max_seq_length)
                     self._count_tokenizer = None
@@ -148,17 +148,17 @@ class LocalEmbeddingProvider:
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
-        if self._query_encoder is not None and self._st is None and len(texts) <= self.NUMPY_DOCUMENT_BATCH:
+        if self._numpy_encoder is not None and self._st is None and len(texts) <= self.NUMPY_DOCUMENT_BATCH:
             try:
-                return [self._query_encoder.encode(t).tolist() for t in texts]
+                return [self._numpy_encoder.encode(t).tolist() for t in texts]
             except Exception as exc:
                 raise EmbeddingError(f"local model failed to embed: {exc}") from exc
         return self._encode(texts)
 
     def embed_query(self, text: str) -> list[float]:
-        if self._query_encoder is not None:
+        if self._numpy_encoder is not None:
             try:
-                return self._query_encoder.encode(text).tolist()
+                return self._numpy_encoder.encode(text).tolist()
             except Exception as exc:
                 raise EmbeddingError(f"local model failed to embed the query: {exc}") from exc
         # One short text: call the modules directly. ``encode`` adds 3–5 ms of per-call bookkeeping

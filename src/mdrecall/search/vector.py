@@ -77,12 +77,19 @@ class InProcessVectors:
         if not dims or self.max_bytes <= 0:
             return False
         with self._lock:
-            if self._version is not None and self._version[:2] == (id(db), db.chunks_version()):
+            if self._version is not None and self._version == self._current_version(db):
                 return self._matrix.nbytes <= self.max_bytes
         return db.chunk_count() * dims * 4 <= self.max_bytes
 
+    @staticmethod
+    def _current_version(db: IndexDB) -> tuple[int, str | None, int]:
+        """What the loaded matrix must match: the connection and the chunks' version token (an index
+        written before tokens existed falls back to SQLite's data_version)."""
+        token = db.chunks_version()
+        return (id(db), token, db.data_version() if token is None else 0)
+
     def _load(self, db: IndexDB) -> None:
-        version = (id(db), db.chunks_version(), db.data_version() if db.chunks_version() is None else 0)
+        version = self._current_version(db)
         if version == self._version:
             return
         meta = db.read_meta() or {}

@@ -243,22 +243,19 @@ class IndexDB:
         except apsw.Error:
             return False
         for name, sql in tables:
-            if name.startswith("sqlite_") or (sql or "").upper().startswith("CREATE VIRTUAL TABLE"):
+            sql = (sql or "").upper()
+            if name.startswith("sqlite_") or sql.startswith("CREATE VIRTUAL TABLE"):
                 continue  # virtual tables are read through their shadow tables, probed here
             quoted = '"' + name.replace('"', '""') + '"'
-            for query in (f"SELECT * FROM {quoted} ORDER BY rowid LIMIT 1", f"SELECT * FROM {quoted} ORDER BY rowid DESC LIMIT 1"):
+            # WITHOUT ROWID tables (FTS5's) have no rowid to order by: their first row will do.
+            orders = ("",) if "WITHOUT ROWID" in sql else (" ORDER BY rowid", " ORDER BY rowid DESC")
+            for order in orders:
                 try:
-                    self.conn.execute(query).fetchall()
+                    self.conn.execute(f"SELECT * FROM {quoted}{order} LIMIT 1").fetchall()
                 except damaged:
                     return False
-                except apsw.SQLError:  # WITHOUT ROWID tables (FTS5's): their first row will do
-                    try:
-                        self.conn.execute(f"SELECT * FROM {quoted} LIMIT 1").fetchall()
-                    except damaged:
-                        return False
-                    except apsw.Error:
-                        pass
-                    break
+                except apsw.Error:
+                    pass  # busy and the like: not a verdict on the file
         return True
 
     def integrity_ok(self) -> bool:
