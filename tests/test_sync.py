@@ -36,8 +36,13 @@ def _rows_for(db_path: Path, rel: str) -> dict[str, int]:
             "fts_total": conn.execute("SELECT COUNT(*) FROM chunks_fts").fetchone()[0],
         }
         if db.vec_dims() is not None:
-            out["vec_total"] = conn.execute("SELECT COUNT(*) FROM chunks_vec").fetchone()[0]
-            orphans = conn.execute("SELECT COUNT(*) FROM chunks_vec WHERE rowid NOT IN (SELECT rowid FROM chunks)").fetchone()[0]
+            # Chunks whose vector is stored, and chunks pointing at a vector that is not.
+            out["vec_total"] = conn.execute(
+                "SELECT COUNT(*) FROM chunks c JOIN embedding_cache v ON v.rowid = c.vector_id"
+            ).fetchone()[0]
+            orphans = conn.execute(
+                "SELECT COUNT(*) FROM chunks WHERE vector_id IS NULL OR vector_id NOT IN (SELECT rowid FROM embedding_cache)"
+            ).fetchone()[0]
             out["vec_orphans"] = orphans
         fts_orphans = conn.execute("SELECT COUNT(*) FROM chunks_fts WHERE rowid NOT IN (SELECT rowid FROM chunks)").fetchone()[0]
         out["fts_orphans"] = fts_orphans

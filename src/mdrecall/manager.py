@@ -857,8 +857,8 @@ class BuiltinMemoryManager:
     def _status(self) -> dict[str, Any]:
         selection = self._selection_or_select()
         provider = selection.provider
-        db = self._read_db
         with self._read_mutex:
+            db = self._read_db  # under the mutex: a recovery may replace (and close) it meanwhile
             counts = db.counts()
             meta = db.read_meta()
             skipped = db.skipped()

@@ -18,7 +18,6 @@ hash, so only true appends are deferred); explicit syncs and rebuilds index ever
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ from mdrecall.chunking import Chunk, chunk_id, chunk_lines, chunk_markdown, fit_
 from mdrecall.config import MemoryConfig
 from mdrecall.crashpoints import crash_point
 from mdrecall.embeddings.base import EmbeddingProvider
-from mdrecall.store.db import ChunkRow, FileRow, IndexDB, vector_to_blob
+from mdrecall.store.db import ChunkRow, FileRow, IndexDB, VectorSpace, vector_to_blob
 from mdrecall.text import fts_index_text
 from mdrecall.types import SyncProgress, SyncReport
 from mdrecall.workspace import MemoryFile, discover_memory_files
@@ -186,8 +185,8 @@ class Indexer:
             if path not in seen:
                 self.db.remove_file(path)
         self._settle_racy(racy, report)
-        if self.config.cache.enabled:
-            self.db.cache_prune(self.config.cache.maxEntries)
+        # Vectors no chunk uses any more are the cache: kept up to maxEntries, or none when it is off.
+        self.db.cache_prune(self.config.cache.maxEntries if self.config.cache.enabled else 0)
         report.seconds = time.monotonic() - started
         self._emit(report.files_indexed, len(pending), "Done")
         return report
@@ -386,7 +385,9 @@ class Indexer:
                     fts_text=self._fts_text(item.contexts[i] + "\n" + chunk.text if item.contexts and item.contexts[i] else chunk.text),
                 )
             )
-        self.db.replace_file(item.row, rows, self.ctx.model)
+        provider = self.ctx.provider
+        space = VectorSpace(provider.id, provider.model, self.ctx.provider_key) if provider is not None else None
+        self.db.replace_file(item.row, rows, self.ctx.model, space)
         report.files_indexed += 1
         report.chunks_written += len(rows)
         crash_point("index:file-written")
@@ -407,35 +408,7 @@ class SourceAdapter:
 
 def seed_cache_from(db: IndexDB, old_path: Path) -> None:
     """Copy reusable embeddings from the live index into a database being rebuilt."""
-    if not old_path.exists():
-        return
-    conn = db.conn
-    try:
-        conn.execute("ATTACH DATABASE ? AS old", (str(old_path),))
-    except Exception:
-        return
-    try:
-        with conn:
-            tables = {r[0] for r in conn.execute("SELECT name FROM old.sqlite_master WHERE type='table'")}
-            if "embedding_cache" in tables:
-                conn.execute("INSERT OR IGNORE INTO embedding_cache SELECT * FROM old.embedding_cache")
-            meta_row = conn.execute("SELECT value FROM old.meta WHERE key = 'memory_index_meta_v1'").fetchone() if "meta" in tables else None
-            if meta_row and "chunks" in tables:
-                meta = json.loads(meta_row[0])
-                if meta.get("provider") not in (None, "none"):
-                    conn.execute(
-                        "INSERT OR IGNORE INTO embedding_cache(provider, model, provider_key, hash, embedding, dims, updated_at) "
-                        "SELECT ?, ?, ?, COALESCE(embed_hash, hash), embedding, length(embedding) / 4, ? FROM old.chunks "
-                        "WHERE embedding IS NOT NULL",
-                        (meta["provider"], meta["model"], meta["providerKey"], time.time_ns()),
-                    )
-    except Exception:
-        pass  # a damaged old index only costs re-embedding
-    finally:
-        try:
-            conn.execute("DETACH DATABASE old")
-        except Exception:
-            pass
+    db.seed_cache_from(old_path)
 
 
 __all__ = ["Indexer", "SourceAdapter", "SyncContext", "seed_cache_from", "EMBED_GROUP"]

@@ -1,8 +1,21 @@
 """The SQLite index: connection setup, schema, and the reads and writes the engine needs.
 
 apsw is used because Python's stdlib ``sqlite3`` is often built without extension loading, and
-sqlite-vec is an extension. When the extension cannot load, vectors still live in ``chunks.embedding``
-(float32 blobs) and are searched in process.
+sqlite-vec is an extension.
+
+Layout (schema 3). Every vector is stored once, in ``embedding_cache``, keyed by its embedding space
+(provider, model, provider key) and the hash of exactly what was embedded; a chunk points at its
+vector by ``chunks.vector_id``. Vectors no chunk points at are the embedding cache proper (bounded
+by ``cache.maxEntries``); vectors in use are never pruned. The keyword index is a contentless FTS5
+table (the text lives in ``chunks`` only; deleting by rowid needs ``contentless_delete``, SQLite
+3.43+). New databases use 8 KiB pages, which hold five 384-dimension vectors each without overflow
+pages (4 KiB pages hold two). Search reads vectors from here into memory (search/vector.py) or
+scans them with sqlite-vec's distance function; there is no vec0 table.
+
+Schema 2 (every vector in ``chunks.embedding``, in a vec0 table and in the cache; FTS5 with its own
+copy of the text) is still read until the first sync rebuilds the index from the files, reusing
+every stored vector (``seed_cache_from``): the bumped ``schemaVersion`` in the index identity is what
+triggers that rebuild.
 """
 
 from __future__ import annotations
@@ -12,19 +25,23 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 import apsw
 import numpy as np
 
 from mdrecall.errors import StoreError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 META_KEY = "memory_index_meta_v1"
 #: A random token replaced by every write that changes the stored chunks: in-process caches (the
 #: vector matrix) compare it instead of reloading. Random, not a counter, so a rebuilt database
 #: swapped in under the same path can never repeat the token the cache saw.
 CHUNKS_VERSION_KEY = "chunks_version"
+#: Vector length the index was prepared for (``ensure_vec_table``).
+VECTOR_DIMS_KEY = "vector_dims"
+#: Page size of new databases: five 1,536-byte vectors (384 float32) fit one page.
+PAGE_SIZE = 8192
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -46,8 +63,7 @@ CREATE TABLE IF NOT EXISTS chunks (
   hash TEXT NOT NULL,
   model TEXT NOT NULL,
   text TEXT NOT NULL,
-  embedding BLOB,
-  embed_hash TEXT,
+  vector_id INTEGER,
   updated_at INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS idx_chunks_path ON chunks(path);
@@ -59,20 +75,25 @@ CREATE TABLE IF NOT EXISTS skipped_files (
   mtime INTEGER NOT NULL,
   size INTEGER NOT NULL
 );
-CREATE TABLE IF NOT EXISTS embedding_cache (
+CREATE TABLE IF NOT EXISTS embedding_spaces (
+  id INTEGER PRIMARY KEY,
   provider TEXT NOT NULL,
   model TEXT NOT NULL,
   provider_key TEXT NOT NULL,
+  UNIQUE (provider, model, provider_key)
+);
+CREATE TABLE IF NOT EXISTS embedding_cache (
+  rowid INTEGER PRIMARY KEY,
+  space INTEGER NOT NULL,
   hash TEXT NOT NULL,
   embedding BLOB NOT NULL,
-  dims INTEGER NOT NULL,
   updated_at INTEGER NOT NULL,
-  PRIMARY KEY (provider, model, provider_key, hash)
+  UNIQUE (space, hash)
 );
 CREATE INDEX IF NOT EXISTS idx_embedding_cache_updated_at ON embedding_cache(updated_at);
 """
 
-_SCHEMA_TABLES = ("meta", "files", "chunks", "skipped_files", "embedding_cache", "idx_chunks_path",
+_SCHEMA_TABLES = ("meta", "files", "chunks", "skipped_files", "embedding_spaces", "embedding_cache", "idx_chunks_path",
                   "idx_chunks_source", "idx_embedding_cache_updated_at")
 
 FTS_TOKENIZERS = {
@@ -88,6 +109,14 @@ def vector_to_blob(vector: Sequence[float]) -> bytes:
 
 def blob_to_vector(blob: bytes) -> np.ndarray:
     return np.frombuffer(blob, dtype=np.float32)
+
+
+class VectorSpace(NamedTuple):
+    """What a vector means: the provider, its model and the provider key (hash of its identity)."""
+
+    provider: str
+    model: str
+    provider_key: str
 
 
 @dataclass
@@ -129,6 +158,8 @@ class StoreOptions:
     fts_tokenizer: str = "unicode61"
     vector_enabled: bool = True
     vector_extension_path: str | None = None
+    #: Page size of a database created by this connection (existing files keep theirs).
+    page_size: int = PAGE_SIZE
     busy_timeout_ms: int = 10_000
     readonly: bool = False
     #: Test hook: called with the raw apsw connection before the schema is created.
@@ -172,6 +203,8 @@ class IndexDB:
     def _setup(self) -> None:
         conn = self.conn
         try:
+            # Only takes effect on a new, empty file (and must precede WAL mode to do so).
+            conn.execute(f"PRAGMA page_size={int(self.options.page_size)}")
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise StoreError(f"cannot switch {self.path} to WAL mode (got {mode})")
@@ -180,18 +213,25 @@ class IndexDB:
             # Schema changes take the write lock up front (BEGIN IMMEDIATE waits on the busy timeout):
             # a deferred transaction that reads the schema first and then upgrades to a write fails at
             # once with "database is locked" when another process created the schema meanwhile.
-            if not self._has_tables(_SCHEMA_TABLES):
-                self._immediate(lambda: conn.execute(_SCHEMA))
-            if not self._has_embed_hash():  # an index written by schema 1
-                self._immediate(
-                    lambda: self._has_embed_hash() or conn.execute("ALTER TABLE chunks ADD COLUMN embed_hash TEXT")
-                )
+            if self.legacy_layout():
+                # Schema 1/2: read as it is until a sync rebuilds it (the identity's schemaVersion).
+                if not self._has_column("chunks", "embed_hash"):
+                    self._immediate(
+                        lambda: self._has_column("chunks", "embed_hash")
+                        or conn.execute("ALTER TABLE chunks ADD COLUMN embed_hash TEXT")
+                    )
+            elif not self._has_tables(_SCHEMA_TABLES):
+                self._immediate(lambda: self.legacy_layout() or conn.execute(_SCHEMA))
         except apsw.Error as exc:
             raise StoreError(f"cannot initialise index database {self.path}: {exc}") from exc
         if self.options.fts_enabled:
             tokenizer = FTS_TOKENIZERS[self.options.fts_tokenizer]
             try:
-                create = f"CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(text, tokenize='{tokenizer}')"
+                # Contentless: the text is stored once, in chunks; rows are deleted by rowid.
+                create = (
+                    "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING "
+                    f"fts5(text, content='', contentless_delete=1, tokenize='{tokenizer}')"
+                )
                 if not self._has_tables(("chunks_fts",)):
                     self._immediate(lambda: conn.execute(create))
                 else:
@@ -214,8 +254,14 @@ class IndexDB:
         present = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master")}
         return all(name in present for name in names)
 
-    def _has_embed_hash(self) -> bool:
-        return any(row[1] == "embed_hash" for row in self.conn.execute("PRAGMA table_info(chunks)"))
+    def _has_column(self, table: str, column: str) -> bool:
+        return any(row[1] == column for row in self.conn.execute(f"PRAGMA table_info({table})"))
+
+    def legacy_layout(self) -> bool:
+        """Whether this file has the schema 1/2 layout (vectors in ``chunks.embedding``). Asked
+        again wherever it matters: a rebuilt index swapped in changes the layout under an open
+        connection."""
+        return self._has_column("chunks", "embedding")
 
     def _immediate(self, work: Callable[[], object]) -> None:
         self.conn.execute("BEGIN IMMEDIATE")
@@ -292,37 +338,60 @@ class IndexDB:
             (key, value),
         )
 
-    # -- vector table ----------------------------------------------------------------------------
+    # -- vectors ---------------------------------------------------------------------------------
     def vec_dims(self) -> int | None:
-        row = self.conn.execute("SELECT sql FROM sqlite_master WHERE name = 'chunks_vec'").fetchone()
-        if not row:
-            return None
-        sql = row[0]
-        start = sql.find("float[")
-        if start < 0:
-            return None
-        return int(sql[start + 6 : sql.index("]", start)])
+        """Vector length the index holds (or was prepared for); None without vectors."""
+        if self.legacy_layout():
+            row = self.conn.execute("SELECT sql FROM sqlite_master WHERE name = 'chunks_vec'").fetchone()
+            if not row or "float[" not in row[0]:
+                return None
+            start = row[0].find("float[")
+            return int(row[0][start + 6 : row[0].index("]", start)])
+        value = self.get_kv(VECTOR_DIMS_KEY)
+        return int(value) if value else None
 
     def ensure_vec_table(self, dims: int) -> None:
-        if not self.caps.vector_available:
-            return
-        current = self.vec_dims()
-        if current == dims:
+        """Record the vector length about to be written (status, and the sqlite-vec scan's filter)."""
+        if self.legacy_layout() or self.vec_dims() == dims:
             return
         with self.conn:
-            if current is not None:
-                self.conn.execute("DROP TABLE chunks_vec")
-            self.conn.execute(
-                f"CREATE VIRTUAL TABLE chunks_vec USING vec0(embedding float[{dims}] distance_metric=cosine, source text)"
-            )
-            # Back-fill from stored embeddings (e.g. after the extension became available).
-            for rowid, source, blob in self.conn.execute(
-                "SELECT rowid, source, embedding FROM chunks WHERE embedding IS NOT NULL"
-            ).fetchall():
-                if len(blob) == dims * 4:
-                    self.conn.execute(
-                        "INSERT INTO chunks_vec(rowid, embedding, source) VALUES(?, ?, ?)", (rowid, blob, source)
-                    )
+            self.set_kv(VECTOR_DIMS_KEY, str(int(dims)))
+
+    def space_id(self, space: VectorSpace, *, create: bool = False) -> int | None:
+        row = self.conn.execute(
+            "SELECT id FROM embedding_spaces WHERE provider = ? AND model = ? AND provider_key = ?", tuple(space)
+        ).fetchone()
+        if row is not None or not create:
+            return int(row[0]) if row else None
+        self.conn.execute("INSERT INTO embedding_spaces(provider, model, provider_key) VALUES(?, ?, ?)", tuple(space))
+        return int(self.conn.last_insert_rowid())
+
+    def vector_refs(self) -> tuple[bool, list[tuple[int, object, str, str]]]:
+        """(legacy layout?, [(chunk rowid, vector key, source, path)] for every chunk with a vector).
+        The key names the stored vector: equal keys, equal vectors (schema 3: the vector's row,
+        which never changes; schema 2: the chunk's rowid and embed_hash)."""
+        if self.legacy_layout():
+            rows = self.conn.execute(
+                "SELECT rowid, rowid || ':' || COALESCE(embed_hash, hash), source, path FROM chunks WHERE embedding IS NOT NULL"
+            ).fetchall()
+            return True, rows
+        return False, self.conn.execute(
+            "SELECT rowid, vector_id, source, path FROM chunks WHERE vector_id IS NOT NULL"
+        ).fetchall()
+
+    def vector_blobs(self, legacy: bool, refs: Sequence[tuple[int, object]]) -> list[bytes | None]:
+        """The stored vectors of ``refs`` ((chunk rowid, key) pairs from :meth:`vector_refs`), in order."""
+        sql = (
+            "SELECT rowid, embedding FROM chunks WHERE rowid IN ({})"
+            if legacy
+            else "SELECT rowid, embedding FROM embedding_cache WHERE rowid IN ({})"
+        )
+        ids = [ref[0] if legacy else ref[1] for ref in refs]
+        blobs: dict[object, bytes] = {}
+        for start in range(0, len(ids), 500):
+            batch = ids[start : start + 500]
+            blobs.update(self.conn.execute(sql.format(",".join("?" * len(batch))), batch).fetchall())
+        return [blobs.get(i) for i in ids]
 
     # -- files -----------------------------------------------------------------------------------
     def files(self, source: str | None = None) -> dict[str, FileRow]:
@@ -355,14 +424,11 @@ class IndexDB:
 
     def _delete_file_rows(self, path: str) -> None:
         conn = self.conn
-        if self.caps.vector_available and self.vec_dims() is not None:
-            # One point delete per rowid: vec0 answers "rowid IN (subquery)" with a full table scan,
-            # which made indexing quadratic in the number of files (benchmarks/speed.py).
-            rowids = [(r[0],) for r in conn.execute("SELECT rowid FROM chunks WHERE path = ?", (path,))]
-            if rowids:
-                conn.executemany("DELETE FROM chunks_vec WHERE rowid = ?", rowids)
-        if self.caps.fts_available:
-            conn.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT rowid FROM chunks WHERE path = ?)", (path,))
+        rowids = [(r[0],) for r in conn.execute("SELECT rowid FROM chunks WHERE path = ?", (path,))]
+        if rowids and self.caps.fts_available:
+            # Point deletes: a contentless table (contentless_delete) removes a row by its rowid.
+            conn.executemany("DELETE FROM chunks_fts WHERE rowid = ?", rowids)
+        # The chunks' vectors stay in embedding_cache: no longer referenced, they are the cache.
         conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
         conn.execute("DELETE FROM files WHERE path = ?", (path,))
         conn.execute("DELETE FROM skipped_files WHERE path = ?", (path,))
@@ -378,46 +444,46 @@ class IndexDB:
     def chunks_version(self) -> str | None:
         return self.get_kv(CHUNKS_VERSION_KEY)
 
-    def replace_file(self, file: FileRow, chunks: Sequence[ChunkRow], model: str) -> None:
-        """Atomically replace everything stored for one file."""
+    def replace_file(
+        self, file: FileRow, chunks: Sequence[ChunkRow], model: str, vector_space: VectorSpace | None = None
+    ) -> None:
+        """Atomically replace everything stored for one file. Chunk vectors go to the space
+        ``vector_space`` (default: a space named after ``model``)."""
         now = int(time.time())
         conn = self.conn
-        has_vec = self.caps.vector_available and self.vec_dims() is not None
         with conn:
             self._delete_file_rows(file.path)
+            space: int | None = None
             for chunk in chunks:
+                vector_id = None
+                if chunk.embedding is not None:
+                    if space is None:
+                        space = self.space_id(vector_space or VectorSpace("", model, ""), create=True)
+                    vector_id = self._store_vector(space, chunk.embed_hash or chunk.hash, chunk.embedding)
                 conn.execute(
-                    "INSERT INTO chunks(id, path, source, start_line, end_line, hash, model, text, embedding, embed_hash, updated_at) "
-                    "VALUES(?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO NOTHING",
-                    (
-                        chunk.id,
-                        chunk.path,
-                        chunk.source,
-                        chunk.start_line,
-                        chunk.end_line,
-                        chunk.hash,
-                        model,
-                        chunk.text,
-                        chunk.embedding,
-                        chunk.embed_hash or chunk.hash,
-                        now,
-                    ),
+                    "INSERT INTO chunks(id, path, source, start_line, end_line, hash, model, text, vector_id, updated_at) "
+                    "VALUES(?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO NOTHING",
+                    (chunk.id, chunk.path, chunk.source, chunk.start_line, chunk.end_line, chunk.hash, model, chunk.text, vector_id, now),
                 )
                 if conn.changes() == 0:
                     continue  # identical chunk twice in one file (repeated text): keep one
-                rowid = conn.last_insert_rowid()
                 if self.caps.fts_available:
-                    conn.execute("INSERT INTO chunks_fts(rowid, text) VALUES(?, ?)", (rowid, chunk.fts_text))
-                if has_vec and chunk.embedding is not None:
-                    conn.execute(
-                        "INSERT INTO chunks_vec(rowid, embedding, source) VALUES(?, ?, ?)",
-                        (rowid, chunk.embedding, chunk.source),
-                    )
+                    conn.execute("INSERT INTO chunks_fts(rowid, text) VALUES(?, ?)", (conn.last_insert_rowid(), chunk.fts_text))
             conn.execute(
                 "INSERT INTO files(path, source, hash, mtime, size, indexed_at) VALUES(?,?,?,?,?,?)",
                 (file.path, file.source, file.hash, file.mtime, file.size, now),
             )
             self._bump_chunks_version()
+
+    def _store_vector(self, space: int, embed_hash: str, blob: bytes) -> int:
+        """The row of this vector, stored if new. A stored vector never changes (same input, same
+        model, same vector): the first one stays, and in-memory copies may trust its rowid."""
+        row = self.conn.execute(
+            "INSERT INTO embedding_cache(space, hash, embedding, updated_at) VALUES(?,?,?,?) "
+            "ON CONFLICT(space, hash) DO UPDATE SET updated_at = excluded.updated_at RETURNING rowid",
+            (space, embed_hash, blob, time.time_ns()),
+        ).fetchone()
+        return int(row[0])
 
     # -- counts ----------------------------------------------------------------------------------
     def counts(self) -> dict[str, dict[str, int]]:
@@ -436,59 +502,122 @@ class IndexDB:
         return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
 
     # -- embedding cache -------------------------------------------------------------------------
+    # Every stored vector, the ones chunks use included: cache_get finds a chunk's vector before
+    # its file is rewritten, so an edit re-embeds only the chunks whose text changed.
     def cache_get(self, provider: str, model: str, key: str, hashes: Iterable[str]) -> dict[str, bytes]:
+        if self.legacy_layout():
+            return {}
+        space = self.space_id(VectorSpace(provider, model, key))
+        if space is None:
+            return {}
         found: dict[str, bytes] = {}
-        batch: list[str] = []
-        for h in hashes:
-            batch.append(h)
-            if len(batch) >= 400:
-                found.update(self._cache_get_batch(provider, model, key, batch))
-                batch = []
-        if batch:
-            found.update(self._cache_get_batch(provider, model, key, batch))
+        wanted = list(hashes)
+        for start in range(0, len(wanted), 400):
+            batch = wanted[start : start + 400]
+            marks = ",".join("?" * len(batch))
+            found.update(
+                self.conn.execute(
+                    f"SELECT hash, embedding FROM embedding_cache WHERE space = ? AND hash IN ({marks})", (space, *batch)
+                ).fetchall()
+            )
         return found
 
-    def _cache_get_batch(self, provider: str, model: str, key: str, hashes: list[str]) -> dict[str, bytes]:
-        marks = ",".join("?" * len(hashes))
-        rows = self.conn.execute(
-            f"SELECT hash, embedding FROM embedding_cache WHERE provider = ? AND model = ? AND provider_key = ? "
-            f"AND hash IN ({marks})",
-            (provider, model, key, *hashes),
-        ).fetchall()
-        return {h: e for h, e in rows}
-
     def cache_touch(self, provider: str, model: str, key: str, hashes: Sequence[str]) -> None:
+        space = self.space_id(VectorSpace(provider, model, key))
+        if space is None:
+            return
         now = time.time_ns()
         self.conn.executemany(
-            "UPDATE embedding_cache SET updated_at = ? WHERE provider = ? AND model = ? AND provider_key = ? AND hash = ?",
-            [(now, provider, model, key, h) for h in hashes],
+            "UPDATE embedding_cache SET updated_at = ? WHERE space = ? AND hash = ?", [(now, space, h) for h in hashes]
         )
 
     def cache_put(self, provider: str, model: str, key: str, items: Sequence[tuple[str, bytes]]) -> None:
-        now = time.time_ns()
-        self.conn.executemany(
-            "INSERT INTO embedding_cache(provider, model, provider_key, hash, embedding, dims, updated_at) "
-            "VALUES(?,?,?,?,?,?,?) ON CONFLICT(provider, model, provider_key, hash) DO UPDATE SET "
-            "embedding = excluded.embedding, dims = excluded.dims, updated_at = excluded.updated_at",
-            [(provider, model, key, h, blob, len(blob) // 4, now) for h, blob in items],
-        )
+        if not items:
+            return
+        space = self.space_id(VectorSpace(provider, model, key), create=True)
+        assert space is not None
+        for h, blob in items:
+            self._store_vector(space, h, blob)
 
     def cache_prune(self, max_entries: int | None) -> int:
-        if max_entries is None:
+        """Drop the least recently used vectors no chunk uses, down to ``max_entries`` of them."""
+        if max_entries is None or self.legacy_layout():
             return 0
-        count = self.cache_size()
-        if count <= max_entries:
+        unused = (
+            "SELECT rowid FROM embedding_cache WHERE rowid NOT IN "
+            "(SELECT vector_id FROM chunks WHERE vector_id IS NOT NULL)"
+        )
+        excess = int(self.conn.execute(f"SELECT COUNT(*) FROM ({unused})").fetchone()[0]) - max_entries
+        if excess <= 0:
             return 0
-        excess = count - max_entries
         self.conn.execute(
-            "DELETE FROM embedding_cache WHERE rowid IN "
-            "(SELECT rowid FROM embedding_cache ORDER BY updated_at ASC LIMIT ?)",
-            (excess,),
+            f"DELETE FROM embedding_cache WHERE rowid IN ({unused} ORDER BY updated_at ASC LIMIT ?)", (excess,)
         )
         return excess
 
     def cache_size(self) -> int:
+        """Stored vectors, in use or not."""
         return int(self.conn.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()[0])
+
+    def seed_cache_from(self, old_path: Path) -> int:
+        """Copy every vector of another index (the live one a rebuild replaces) into this one's
+        cache; returns how many were new. Reads schema 3 and schema 1/2 files (their chunks'
+        vectors and their cache): migrating an index re-embeds nothing."""
+        if not old_path.exists():
+            return 0
+        conn = self.conn
+        before = self.cache_size()
+        try:
+            conn.execute("ATTACH DATABASE ? AS old", (str(old_path),))
+        except apsw.Error:
+            return 0
+        try:
+            with conn:
+                tables = {r[0] for r in conn.execute("SELECT name FROM old.sqlite_master WHERE type='table'")}
+                now = time.time_ns()
+                if "embedding_spaces" in tables:
+                    conn.execute(
+                        "INSERT OR IGNORE INTO embedding_spaces(provider, model, provider_key) "
+                        "SELECT provider, model, provider_key FROM old.embedding_spaces"
+                    )
+                    conn.execute(
+                        "INSERT OR IGNORE INTO embedding_cache(space, hash, embedding, updated_at) "
+                        "SELECT s.id, c.hash, c.embedding, c.updated_at FROM old.embedding_cache c "
+                        "JOIN old.embedding_spaces o ON o.id = c.space "
+                        "JOIN embedding_spaces s ON s.provider = o.provider AND s.model = o.model AND s.provider_key = o.provider_key "
+                        "ORDER BY c.rowid"
+                    )
+                elif "embedding_cache" in tables:  # schema 1/2
+                    conn.execute(
+                        "INSERT OR IGNORE INTO embedding_spaces(provider, model, provider_key) "
+                        "SELECT DISTINCT provider, model, provider_key FROM old.embedding_cache"
+                    )
+                    conn.execute(
+                        "INSERT OR IGNORE INTO embedding_cache(space, hash, embedding, updated_at) "
+                        "SELECT s.id, c.hash, c.embedding, c.updated_at FROM old.embedding_cache c "
+                        "JOIN embedding_spaces s ON s.provider = c.provider AND s.model = c.model AND s.provider_key = c.provider_key"
+                    )
+                meta_row = conn.execute(f"SELECT value FROM old.meta WHERE key = '{META_KEY}'").fetchone() if "meta" in tables else None
+                columns = {r[1] for r in conn.execute("PRAGMA old.table_info(chunks)")} if "chunks" in tables else set()
+                meta = json.loads(meta_row[0]) if meta_row else {}
+                if "embedding" in columns and meta.get("provider") not in (None, "none"):
+                    # Schema 1/2 kept every chunk's vector in the chunk row as well (the cache may
+                    # have been pruned below them).
+                    space = self.space_id(VectorSpace(meta["provider"], meta["model"], meta["providerKey"]), create=True)
+                    hashed = "COALESCE(embed_hash, hash)" if "embed_hash" in columns else "hash"
+                    conn.execute(
+                        "INSERT OR IGNORE INTO embedding_cache(space, hash, embedding, updated_at) "
+                        f"SELECT ?, {hashed}, embedding, ? FROM old.chunks WHERE embedding IS NOT NULL ORDER BY rowid",
+                        (space, now),
+                    )
+        except (apsw.Error, ValueError, KeyError, TypeError):
+            pass  # a damaged old index only costs re-embedding
+        finally:
+            try:
+                conn.execute("DETACH DATABASE old")
+            except apsw.Error:
+                pass
+        return self.cache_size() - before
 
     # -- transactions ----------------------------------------------------------------------------
     def transaction(self) -> Iterator[None]:

@@ -1,0 +1,88 @@
+"""An index written by the previous schema (2) keeps answering, then is rebuilt from the files by
+the first sync without embedding anything again (tests/fixtures/schema2: built by that code)."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+
+import apsw
+import pytest
+
+from mdrecall import open_manager
+from mdrecall.store.db import SCHEMA_VERSION, IndexDB, StoreOptions
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "schema2"
+QUESTIONS = ["which database do we use?", "who fixed the backup?", "谁不喝咖啡？", "Safari support"]
+
+
+@pytest.fixture()
+def legacy(tmp_path: Path) -> tuple[Path, Path]:
+    ws = tmp_path / "ws"
+    shutil.copytree(FIXTURE / "workspace", ws)
+    db_path = tmp_path / "index.sqlite"
+    db_path.write_bytes(gzip.decompress((FIXTURE / "index.sqlite.gz").read_bytes()))
+    return ws, db_path
+
+
+def _config(db_path: Path, **extra: object) -> dict:
+    return {"provider": "local", "store": {"path": str(db_path)}, "dreaming": {"enabled": False}, "sync": {"watch": False}, **extra}
+
+
+def _legacy_vectors(db_path: Path) -> dict[str, bytes]:
+    conn = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return dict(conn.execute("SELECT id, embedding FROM chunks WHERE embedding IS NOT NULL").fetchall())
+    finally:
+        conn.close()
+
+
+def test_schema2_index_answers_then_migrates_without_reembedding(legacy: tuple[Path, Path]) -> None:
+    ws, db_path = legacy
+    old_vectors = _legacy_vectors(db_path)
+    assert len(old_vectors) == 4
+
+    with open_manager(ws, _config(db_path, sync={"watch": False, "onSearch": False})) as m:
+        assert "schemaVersion changed (2 → 3)" in (m.status()["rebuildNeeded"] or "")
+        before = {}
+        for q in QUESTIONS:
+            response = m.search(q)
+            assert not any("paused" in w for w in response.warnings)
+            assert response.results, q
+            before[q] = [(r.path, r.start_line) for r in response.results]
+        assert m.search(QUESTIONS[0]).mode == "hybrid"  # the old vectors are read as they are
+        assert m._vectors.loaded_vectors == 4
+
+        report = m.sync()
+        assert report.full_rebuild and "schemaVersion" in (report.rebuild_reason or "")
+        assert (report.chunks_embedded, report.cache_hits) == (0, 4)  # every vector reused
+        status = m.status()
+        assert status["meta"]["schemaVersion"] == SCHEMA_VERSION and status["rebuildNeeded"] is None
+        # The manager's open connection now reads the new layout.
+        assert not m._read_db.legacy_layout()
+        for q in QUESTIONS:
+            assert [(r.path, r.start_line) for r in m.search(q).results] == before[q], q
+
+    db = IndexDB(db_path, StoreOptions())
+    try:
+        tables = {r[0] for r in db.conn.execute("SELECT name FROM sqlite_master")}
+        assert "chunks_vec" not in tables and "chunks_fts_content" not in tables
+        assert db.integrity_ok()
+        # Each chunk's vector is the one the old index stored for it, byte for byte, stored once.
+        rows = db.conn.execute("SELECT c.id, v.embedding FROM chunks c JOIN embedding_cache v ON v.rowid = c.vector_id").fetchall()
+        assert dict(rows) == old_vectors
+        assert db.cache_size() == 4
+        # Swapped in over a database of 4 KiB pages, which a WAL database keeps.
+        assert db.conn.execute("PRAGMA page_size").fetchone()[0] == 4096
+    finally:
+        db.close()
+
+
+def test_keyword_search_on_schema2_before_the_rebuild(legacy: tuple[Path, Path]) -> None:
+    """Keyword-only on the old index: the old FTS5 table (with its own content) still answers."""
+    ws, db_path = legacy
+    with open_manager(ws, _config(db_path, provider="none", sync={"watch": False, "onSearch": False})) as m:
+        response = m.search("backup bucket policy")
+        assert response.mode == "keyword-only"
+        assert [r.path for r in response.results][:1] == ["memory/2026-03-03.md"]
