@@ -58,7 +58,7 @@ TEMPLATES = [
     "why did the {a} fail after {b}?",
     "status of {a} for {b}",
 ]
-GENERATOR_VERSION = 4
+GENERATOR_VERSION = 5
 CJK_LINES = ["王磊喜欢绿茶，不喝咖啡。", "会议改到周四下午三点。", "北京办公室下周装修。", "东京の会議は水曜日です。", "서울 사무실은 월요일에 닫습니다."]
 
 
@@ -149,7 +149,7 @@ def _natural_note(model: WordModel, rng: random.Random, day: date, index: int) -
     """One daily note of one session (one chunk: under the 200-token chunk size)."""
     a, b = rng.sample(model.speakers, 2)
     lines = [f"# {day.isoformat()}", "", f"## Session {index % 6 + 1} · {rng.randint(8, 21)}:{rng.randint(0, 59):02d} · {a} & {b}", ""]
-    budget = rng.randint(90, 150)  # estimated word pieces of the turns (estimate_tokens-like)
+    budget = rng.randint(70, 125)  # estimated word pieces of the turns (estimate_tokens-like)
     used = 0
     while used < budget:
         turn = " ".join(model.sentence(rng) for _ in range(rng.choice((1, 1, 2))))
@@ -164,7 +164,7 @@ def _natural_note(model: WordModel, rng: random.Random, day: date, index: int) -
 def _topic_note(model: WordModel, rng: random.Random, index: int) -> str:
     title = " ".join(w for w in model.sentence(rng, 6).rstrip(".!?").split()[:4])
     lines = [f"# Topic {index}: {title}", ""]
-    budget, used = rng.randint(80, 140), 0
+    budget, used = rng.randint(70, 125), 0
     while used < budget:
         sentence = model.sentence(rng)
         lines.append("- " + sentence)

@@ -195,6 +195,8 @@ class IndexDB:
         except (apsw.Error, OSError) as exc:
             raise StoreError(f"cannot open index database {path}: {exc}") from exc
         self.conn.setbusytimeout(options.busy_timeout_ms)
+        self._tokenizer: Any = None  # the keyword index's tokenizer, for query statistics
+        self._vocab_ready = False
         if options.connection_hook is not None:
             options.connection_hook(self.conn)
         self._setup()
@@ -337,6 +339,41 @@ class IndexDB:
             "INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
             (key, value),
         )
+
+    # -- keyword index statistics --------------------------------------------------------------
+    def fts_term_chunks(self, words: Sequence[str]) -> dict[str, int]:
+        """How many chunks hold each word, counted in the keyword index (``fts5vocab``) after the
+        index's own tokenizer (Porter stems, folded diacritics). Words it turns into more than one
+        token (searched as phrases) are left out. Costs a few index lookups, not a scan."""
+        tokenizer = self._query_tokenizer()
+        if tokenizer is None:
+            return {}
+        tokens: dict[str, str] = {}
+        for word in words:
+            found = tokenizer(word.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False, include_colocated=False)
+            if len(found) == 1:
+                tokens[word] = found[0]
+        if not tokens:
+            return {}
+        if not self._vocab_ready:
+            self.conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_fts_vocab USING fts5vocab(main, chunks_fts, row)")
+            self._vocab_ready = True
+        wanted = sorted(set(tokens.values()))
+        counts = dict(
+            self.conn.execute(
+                f"SELECT term, doc FROM temp.chunks_fts_vocab WHERE term IN ({','.join('?' * len(wanted))})", wanted
+            ).fetchall()
+        )
+        return {word: int(counts.get(token, 0)) for word, token in tokens.items()}
+
+    def _query_tokenizer(self) -> Any:
+        if self._tokenizer is None:
+            name, *args = FTS_TOKENIZERS[self.options.fts_tokenizer].split()
+            try:
+                self._tokenizer = self.conn.fts5_tokenizer(name, args)
+            except (apsw.Error, AttributeError):  # no FTS5, or an apsw without tokenizer access
+                self._tokenizer = False
+        return self._tokenizer or None
 
     # -- vectors ---------------------------------------------------------------------------------
     def vec_dims(self) -> int | None:
