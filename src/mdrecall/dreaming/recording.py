@@ -534,7 +534,7 @@ def _apply_grounding(state: Any, rel: str, start: int, end: int, day: str) -> in
     updated = 0
     # Only this note's entries (keys are "<source>:<path>#<claim>"): the others stay unparsed text.
     prefix = entry_key("memory", rel, "")
-    for key in [k for k in state.entries.all_keys() if k.startswith(prefix)]:
+    for key in state.entries.keys_with_prefix(prefix):
         entry = state.entries.get(key)
         if entry is None or entry.path != rel or entry.promoted_at or entry.last_grounded_day == day:
             continue
