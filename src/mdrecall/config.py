@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from mdrecall.errors import ConfigError
@@ -256,6 +255,8 @@ def _deep_merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, 
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
+    import yaml  # only when a config file exists
+
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:

@@ -14,7 +14,6 @@ warning says why. See docs/reliability.md.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import threading
@@ -1027,15 +1026,23 @@ class BuiltinMemoryManager:
 
     # -- asyncio ---------------------------------------------------------------------------------
     async def asearch(self, query: str, **kwargs: Any) -> SearchResponse:
+        import asyncio  # lazily: ~25 ms at start for the async API alone
+
         return await asyncio.to_thread(self.search, query, **kwargs)
 
     async def aread_file(self, rel_path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]:
+        import asyncio  # lazily: ~25 ms at start for the async API alone
+
         return await asyncio.to_thread(self.read_file, rel_path, from_line, lines)
 
     async def async_sync(self, force: bool = False, progress: ProgressCallback | None = None) -> SyncReport:
+        import asyncio  # lazily: ~25 ms at start for the async API alone
+
         return await asyncio.to_thread(self.sync, force, progress)
 
     async def astatus(self) -> dict[str, Any]:
+        import asyncio  # lazily: ~25 ms at start for the async API alone
+
         return await asyncio.to_thread(self.status)
 
 

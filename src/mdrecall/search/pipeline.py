@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from mdrecall.config import MemoryConfig
 from mdrecall.search.decay import decay_multiplier
@@ -22,7 +23,7 @@ from mdrecall.store.db import IndexDB
 from mdrecall.text import cjk_share
 from mdrecall.types import SearchMode, SearchResult
 
-VectorSearch = Callable[[IndexDB, np.ndarray, int, ScopeLike], list[Candidate]]
+VectorSearch = Callable[[IndexDB, "np.ndarray", int, ScopeLike], list[Candidate]]
 
 
 @dataclass
@@ -82,6 +83,8 @@ def run_search(
         if fts and not keyword:
             keyword = keyword_search(db, plan.query, candidates, plan.scope, q.fts.tokenizer)
     if use_vectors:
+        import numpy as np  # the vector side only: keyword-only searches never load numpy
+
         try:
             query_vec = np.asarray(embed_query(plan.query), dtype=np.float32)  # type: ignore[misc]
         except Exception as exc:  # any provider failure degrades this query to keywords

@@ -8,9 +8,10 @@ transcripts filled the candidate list first.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence, Union
+from typing import TYPE_CHECKING, Sequence, Union
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 SESSIONS = "sessions"
 
@@ -52,10 +53,12 @@ class Scope:
             return True
         return prefix != "" and path.startswith(prefix)
 
-    def mask(self, sources: np.ndarray, paths: Sequence[str]) -> np.ndarray | None:
+    def mask(self, sources: "np.ndarray", paths: Sequence[str]) -> "np.ndarray | None":
         """Boolean row mask over parallel arrays of sources and paths; None when nothing is filtered."""
         if not self.restricted:
             return None
+        import numpy as np  # only the in-memory vectors need it: keyword searches never load numpy
+
         allowed = np.ones(len(sources), dtype=bool)
         if self.sources is not None:
             allowed &= np.isin(sources, list(self.sources))

@@ -4,22 +4,26 @@ the stored vectors on disk when they do not fit its budget."""
 from __future__ import annotations
 
 import threading
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from mdrecall import threads
 from mdrecall.search.keyword import Candidate, _COLUMNS
 from mdrecall.search.scope import Scope, ScopeLike, as_scope
 from mdrecall.store.db import IndexDB
 
+if TYPE_CHECKING:
+    import numpy as np
+
 #: Vectors read and compared per step of a disk scan without sqlite-vec.
 SCAN_BLOCK = 4096
 
 
-def sqlite_vec_search(db: IndexDB, query_vec: np.ndarray, limit: int, scope: ScopeLike) -> list[Candidate]:
+def sqlite_vec_search(db: IndexDB, query_vec: "np.ndarray", limit: int, scope: ScopeLike) -> list[Candidate]:
     """KNN straight from the database, for indexes whose vectors exceed the memory budget: one pass
     over the stored vectors with sqlite-vec's ``vec_distance_cosine`` (or NumPy in blocks when the
     extension is not loaded). The scope filter applies inside the scan."""
+    import numpy as np  # here and below, not at import: keyword-only searches never load numpy
+
     where = as_scope(scope)
     q = np.asarray(query_vec, dtype=np.float32)
     if not db.caps.vector_available:
@@ -41,7 +45,9 @@ def sqlite_vec_search(db: IndexDB, query_vec: np.ndarray, limit: int, scope: Sco
     return _hydrate(db, list(dist), where, lambda rowid: 1.0 - dist[rowid])
 
 
-def _numpy_scan(db: IndexDB, q: np.ndarray, limit: int, where: Scope) -> list[Candidate]:
+def _numpy_scan(db: IndexDB, q: "np.ndarray", limit: int, where: Scope) -> list[Candidate]:
+    import numpy as np
+
     threads.configure()
     q = q / (float(np.linalg.norm(q)) or 1.0)
     legacy, refs = db.vector_refs()
@@ -90,10 +96,10 @@ class InProcessVectors:
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
         self._version: tuple[int, str | None, int] | None = None
-        self._rowids = np.zeros(0, dtype=np.int64)
-        self._sources = np.zeros(0, dtype=object)
+        self._rowids: Any = None  # NumPy arrays once loaded
+        self._sources: Any = None
         self._paths: list[str] = []
-        self._matrix = np.zeros((0, 0), dtype=np.float32)
+        self._matrix: Any = None
         self._index: dict[int, tuple[int, object]] = {}  # chunk rowid -> (matrix row, vector key)
         self._epoch: tuple[int, object, bool] | None = None  # (connection, providerKey, legacy layout)
         self.loads = 0  # how many times the database was consulted after a change
@@ -102,11 +108,11 @@ class InProcessVectors:
 
     @property
     def loaded_vectors(self) -> int:
-        return int(self._matrix.shape[0])
+        return 0 if self._matrix is None else int(self._matrix.shape[0])
 
     @property
     def loaded_bytes(self) -> int:
-        return int(self._matrix.nbytes)
+        return 0 if self._matrix is None else int(self._matrix.nbytes)
 
     def fits(self, db: IndexDB, dims: int | None) -> bool:
         """Whether the index's vectors fit the memory budget (always True without a budget)."""
@@ -116,7 +122,7 @@ class InProcessVectors:
             return False
         with self._lock:
             if self._version is not None and self._version == self._current_version(db):
-                return self._matrix.nbytes <= self.max_bytes
+                return self.loaded_bytes <= self.max_bytes
         return db.chunk_count() * dims * 4 <= self.max_bytes
 
     @staticmethod
@@ -134,6 +140,8 @@ class InProcessVectors:
     def _load(self, db: IndexDB) -> None:
         import time
 
+        import numpy as np
+
         version = self._current_version(db)
         if version == self._version:
             return
@@ -142,7 +150,7 @@ class InProcessVectors:
         legacy, refs = db.vector_refs()
         self.loads += 1
         epoch = (id(db), meta.get("providerKey"), legacy)
-        reuse = epoch == self._epoch and self._matrix.ndim == 2 and self._matrix.shape[1] > 0
+        reuse = epoch == self._epoch and self._matrix is not None and self._matrix.shape[1] > 0
         old = self._index if reuse else {}
         keep: list[int] = []  # matrix rows kept
         kept_refs: list[tuple[int, object, str, str]] = []
@@ -175,7 +183,9 @@ class InProcessVectors:
         self.last_load_s = time.perf_counter() - started
 
     @staticmethod
-    def _normalised(blobs: list[bytes], dims: int) -> np.ndarray:
+    def _normalised(blobs: list[bytes], dims: int) -> "np.ndarray":
+        import numpy as np
+
         if not blobs or not dims:
             return np.zeros((0, dims), dtype=np.float32)
         matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), dims).copy()
@@ -184,12 +194,14 @@ class InProcessVectors:
         matrix /= norms
         return matrix
 
-    def search(self, db: IndexDB, query_vec: np.ndarray, limit: int, scope: ScopeLike) -> list[Candidate]:
+    def search(self, db: IndexDB, query_vec: "np.ndarray", limit: int, scope: ScopeLike) -> list[Candidate]:
+        import numpy as np
+
         where = as_scope(scope)
         threads.configure()  # one BLAS thread: a matrix-vector product is query-sized work
         with self._lock:
             self._load(db)
-            if self._matrix.size == 0 or self._matrix.shape[1] != len(query_vec):
+            if self._matrix is None or self._matrix.size == 0 or self._matrix.shape[1] != len(query_vec):
                 return []
             q = np.asarray(query_vec, dtype=np.float32)
             norm = float(np.linalg.norm(q)) or 1.0

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 import apsw
-import numpy as np
 
 from mdrecall.errors import StoreError
 
@@ -104,10 +103,14 @@ FTS_TOKENIZERS = {
 
 
 def vector_to_blob(vector: Sequence[float]) -> bytes:
+    import numpy as np  # not on the keyword-only path (a one-shot search without it starts ~0.1 s sooner)
+
     return np.asarray(vector, dtype=np.float32).tobytes()
 
 
-def blob_to_vector(blob: bytes) -> np.ndarray:
+def blob_to_vector(blob: bytes) -> Any:
+    import numpy as np
+
     return np.frombuffer(blob, dtype=np.float32)
 
 
@@ -167,15 +170,24 @@ class StoreOptions:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def _bundled_sqlite_vec() -> str:
+    """The extension shipped in the sqlite-vec package, found without importing it (its
+    ``__init__`` imports numpy, ~0.1 s that a keyword search does not need)."""
+    import importlib.util
+    import os
+
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is not None and spec.origin:
+        return os.path.join(os.path.dirname(spec.origin), "vec0")
+    import sqlite_vec  # a layout we do not know: let the package say
+
+    return str(sqlite_vec.loadable_path())
+
+
 def _load_sqlite_vec(conn: apsw.Connection, extension_path: str | None) -> str:
     conn.enable_load_extension(True)
     try:
-        if extension_path:
-            conn.load_extension(extension_path)
-        else:
-            import sqlite_vec
-
-            conn.load_extension(sqlite_vec.loadable_path())
+        conn.load_extension(extension_path or _bundled_sqlite_vec())
     finally:
         conn.enable_load_extension(False)
     return str(conn.execute("SELECT vec_version()").fetchone()[0])
