@@ -251,13 +251,24 @@ def _parse_json_store(raw: str, origin: Path) -> tuple[list[RecallEntry], set[st
 
 
 class RecallStore:
-    def __init__(self, workspace: Path | str, config: DreamingConfig | None = None, lock_timeout: float = 10.0) -> None:
+    def __init__(
+        self, workspace: Path | str, config: DreamingConfig | None = None, lock_timeout: float = 10.0, *, keep_open: bool = False
+    ) -> None:
         self.workspace = Path(workspace)
         self.config = config or DreamingConfig()
         self.legacy_path = json_store_path(self.workspace)
         self.path = self.legacy_path.with_suffix(".sqlite")
         self.lock_path = self.path.with_name(self.path.name + ".lock")
         self.lock_timeout = lock_timeout
+        #: Keep the connection between updates (the background recorder): closing the last
+        #: connection folds the WAL back into the file, ~15 ms a time.
+        self.keep_open = keep_open
+        self._conn: apsw.Connection | None = None
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     def exists(self) -> bool:
         return self.path.is_file() or self.legacy_path.is_file()
@@ -359,7 +370,8 @@ class RecallStore:
             return
         with FileLock(self.lock_path, timeout=self.lock_timeout):
             warnings: list[str] = []
-            conn = self._connect(warnings)
+            conn = self._conn if self._conn is not None and self.path.is_file() else self._connect(warnings)
+            self._conn = None
             try:
                 try:
                     conn.execute("BEGIN IMMEDIATE")
@@ -388,7 +400,12 @@ class RecallStore:
                     conn.execute("ROLLBACK")
                     raise
                 conn.execute("COMMIT")
-            finally:
+            except BaseException:
+                conn.close()
+                raise
+            if self.keep_open:
+                self._conn = conn
+            else:
                 conn.close()
 
 
