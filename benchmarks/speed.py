@@ -42,9 +42,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 COMMON = (
     "the a to and of in we for on is it that with was be this at by from are as our not have"
@@ -300,10 +301,11 @@ def _rss_mib() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # Linux: KiB
 
 
-def _timed(fn: Any, items: list[Any], warmup: int = 10, budget_s: float = 120.0) -> dict[str, float]:
-    """Latency of ``fn`` over ``items`` after a warm-up; stops early (after at least 10 calls) once
-    ``budget_s`` is spent, so slow paths on large workspaces still finish."""
-    for item in items[:warmup]:
+def _timed(fn: Any, items: list[Any], warmup: list[Any] | None = None, budget_s: float = 120.0) -> dict[str, float]:
+    """Latency of ``fn`` over ``items`` after ``warmup`` calls (other items: nothing cached helps);
+    stops early (after at least 10 calls) once ``budget_s`` is spent. ``cpu_mean_ms``: this process's
+    CPU time per call (all its threads), meaningful when other processes compete for the cores."""
+    for item in warmup or []:
         fn(item)
     samples = []
     cpu0 = time.process_time()
@@ -315,92 +317,113 @@ def _timed(fn: Any, items: list[Any], warmup: int = 10, budget_s: float = 120.0)
         if len(samples) >= 10 and time.perf_counter() - started > budget_s:
             break
     out = _percentiles(samples)
-    # CPU seconds of this process per call: close to the wall time an idle machine would show for
-    # single-threaded work, when other processes compete for the cores (torch counts both threads).
     out["cpu_mean_ms"] = round((time.process_time() - cpu0) / len(samples) * 1000, 2)
     return out
 
 
-def _search_phases(manager: Any, queries: list[str], embed: bool) -> dict[str, Any]:
-    """Search latency three ways:
+_BURN = "import os\nwhile True:\n    pass\n"
 
-    * ``default``: ``manager.search`` exactly as shipped (freshness check before each search, the
-      periodic full re-check every ``sync.reconcileIntervalMs``, search listeners such as recall
-      tracking), back to back in a warm process;
-    * ``pipeline``: the search pipeline alone (FTS5 query, and for hybrid the query embedding and
-      sqlite-vec KNN, fusion, truncation) on the same connection, without freshness checks or listeners;
-    * ``after_idle``: ``manager.search`` after a pause longer than ``reconcileIntervalMs``, the usual
-      pattern of an agent that searches now and then (each such search re-checks every file).
-    """
-    import numpy as np
 
+@contextmanager
+def competing_load(processes: int) -> Iterator[None]:
+    """``processes`` busy loops (one per core by default): a developer laptop compiling or a test
+    suite running beside the agent. Each is a separate process at normal priority."""
+    procs = [subprocess.Popen([sys.executable, "-c", _BURN]) for _ in range(processes)]
+    time.sleep(0.5)  # let them spin up
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+        for proc in procs:
+            proc.wait()
+
+
+def _idle_and_busy(fn: Any, queries: list[str], spec: dict[str, Any], budget_s: float = 120.0) -> dict[str, Any]:
+    """The same timed searches on a quiet machine and, with ``--busy``, beside a competing load."""
+    warm, timed = queries[:5], queries[5:]
+    out: dict[str, Any] = {"idle": _timed(fn, timed, warm, budget_s)}
+    if spec.get("busy"):
+        with competing_load(spec["busy"]):
+            out["busy"] = _timed(fn, timed, None, budget_s)
+        out["busy_over_idle_p50"] = round(out["busy"]["p50_ms"] / max(out["idle"]["p50_ms"], 1e-9), 2)
+    return out
+
+
+def _db_bytes(path: str | Path) -> int:
+    """Size of an index after folding its WAL in (what it occupies at rest)."""
+    import apsw
+
+    conn = apsw.Connection(str(path))
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    return sum(os.path.getsize(str(path) + s) for s in ("", "-wal") if os.path.exists(str(path) + s))
+
+
+def _table_sizes(path: str | Path) -> dict[str, float]:
+    import apsw
+
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        rows = conn.execute("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC").fetchall()
+    finally:
+        conn.close()
+    return {name: round(size / 2**20, 2) for name, size in rows[:8]}
+
+
+def _recall_tracking(manager: Any) -> dict[str, Any] | None:
+    writer = getattr(manager, "recall_writer", None)
+    if writer is None:
+        return None
+    t0 = time.perf_counter()
+    manager.flush()
+    searches = max(1, writer.recorded)
+    return {
+        "flush_after_burst_ms": round((time.perf_counter() - t0) * 1000, 1),
+        # CPU of the recording thread per search: reading the hit notes, narrowing them to facts,
+        # and the store update; and the store update alone (lock, write, commit).
+        "cpu_ms_per_search": round(writer.cpu_seconds / searches * 1000, 3),
+        "store_cpu_ms_per_search": round(writer.store_seconds / searches * 1000, 3),
+        "wall_ms_per_search": round(writer.seconds / searches * 1000, 3),
+        "searches": writer.recorded,
+        "store_updates": writer.batches,
+    }
+
+
+def _search_phases(manager: Any, queries: list[str], embed: bool, spec: dict[str, Any]) -> dict[str, Any]:
+    """``default``: ``manager.search`` as shipped (freshness check, recall tracking), back to back in
+    a warm process, idle and (``--busy``) beside a competing load; ``pipeline``: retrieval, fusion
+    and truncation alone; for hybrid also the KNN alone (in memory, and scanning the stored vectors)."""
     from mdrecall.search.pipeline import SearchPlan, run_search
     from mdrecall.search.vector import sqlite_vec_search
 
-    hits = [0, 0]  # searches with results, searches
+    hits = [0, 0]
 
     def default(q: str) -> None:
         hits[0] += bool(manager.search(q).results)
         hits[1] += 1
 
-    out: dict[str, Any] = {"default": _timed(default, queries, warmup=3)}
-    writer = getattr(manager, "recall_writer", None)
-    if writer is not None:
-        # Recall tracking runs on a background thread once searches pause: what it costs per search.
-        t0 = time.perf_counter()
-        manager.flush()
-        out["recall_tracking"] = {
-            "flush_after_burst_ms": round((time.perf_counter() - t0) * 1000, 1),
-            "ms_per_search": round(writer.seconds / max(1, writer.recorded) * 1000, 2),
-            "searches": writer.recorded,
-            "store_updates": writer.batches,
-        }
-    listeners = list(manager._listeners)  # benchmark-only: measure again without recall tracking
-    manager._listeners.clear()
-    try:
-        out["default_without_listeners"] = _timed(default, queries, warmup=3)
-    finally:
-        manager._listeners.extend(listeners)
-    out["listeners"] = len(listeners)
+    out: dict[str, Any] = {"default": _idle_and_busy(default, queries, spec)}
+    out["recall_tracking"] = _recall_tracking(manager)
     out["query_hit_rate"] = round(hits[0] / max(1, hits[1]), 3)
     cfg = manager.config
     provider = manager.provider if embed else None
     db = manager._read_db  # benchmark-only: the manager's own read connection
 
-    def pipeline_with(knn: Any) -> Any:
-        def pipeline(q: str) -> None:
-            plan = SearchPlan(q, cfg.query.maxResults, cfg.query.minScore, None, datetime.now(timezone.utc))
-            run_search(db, cfg, plan, provider.embed_query if provider else None, knn if provider else None, [])
+    def pipeline(q: str) -> None:
+        plan = SearchPlan(q, cfg.query.maxResults, cfg.query.minScore, None, datetime.now(timezone.utc))
+        run_search(db, cfg, plan, provider.embed_query if provider else None, manager.vector_search_fn()[0] if provider else None, [])
 
-        return pipeline
-
-    # The KNN the manager picks (the in-memory matrix while it fits the budget), then sqlite-vec's
-    # own KNN as the baseline measured in the same run.
-    out["pipeline"] = _timed(pipeline_with(manager.vector_search_fn()[0]), queries)
+    out["pipeline"] = _timed(pipeline, queries[5:], queries[:5])
     if embed:
-        out["pipeline_sqlite_vec"] = _timed(pipeline_with(sqlite_vec_search), queries)
+        import numpy as np
+
         vec = np.asarray(provider.embed_query(queries[0]), dtype=np.float32)
-        out["knn_in_memory"] = _timed(lambda _i: manager._vectors.search(db, vec, 60, None), list(range(100)))
-        out["knn_sqlite_vec"] = _timed(lambda _i: sqlite_vec_search(db, vec, 60, None), list(range(100)))
-    snapshot = getattr(manager, "_snapshot", None)
-    if snapshot is not None and hasattr(snapshot, "changed"):
-        out["freshness_check"] = _timed(lambda _i: snapshot.changed(), list(range(20)), warmup=2)
-        out["freshness_check"]["files"] = len(getattr(snapshot, "files", {}))
-    out["after_idle"] = _after_idle(manager, queries)
-    return out
-
-
-def _after_idle(manager: Any, queries: list[str]) -> dict[str, float]:
-    """Searches after a pause longer than ``sync.reconcileIntervalMs`` (an agent searching now and then)."""
-    pause = manager.config.sync.reconcileIntervalMs / 1000.0 + 0.1
-    idle = []
-    for q in queries[:5]:
-        time.sleep(pause)
-        t0 = time.perf_counter()
-        manager.search(q)
-        idle.append(time.perf_counter() - t0)
-    out = _percentiles(idle)
-    out["pause_s"] = round(pause, 2)
+        out["knn_in_memory"] = _timed(lambda _i: manager._vectors.search(db, vec, 60, None), list(range(100)), [0])
+        out["knn_disk_scan"] = _timed(lambda _i: sqlite_vec_search(db, vec, 60, None), list(range(20)), [0])
+        out["query_embedding"] = _idle_and_busy(provider.embed_query, queries, spec)
     return out
 
 
@@ -412,164 +435,303 @@ def _noop_resync(manager: Any, repeats: int = 3) -> dict[str, Any]:
         report = manager.sync()
         times.append(time.perf_counter() - t0)
     assert report is not None
-    return {
-        "median_s": round(statistics.median(times), 3),
-        "min_s": round(min(times), 3),
-        "files_unchanged": report.files_unchanged,
-        "files_indexed": report.files_indexed,
-    }
+    return {"median_s": round(statistics.median(times), 3), "files_unchanged": report.files_unchanged}
 
 
 # --- child phases ----------------------------------------------------------------------------------
+
+
+def _config(store: str, provider: str) -> dict[str, Any]:
+    return {"provider": provider, "store": {"path": store}}
 
 
 def child_keyword(spec: dict[str, Any]) -> dict[str, Any]:
     from mdrecall import open_manager
 
     ws, store = Path(spec["ws"]), spec["store"]
-    queries = make_queries(ws, spec["queries"])
-    baseline = _rss_mib()
-    with open_manager(ws, {"provider": "none", "store": {"path": store}}, use_global_config=False) as m:
-        t0 = time.perf_counter()
+    queries = make_queries(ws, spec["queries"], corpus=spec["corpus"])
+    with open_manager(ws, _config(store, "none"), use_global_config=False) as m:
+        t0, c0 = time.perf_counter(), time.process_time()
         report = m.sync()
-        index_s = time.perf_counter() - t0
-        index_rss = _rss_mib()
+        index_s, index_cpu = time.perf_counter() - t0, time.process_time() - c0
         chunks = m.status()["chunks"]
         noop = _noop_resync(m)
-        search = _search_phases(m, queries, embed=False)
-    # The same searches without a watcher (sync.watch: false, or watchfiles unusable): every search
-    # stats every known file first, and walks the tree after a pause (reconcileIntervalMs).
-    no_watch = {"provider": "none", "store": {"path": store}, "sync": {"watch": False}, "dreaming": {"tracking": False}}
-    with open_manager(ws, no_watch, use_global_config=False) as m:
-        m.sync()
-        search["without_watcher"] = {
-            "default": _timed(lambda q: m.search(q), queries, warmup=3, budget_s=60.0),
-            "after_idle": _after_idle(m, queries),
-        }
+        search = _search_phases(m, queries, False, spec)
     return {
         "chunks": chunks,
         "files_indexed": report.files_indexed,
         "index_s": round(index_s, 2),
-        "chunks_per_s": round(chunks / index_s, 1),
+        "index_cpu_s": round(index_cpu, 2),
+        "index_mib": round(_db_bytes(store) / 2**20, 2),
+        "index_tables_mib": _table_sizes(store),
         "noop_resync": noop,
         "search": search,
-        "rss_baseline_mib": baseline,
-        "rss_after_index_mib": index_rss,
         "rss_peak_mib": _rss_mib(),
     }
 
 
-def child_tracemalloc(spec: dict[str, Any]) -> dict[str, Any]:
-    import tracemalloc
-
+def child_open(spec: dict[str, Any]) -> dict[str, Any]:
+    """Opening an existing index in a fresh process: ``open_manager``, then the first search (for
+    hybrid: loading the vectors into memory, and the model)."""
+    t0, c0 = time.perf_counter(), time.process_time()
     from mdrecall import open_manager
 
-    tracemalloc.start()
-    with open_manager(Path(spec["ws"]), {"provider": "none", "store": {"path": spec["store"]}}, use_global_config=False) as m:
-        m.sync()
-    _, peak = tracemalloc.get_traced_memory()
-    return {"python_heap_peak_mib": round(peak / 2**20, 1)}
+    imported = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    m = open_manager(Path(spec["ws"]), {**_config(spec["store"], spec["provider"]), "sync": {"onSearch": False}}, use_global_config=False)
+    opened = time.perf_counter() - t1
+    out: dict[str, Any] = {"import_s": round(imported, 3), "open_s": round(opened, 3)}
+    try:
+        if spec["provider"] != "none":
+            t2 = time.perf_counter()
+            m.provider.embed_query("warm up")
+            out["model_load_s"] = round(time.perf_counter() - t2, 3)
+            t3 = time.perf_counter()
+            m._vectors.load(m._read_db)
+            out["vector_warmup_s"] = round(time.perf_counter() - t3, 3)
+            out["vectors_loaded"] = m._vectors.loaded_vectors
+        t4 = time.perf_counter()
+        m.search("what did we decide about the trip?")
+        out["first_search_s"] = round(time.perf_counter() - t4, 3)
+    finally:
+        m.close()
+    out["total_s"] = round(time.perf_counter() - t0, 3)
+    out["total_cpu_s"] = round(time.process_time() - c0, 3)
+    return out
 
 
 def child_model(spec: dict[str, Any]) -> dict[str, Any]:
-    import apsw
-    import torch
-
     from mdrecall import open_manager
 
     ws, store = Path(spec["ws"]), spec["store"]
-    queries = make_queries(ws, spec["queries"])
-    baseline = _rss_mib()
-    t0 = time.perf_counter()
-    m = open_manager(ws, {"provider": "local", "store": {"path": store}}, use_global_config=False)
-    provider = m.provider  # loads the model
-    load_s = time.perf_counter() - t0
-    provider.embed_query("warm up the model")
-    # Time spent inside the model during indexing: the rest is the engine's own overhead.
-    in_model = [0.0]
-    encode_documents = provider.embed_documents
-
-    def timed_embed(texts: Any) -> Any:
-        t = time.perf_counter()
-        try:
-            return encode_documents(texts)
-        finally:
-            in_model[0] += time.perf_counter() - t
-
-    provider.embed_documents = timed_embed  # instance attribute: the indexer calls this one
+    queries = make_queries(ws, spec["queries"], corpus=spec["corpus"])
+    m = open_manager(ws, _config(store, "local"), use_global_config=False)
     try:
+        provider = m.provider
+        provider.embed_query("warm up the model")
         t0, c0 = time.perf_counter(), time.process_time()
         report = m.sync()
         index_s, index_cpu = time.perf_counter() - t0, time.process_time() - c0
-        provider.embed_documents = encode_documents
-        index_rss = _rss_mib()
         chunks = m.status()["chunks"]
-        # Raw throughput: the model alone on exactly the texts the index embedded, in one call.
-        conn = apsw.Connection(store, flags=apsw.SQLITE_OPEN_READONLY)
-        texts = [r[0] for r in conn.execute("SELECT text FROM chunks ORDER BY rowid")]
-        conn.close()
-        model = provider._model  # the same SentenceTransformer instance
-        t0, c0 = time.perf_counter(), time.process_time()
-        model.encode(texts, batch_size=provider.max_batch_items, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
-        raw_s, raw_cpu = time.perf_counter() - t0, time.process_time() - c0
-        tokens = provider.count_tokens_many(texts)
-        noop = _noop_resync(m)
-        query_embed = _timed(provider.embed_query, queries)
-        search = _search_phases(m, queries, embed=True)
+        throughput = _encoder_throughput(provider, store)
+        search = _search_phases(m, queries, True, spec)
     finally:
         m.close()
-    index_rate = report.chunks_embedded / index_s
-    raw_rate = len(texts) / raw_s
-    return {
+    index_bytes = _db_bytes(store)
+    out = {
         "chunks": chunks,
         "chunks_embedded": report.chunks_embedded,
-        "mean_tokens_per_chunk": round(statistics.fmean(tokens), 1),
-        "model_load_s": round(load_s, 2),
+        "runs_on": getattr(provider, "runs_on", None),
         "index_s": round(index_s, 2),
-        "index_chunks_per_s": round(index_rate, 1),
-        "raw_encode_s": round(raw_s, 2),
-        "raw_chunks_per_s": round(raw_rate, 1),
-        "index_vs_raw": round(index_rate / raw_rate, 3),
-        # Robust to other processes' load: CPU seconds of this process, and the share of the index
-        # wall time spent outside the model (chunking, token counting, SQLite, FTS, vectors).
         "index_cpu_s": round(index_cpu, 2),
-        "raw_cpu_s": round(raw_cpu, 2),
-        "index_vs_raw_cpu": round((report.chunks_embedded / index_cpu) / (len(texts) / raw_cpu), 3),
-        "index_in_model_s": round(in_model[0], 2),
-        "index_overhead_share": round(1 - in_model[0] / index_s, 3),
-        "noop_resync": noop,
-        "query_embedding": query_embed,
+        "index_chunks_per_s": round(report.chunks_embedded / index_s, 1),
+        "index_mib": round(index_bytes / 2**20, 2),
+        "index_tables_mib": _table_sizes(store),
+        "document_encoding": throughput,
         "search": search,
-        "torch_threads": torch.get_num_threads(),
-        "rss_baseline_mib": baseline,
-        "rss_after_index_mib": index_rss,
         "rss_peak_mib": _rss_mib(),
     }
+    if spec.get("kw_store") and os.path.exists(spec["kw_store"]):
+        out["index_vs_keyword_only"] = round(index_bytes / _db_bytes(spec["kw_store"]), 2)
+    return out
 
 
-CHILDREN = {"keyword": child_keyword, "model": child_model, "tracemalloc": child_tracemalloc}
+def _encoder_throughput(provider: Any, store: str, sample: int = 192) -> dict[str, Any]:
+    """The NumPy document path against sentence-transformers on torch, same texts, same process
+    (torch only when installed: the ``torch`` extra)."""
+    import apsw
+
+    conn = apsw.Connection(store, flags=apsw.SQLITE_OPEN_READONLY)
+    texts = [r[0] for r in conn.execute("SELECT text FROM chunks ORDER BY rowid LIMIT ?", (sample,))]
+    conn.close()
+    out: dict[str, Any] = {"texts": len(texts)}
+
+    def run(label: str, fn: Any) -> None:
+        t0, c0 = time.perf_counter(), time.process_time()
+        fn()
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        out[label] = {"texts_per_s": round(len(texts) / wall, 1), "cpu_ms_per_text": round(cpu / len(texts) * 1000, 2)}
+
+    run("numpy", lambda: provider.embed_documents(texts))
+    try:
+        import torch  # noqa: F401
+
+        model = provider._model  # sentence-transformers, loaded for this comparison only
+        model.encode(texts[:8])
+        run("torch", lambda: provider._encode(texts))
+        out["torch_threads"] = torch.get_num_threads()
+        out["numpy_over_torch_throughput"] = round(out["numpy"]["texts_per_s"] / out["torch"]["texts_per_s"], 2)
+        out["numpy_over_torch_cpu"] = round(out["torch"]["cpu_ms_per_text"] / out["numpy"]["cpu_ms_per_text"], 2)
+    except ImportError:
+        out["torch"] = "not installed"
+    return out
 
 
-def run_child(kind: str, spec: dict[str, Any]) -> dict[str, Any]:
+def child_cold(spec: dict[str, Any]) -> dict[str, Any]:
+    """One-shot processes, as an agent's shell tool runs them: CPU (user + system) and wall per run."""
+    ws, store = spec["ws"], spec["store"]
+    query = "what did Caroline say about the adoption agency?"
+    core = (
+        "import sys\nfrom mdrecall import open_manager\n"
+        f"m = open_manager({ws!r}, {{'provider': 'none', 'store': {{'path': {store!r}}}, 'sync': {{'watch': False}}}}, use_global_config=False)\n"
+        f"r = m.search({query!r}); m.close(); print(len(r.results))\n"
+    )
+    bindir = Path(sys.executable).parent
+    runs = {
+        "python_startup": [sys.executable, "-c", "pass"],
+        "core_keyword_search": [sys.executable, "-c", core],
+        "cli_keyword_search": [str(bindir / "mdrecall"), "search", "-w", ws, "-c", "provider=none", "-c", f"store.path={store}", query],
+    }
+    qmd = spec.get("qmd")
+    if qmd:
+        runs["qmd_search"] = [qmd, "search", query, "-n", "10"]
+    out: dict[str, Any] = {}
+    env = {**os.environ, **(spec.get("qmd_env") or {})}
+    for name, cmd in runs.items():
+        walls, cpus = [], []
+        for _ in range(spec.get("repeats", 5)):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0 = time.perf_counter()
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env if name == "qmd_search" else None)
+            walls.append(time.perf_counter() - t0)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+            if proc.returncode != 0:
+                out[name] = {"error": proc.stderr[-500:]}
+                break
+        else:
+            out[name] = {"cpu_s_median": round(statistics.median(cpus), 3), "wall_s_median": round(statistics.median(walls), 3)}
+    if "cpu_s_median" in out.get("cli_keyword_search", {}) and "cpu_s_median" in out.get("core_keyword_search", {}):
+        out["cli_layer_cpu_s"] = round(out["cli_keyword_search"]["cpu_s_median"] - out["core_keyword_search"]["cpu_s_median"], 3)
+    return out
+
+
+def child_memweave(spec: dict[str, Any]) -> dict[str, Any]:
+    """memweave (PyPI) in its own virtualenv, hybrid search over the same notes, with the same model
+    run the same way (mdrecall's NumPy all-MiniLM-L6-v2 as memweave's embedding provider), so the
+    difference is the engine. Indexes a copy of the workspace (memweave writes into it)."""
+    import asyncio
+
+    try:
+        # memweave needs a Python whose sqlite3 loads extensions (sqlite-vec); pyenv's builds do
+        # not, so the venv carries pysqlite3-binary and it stands in for the stdlib module.
+        import pysqlite3.dbapi2
+
+        sys.modules["sqlite3"] = pysqlite3.dbapi2
+    except ImportError:
+        pass
+    from memweave import MemoryConfig, MemWeave
+
+    from mdrecall.embeddings.bert_numpy import load_encoder
+    from mdrecall.embeddings.local import _default_model_path
+
+    encoder = load_encoder(Path(_default_model_path()))
+
+    class Provider:
+        async def embed_query(self, text: str) -> list[float]:
+            return encoder.encode(text).tolist()
+
+        async def embed_batch(self, texts: list[str]) -> list[list[float]]:
+            return encoder.encode_many(texts).tolist()
+
+    ws = Path(spec["ws"])
+    copy = Path(spec["copy"])
+    if not copy.exists():
+        shutil.copytree(ws, copy, ignore=shutil.ignore_patterns(".dreams", ".generated.json"))
+    queries = make_queries(ws, spec["queries"], corpus=spec["corpus"])
+    out: dict[str, Any] = {}
+
+    async def main() -> None:
+        config = MemoryConfig(workspace_dir=str(copy), db_path=str(Path(spec["store"])))
+        async with MemWeave(config, embedding_provider=Provider()) as mem:
+            t0, c0 = time.perf_counter(), time.process_time()
+            await mem.index()
+            out["index_s"] = round(time.perf_counter() - t0, 2)
+            out["index_cpu_s"] = round(time.process_time() - c0, 2)
+            status = await mem.status()
+            out["search_mode"], out["vector_available"] = status.search_mode, status.vector_available
+            results: dict[str, Any] = {}
+            hits = 0
+            warm, timed = queries[:5], queries[5:]
+            for q in warm:
+                await mem.search(q)
+
+            async def timed_run() -> dict[str, float]:
+                samples = []
+                cpu0 = time.process_time()
+                nonlocal hits
+                for q in timed:
+                    t = time.perf_counter()
+                    hits += bool(await mem.search(q))
+                    samples.append(time.perf_counter() - t)
+                stats = _percentiles(samples)
+                stats["cpu_mean_ms"] = round((time.process_time() - cpu0) / len(samples) * 1000, 2)
+                return stats
+
+            results["idle"] = await timed_run()
+            if spec.get("busy"):
+                with competing_load(spec["busy"]):
+                    results["busy"] = await timed_run()
+                results["busy_over_idle_p50"] = round(results["busy"]["p50_ms"] / results["idle"]["p50_ms"], 2)
+            out["search"] = results
+            out["query_hit_rate"] = round(hits / max(1, len(timed) * (2 if spec.get("busy") else 1)), 3)
+
+    asyncio.run(main())
+    out["index_mib"] = round(sum(p.stat().st_size for p in Path(spec["store"]).parent.glob(Path(spec["store"]).name + "*")) / 2**20, 2)
+    return out
+
+
+CHILDREN = {"keyword": child_keyword, "model": child_model, "open": child_open, "cold": child_cold, "memweave": child_memweave}
+
+
+def run_child(kind: str, spec: dict[str, Any], python: str | None = None) -> dict[str, Any]:
     # Recall tracking (dreaming) keeps a store in the workspace; start every phase from none.
     shutil.rmtree(Path(spec["ws"]) / "memory" / ".dreams", ignore_errors=True)
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
     proc = subprocess.run(
-        [sys.executable, __file__, "--child", kind, json.dumps(spec)], capture_output=True, text=True, env=env
+        [python or sys.executable, __file__, "--child", kind, json.dumps(spec)], capture_output=True, text=True, env=env
     )
     if proc.returncode != 0:
         raise RuntimeError(f"{kind} child failed:\n{proc.stderr[-4000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _fresh(path: Path) -> Path:
+    for suffix in ("", "-wal", "-shm", ".lock"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
+    return path
+
+
+def _qmd_index(qmd: str, ws: Path, home: Path) -> dict[str, Any]:
+    """A QMD index of the workspace's notes in a private HOME (BM25 only: QMD's models are not
+    downloaded here)."""
+    env = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / "config"), "XDG_CACHE_HOME": str(home / "cache")}
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("QMD_") and k != "INDEX_PATH"} | env
+    if not (home / "indexed").exists():
+        shutil.rmtree(home, ignore_errors=True)
+        home.mkdir(parents=True)
+        subprocess.run([qmd, "collection", "add", str(ws), "--name", "notes", "--mask", "**/*.md"], env=full_env, check=True,
+                       capture_output=True, cwd=home)
+        t0 = time.perf_counter()
+        subprocess.run([qmd, "update"], env=full_env, check=True, capture_output=True, cwd=home)
+        (home / "indexed").write_text(str(round(time.perf_counter() - t0, 2)))
+    return env
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000], help="workspace sizes in chunks")
-    parser.add_argument("--model-sizes", type=int, nargs="*", default=[1000, 10000], help="sizes also indexed with the local model")
-    parser.add_argument("--queries", type=int, default=200, help="timed searches per phase")
+    parser.add_argument("--model-sizes", type=int, nargs="*", default=[10000], help="sizes also indexed with the local model")
+    parser.add_argument("--peer-sizes", type=int, nargs="*", default=[10000], help="sizes measured with memweave and QMD too")
+    parser.add_argument("--cold-size", type=int, default=10000, help="size of the one-shot CLI runs")
+    parser.add_argument("--queries", type=int, default=200, help="searches per phase (5 of them warm up)")
+    parser.add_argument("--corpus", choices=("natural", "zipf"), default="natural")
+    parser.add_argument("--busy", nargs="?", type=int, const=-1, default=0,
+                        help="also time every search beside a competing CPU load (N busy processes; default: one per core)")
+    parser.add_argument("--memweave-python", default=os.environ.get("MDRECALL_MEMWEAVE_PYTHON"),
+                        help="python of a virtualenv with memweave (and mdrecall[local]) installed")
+    parser.add_argument("--qmd", default=os.environ.get("MDRECALL_QMD_BINARY"), help="QMD launcher (scripts/install-qmd.sh)")
     parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "mdrecall-speed"), help="generated workspaces (reused)")
-    parser.add_argument("--no-keyword", action="store_true", help="skip the keyword-only phase (model runs only)")
-    parser.add_argument("--tracemalloc", action="store_true", help="also measure the Python-heap peak of keyword-only indexing")
     parser.add_argument("--out", default=None, help="write the results as JSON here")
     parser.add_argument("--child", nargs=2, metavar=("KIND", "SPEC"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -579,38 +741,63 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(CHILDREN[kind](json.loads(spec))))
         return 0
 
+    from mdrecall.threads import usable_cores
+
+    busy = usable_cores() if args.busy == -1 else args.busy
     workdir = Path(args.workdir)
     results: dict[str, Any] = {
         "machine": {
             "python": platform.python_version(),
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
+            "usable_cores": usable_cores(),
             "loadavg_start": [round(x, 2) for x in os.getloadavg()],
         },
+        "options": {"corpus": args.corpus, "queries": args.queries, "busy_processes": busy},
         "sizes": {},
     }
+
+    def log(msg: str) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
     for size in args.sizes:
-        ws = workdir / f"ws-{size}"
-        gen = generate_workspace(ws, size)
+        ws = workdir / (f"ws-{size}" if args.corpus == "natural" else f"zipf-{size}")
+        gen = generate_workspace(ws, size, corpus=args.corpus)
         entry: dict[str, Any] = {"workspace": gen}
-        print(f"[{size}] workspace: {gen['files']} files, {gen['bytes'] / 2**20:.1f} MiB", file=sys.stderr, flush=True)
-        store = workdir / f"kw-{size}.sqlite"
-        for suffix in ("", "-wal", "-shm", ".lock"):
-            Path(str(store) + suffix).unlink(missing_ok=True)
-        if not args.no_keyword:
-            entry["keyword"] = run_child("keyword", {"ws": str(ws), "store": str(store), "queries": args.queries})
-            print(f"[{size}] keyword-only: {json.dumps(entry['keyword'])}", file=sys.stderr, flush=True)
-        if args.tracemalloc and not args.no_keyword:
-            tm_store = workdir / f"tm-{size}.sqlite"
-            for suffix in ("", "-wal", "-shm", ".lock"):
-                Path(str(tm_store) + suffix).unlink(missing_ok=True)
-            entry["keyword"].update(run_child("tracemalloc", {"ws": str(ws), "store": str(tm_store)}))
+        log(f"[{size}] workspace: {gen['files']} files, {gen['bytes'] / 2**20:.1f} MiB")
+        base = {"ws": str(ws), "queries": args.queries, "corpus": args.corpus, "busy": busy}
+        kw_store = _fresh(workdir / f"kw-{size}.sqlite")
+        entry["keyword"] = run_child("keyword", {**base, "store": str(kw_store)})
+        log(f"[{size}] keyword-only: {json.dumps(entry['keyword'])}")
+        entry["open_keyword"] = run_child("open", {**base, "store": str(kw_store), "provider": "none"})
         if size in (args.model_sizes or []):
-            mstore = workdir / f"model-{size}.sqlite"
-            for suffix in ("", "-wal", "-shm", ".lock"):
-                Path(str(mstore) + suffix).unlink(missing_ok=True)
-            entry["model"] = run_child("model", {"ws": str(ws), "store": str(mstore), "queries": args.queries})
-            print(f"[{size}] local model: {json.dumps(entry['model'])}", file=sys.stderr, flush=True)
+            mstore = _fresh(workdir / f"model-{size}.sqlite")
+            entry["model"] = run_child("model", {**base, "store": str(mstore), "kw_store": str(kw_store)})
+            log(f"[{size}] local model: {json.dumps(entry['model'])}")
+            entry["open_model"] = run_child("open", {**base, "store": str(mstore), "provider": "local"})
+        if size == args.cold_size:
+            spec = {**base, "store": str(kw_store)}
+            if args.qmd and os.path.exists(args.qmd):
+                spec |= {"qmd": args.qmd, "qmd_env": _qmd_index(args.qmd, ws, workdir / f"qmd-{size}")}
+            entry["cold"] = run_child("cold", spec)
+            log(f"[{size}] cold: {json.dumps(entry['cold'])}")
+        if size in (args.peer_sizes or []):
+            if args.memweave_python:
+                mw_store = workdir / f"memweave-{size}" / "index.sqlite"
+                if mw_store.parent.exists():
+                    shutil.rmtree(mw_store.parent)
+                mw_store.parent.mkdir(parents=True)
+                spec = {**base, "store": str(mw_store), "copy": str(workdir / f"memweave-ws-{size}")}
+                try:
+                    entry["memweave"] = run_child("memweave", spec, python=args.memweave_python)
+                except RuntimeError as exc:
+                    entry["memweave"] = {"error": str(exc)[-2000:]}
+                log(f"[{size}] memweave: {json.dumps(entry['memweave'])}")
+            else:
+                entry["memweave"] = "not measured (--memweave-python)"
+            if not (args.qmd and os.path.exists(args.qmd)):
+                entry["qmd"] = "not measured (--qmd: scripts/install-qmd.sh)"
+        _ratios(entry)
         results["sizes"][str(size)] = entry
     results["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     text = json.dumps(results, indent=2)
@@ -618,6 +805,23 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).write_text(text + "\n", encoding="utf-8")
     print(text)
     return 0
+
+
+def _ratios(entry: dict[str, Any]) -> None:
+    """Ratios measured in this run (same machine, same minute)."""
+    ratios: dict[str, Any] = {}
+    model, mw = entry.get("model"), entry.get("memweave")
+    if isinstance(model, dict) and isinstance(mw, dict) and "search" in mw:
+        ours = model["search"]["default"]
+        for phase in ("idle", "busy"):
+            if phase in ours and phase in mw["search"]:
+                ratios[f"hybrid_p50_memweave_over_mdrecall_{phase}"] = round(mw["search"][phase]["p50_ms"] / ours[phase]["p50_ms"], 2)
+    cold = entry.get("cold")
+    if isinstance(cold, dict) and "cpu_s_median" in cold.get("qmd_search", {}) and "cpu_s_median" in cold.get("cli_keyword_search", {}):
+        ratios["cold_cli_cpu_mdrecall_over_qmd"] = round(cold["cli_keyword_search"]["cpu_s_median"] / cold["qmd_search"]["cpu_s_median"], 2)
+        ratios["cold_core_cpu_mdrecall_over_qmd"] = round(cold["core_keyword_search"]["cpu_s_median"] / cold["qmd_search"]["cpu_s_median"], 2)
+    if ratios:
+        entry["ratios"] = ratios
 
 
 if __name__ == "__main__":

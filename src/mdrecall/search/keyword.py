@@ -66,13 +66,13 @@ def keyword_search(db: IndexDB, query: str, limit: int, scope: ScopeLike, tokeni
     expression = fts_match_expression(terms)
     if expression is None:
         return []
-    rare = candidate_terms(db, terms)
     try:
+        rare = candidate_terms(db, terms)
         rows = _ranked(db, expression, rare, limit, where)
         if rare is not None and len(rows) < limit:
             # The rare terms' chunks ran out (or the filter hid them): rank every match after all.
             rows = _ranked(db, expression, None, limit, where)
-    except apsw.SQLError:
+    except apsw.SQLError:  # a query FTS5 cannot parse; corruption must reach the manager's recovery
         return []
     return [Candidate(r[0], r[1], r[2], r[3], r[4], r[5], -float(r[6])) for r in rows]
 
