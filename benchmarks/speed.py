@@ -1,26 +1,39 @@
-"""Speed benchmark for the builtin engine on generated workspaces.
+"""Speed benchmark for the builtin engine on generated workspaces, with peers side by side.
 
-For each size (in chunks) it generates a workspace of synthetic Markdown notes (real English words
-with a Zipf distribution, one chunk per file so N chunks means N files; 70 % dated daily notes, 30 %
-topic notes, 5 % with a CJK line) and measures, each phase in a fresh child process so that peak
-memory is per phase:
+Workspaces (one chunk per file, so N chunks means N files; 70 % dated daily notes of one session,
+30 % topic notes, one in 20 with a CJK line): ``natural`` (default) draws every note from a word
+bigram model counted at run time from the LoCoMo conversations under ``../shared/bench`` (set
+``MDRECALL_BENCH_DIR``); only counts are kept, the notes are written to the work directory, no bench
+text enters the repository. Queries are the bench's real questions (LoCoMo, LongMemEval), read at
+run time. ``--corpus zipf`` is the previous corpus of made-up topic words, which understated keyword
+search cost about 5x.
 
-* keyword-only (``provider: none``): full index time, no-op re-sync (every file unchanged), search
-  latency in a warm process;
-* local model (all-MiniLM-L6-v2, sizes in ``--model-sizes``): full index time against the model's raw
-  throughput (``SentenceTransformer.encode`` of the same chunk texts, same batch size, same process),
-  the share of index time spent outside the model, no-op re-sync, query-embedding latency, hybrid
-  search latency including the query embedding;
-* peak RSS of each child (``resource.getrusage``) and, with ``--tracemalloc``, the Python-heap peak of
-  keyword-only indexing (a separate pass, so tracing does not slow the timed one).
+Each phase runs in a fresh child process:
 
-Search latency is reported three ways (see ``_search_phases``): ``default`` (``manager.search`` as
-shipped, including its freshness check and search listeners), ``pipeline`` (retrieval, fusion and
-truncation alone) and ``after_idle`` (a search after a pause longer than ``sync.reconcileIntervalMs``).
-Every timing also carries ``cpu_mean_ms``, this process's CPU time per call, which stays meaningful
-when other processes compete for the cores.
+* ``keyword`` (``provider: none``): full index (wall and CPU seconds), index size, no-op re-sync,
+  ``search()`` as shipped (freshness check, recall tracking) and the pipeline alone, recall tracking's
+  CPU per search (total, and the store update alone);
+* ``model`` (all-MiniLM-L6-v2, ``--model-sizes``): full index, index size against the keyword-only
+  one, document embedding in NumPy against sentence-transformers on torch (same texts, same
+  process; torch when installed), hybrid ``search()`` including the query embedding, KNN alone (in
+  memory, and scanning the stored vectors on disk), query embedding alone;
+* ``open``: opening an existing index in a fresh process (import, ``open_manager``, model load,
+  loading the vectors into memory, first search);
+* ``cold`` (``--cold-size``): one-shot processes as an agent's shell runs them, CPU (user + system)
+  and wall: the core path (``open_manager`` and one keyword search), the ``mdrecall search`` CLI,
+  and ``qmd search`` (``--qmd``, from scripts/install-qmd.sh);
+* ``memweave`` (``--peer-sizes``, ``--memweave-python``: a virtualenv with memweave, pysqlite3-binary
+  and mdrecall[local]): the same notes and questions, hybrid search with the same model run the same
+  way (mdrecall's NumPy encoder as memweave's embedding provider).
 
-    python benchmarks/speed.py --sizes 1000 10000 100000 --model-sizes 1000 10000 --out speed.json
+``--busy`` times every search phase twice in the same process: on the machine as it is, then beside
+a competing load (one busy-looping process per core), and reports the ratio. Every timing carries
+``cpu_mean_ms``, this process's CPU time per call (all threads), which stays meaningful when other
+processes compete for the cores; ``loadavg`` is recorded at start and end.
+
+    python benchmarks/speed.py --sizes 1000 10000 100000 --model-sizes 10000 --peer-sizes 10000 \
+        --busy --memweave-python /path/to/venv/bin/python --qmd "$(scripts/install-qmd.sh)" \
+        --out benchmarks/results/speed.json
 
 Results and their reading: docs/benchmarks.md, section "Speed".
 """
@@ -30,7 +43,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import lzma
 import os
 import platform
 import random
@@ -75,8 +87,8 @@ def bench_dir() -> Path:
 # --- natural workspaces: generated from the dev conversations' word statistics --------------------
 #
 # Notes of conversational English whose words follow the statistics of real conversations: a word
-# bigram model counted, at run time, from the LoCoMo conversations (speaker turns) and the
-# LongMemEval dev histories (user messages) under ../shared/bench. Only counts are kept in memory and
+# bigram model counted, at run time, from the LoCoMo conversations (speaker turns) under
+# ../shared/bench. Only counts are kept in memory and
 # the generated workspace lives in the work directory: no text of the bench is copied into the
 # repository. Queries are the bench's real questions (LoCoMo, LongMemEval), also read at run time.
 # On such notes the median question matches a large share of chunks (its words are common), which
@@ -114,17 +126,6 @@ class WordModel:
                 if match:
                     speakers.add(match.group(1))
                     texts.append(match.group(2))
-        source = bench / "longmemeval_dev" / "source" / "longmemeval_s_dev60.jsonl.xz"
-        if source.exists():
-            seen: set[str] = set()
-            with lzma.open(source, "rt", encoding="utf-8") as f:
-                for line in f:
-                    for session in json.loads(line)["haystack_sessions"]:
-                        for message in session:
-                            content = message["content"]
-                            if message["role"] == "user" and content not in seen:
-                                seen.add(content)
-                                texts.append(content)
         if not texts:
             raise SystemExit(f"no bench conversations under {bench} (set MDRECALL_BENCH_DIR, or --corpus zipf)")
         return cls(texts, sorted(speakers))
