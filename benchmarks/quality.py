@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from mdrecall import open_manager  # noqa: E402
-from mdrecall.chunking import chunk_markdown  # noqa: E402
+from mdrecall.index.chunking import chunk_markdown  # noqa: E402
 from mdrecall.cli import parse_overrides  # noqa: E402
 from mdrecall.config import MemoryConfig  # noqa: E402
 

@@ -15,6 +15,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pytest
 
+from mdrecall.embeddings.base import ProviderBase
+
 PROVIDER_ENV = (
     "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID", "GEMINI_API_KEY", "GOOGLE_API_KEY",
     "VOYAGE_API_KEY", "MISTRAL_API_KEY", "OLLAMA_HOST", "OLLAMA_API_KEY",
@@ -98,7 +100,7 @@ class EmbedStats:
             self.texts.clear()
 
 
-class WrappedLocal:
+class WrappedLocal(ProviderBase):
     """A registered provider around the session's local model that counts (or fails) embed calls."""
 
     def __init__(self, inner: Any, stats: EmbedStats, provider_id: str) -> None:
@@ -149,11 +151,8 @@ class WrappedLocal:
 @pytest.fixture
 def counting_provider(local_provider) -> Iterator[EmbedStats]:  # type: ignore[no-untyped-def]
     """Registers provider ``"counting"`` (the real local model, with call counts); yields its stats."""
-    from mdrecall.embeddings import registry
+    from mdrecall.testing import plugin, registered
 
     stats = EmbedStats()
-    registry.register_provider("counting", lambda config: WrappedLocal(local_provider, stats, "counting"))
-    try:
+    with registered(plugin(providers={"counting": lambda config: WrappedLocal(local_provider, stats, "counting")})):
         yield stats
-    finally:
-        registry._FACTORIES.pop("counting", None)

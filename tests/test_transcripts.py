@@ -6,7 +6,7 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
-from mdrecall.transcripts import (
+from mdrecall.sources.transcripts import (
     WRAP_CHARS,
     list_transcripts,
     render_transcript,

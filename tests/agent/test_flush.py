@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from mdrecall.config import parse_byte_size
 from mdrecall.agent.flush import (
     DEFAULT_FLUSH_PROMPT,
     DEFAULT_FLUSH_SYSTEM_PROMPT,
@@ -14,7 +15,6 @@ from mdrecall.agent.flush import (
     FlushState,
     append_flush_note,
     build_flush_plan,
-    parse_byte_size,
     should_flush,
     with_safety_hints,
 )
@@ -137,7 +137,7 @@ def test_byte_sizes() -> None:
     assert parse_byte_size("1.5m") == int(1.5 * 1024 * 1024)
     assert parse_byte_size(100) == 100
     for bad in ("lots", "-1", "2 parsecs"):
-        with pytest.raises(ConfigError):
+        with pytest.raises(ValueError):
             parse_byte_size(bad)
 
 

@@ -18,7 +18,8 @@ from mdrecall.agent.tools import (
     format_citation,
     unavailable_result,
 )
-from mdrecall.embeddings.registry import register_provider
+from mdrecall.embeddings.base import ProviderBase
+from mdrecall.testing import plugin, registered
 from mdrecall.errors import ConfigError, EmbeddingError, ProviderUnavailableError, StoreError
 
 GROUP_KEY = "agent:main:telegram:group:4242"
@@ -297,7 +298,7 @@ def test_unavailable_messages(exc: Exception, warning_fragment: str, action_frag
     assert warning_fragment in out["warning"] and action_fragment in out["action"]
 
 
-class _QuotaExhaustedProvider:
+class _QuotaExhaustedProvider(ProviderBase):
     """A real provider plugin whose service stores documents fine but then runs out of quota."""
 
     id = "quota-test"
@@ -323,10 +324,10 @@ class _QuotaExhaustedProvider:
 
 
 def test_failing_embedding_service_degrades_to_keyword_results(example_ws: Path, tmp_path: Path) -> None:
-    register_provider("quota-test", lambda config: _QuotaExhaustedProvider())
     cfg = {"provider": "quota-test", "store": {"path": str(tmp_path / "i.sqlite")}}
-    with open_manager(example_ws, cfg, use_global_config=False) as m:
-        out = MemoryTools(m).call("memory_search", {"query": "Meilisearch"})
+    with registered(plugin(providers={"quota-test": lambda config: _QuotaExhaustedProvider()})):
+        with open_manager(example_ws, cfg, use_global_config=False) as m:
+            out = MemoryTools(m).call("memory_search", {"query": "Meilisearch"})
     assert "disabled" not in out
     assert out["degraded"] is True and out["results"]
     assert any("insufficient_quota" in w for w in out["warnings"])

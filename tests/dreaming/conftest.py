@@ -1,4 +1,4 @@
-"""Fixtures for the dreaming tests: fixed clocks, tmp workspaces, SearchResult builders."""
+"""Fixtures for the dreaming tests: fixed clocks, tmp workspaces, SearchHit builders."""
 
 from __future__ import annotations
 

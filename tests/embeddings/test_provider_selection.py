@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mdrecall.config import parse_config
-from mdrecall.embeddings.registry import AUTO_PRIORITY, activate_fallback, select_provider
+from mdrecall.embeddings.registry import activate_fallback, auto_priority, select_provider
 from mdrecall.errors import EmbeddingError
 from provider_servers import FakeClock, GeminiServer, OllamaServer, OpenAIServer
 
@@ -14,7 +14,7 @@ NO_LOCAL = {"local": {"model": "/nonexistent/local-model"}}
 
 
 def test_auto_priority_order() -> None:
-    assert AUTO_PRIORITY[:7] == ["local", "ollama", "openai-compatible", "openai", "gemini", "voyage", "mistral"]
+    assert auto_priority()[:7] == ["local", "ollama", "openai-compatible", "openai", "gemini", "voyage", "mistral"]
 
 
 def test_auto_without_keys_is_keyword_only_with_reasons() -> None:

@@ -23,13 +23,14 @@ from datetime import datetime, timezone, tzinfo
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from mdrecall.config import FlushConfig, parse_section
 from mdrecall.errors import ConfigError
 
 SILENT_REPLY_TOKEN = "NO_REPLY"
 DEFAULT_CONTEXT_WINDOW = 200_000
 DEFAULT_RESERVE_TOKENS_FLOOR = 20_000
 DEFAULT_SOFT_THRESHOLD_TOKENS = 4_000
-DEFAULT_FORCE_FLUSH_TRANSCRIPT_BYTES = 2 * 1024 * 1024
+DEFAULT_FORCE_FLUSH_TRANSCRIPT_BYTES = FlushConfig().forceFlushTranscriptBytes
 
 _DATE_PLACEHOLDER = "YYYY-MM-DD"
 
@@ -67,23 +68,6 @@ DEFAULT_FLUSH_SYSTEM_PROMPT = " ".join(
 )
 _NO_REPLY_HINT = f"\n\nIf no user-visible reply is needed, start with {SILENT_REPLY_TOKEN}."
 
-_BYTE_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-
-
-def parse_byte_size(value: int | float | str) -> int:
-    """Bytes from an int or a size string such as ``"2mb"``, ``"512 KiB"`` or ``"2097152"`` (binary units)."""
-    if isinstance(value, bool):
-        raise ConfigError(f"invalid byte size {value!r}")
-    if isinstance(value, int | float):
-        if value < 0:
-            raise ConfigError(f"byte size must not be negative (got {value!r})")
-        return int(value)
-    match = _BYTE_SIZE_RE.match(value)
-    if not match:
-        raise ConfigError(f"invalid byte size {value!r}; use a number of bytes or a size such as '2mb'")
-    number, unit = match.groups()
-    return int(float(number) * _UNITS[(unit or "").lower()[:1]])
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,37 +87,21 @@ class FlushSettings:
     timezone: str | None = None
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any] | None) -> "FlushSettings":
-        if not data:
-            return cls()
-        known = {
-            "enabled", "softThresholdTokens", "reserveTokensFloor", "forceFlushTranscriptBytes",
-            "prompt", "systemPrompt", "timezone",
-        }  # fmt: skip
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"unknown memory flush key(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-
-        def _tokens(key: str) -> int | None:
-            value = data.get(key)
-            if value is None:
-                return None
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ConfigError(f"memory flush '{key}' must be a non-negative integer (got {value!r})")
-            return value
-
-        force = data.get("forceFlushTranscriptBytes")
+    def from_config(cls, config: FlushConfig) -> FlushSettings:
         return cls(
-            enabled=data.get("enabled", True) is not False,
-            soft_threshold_tokens=_tokens("softThresholdTokens"),
-            reserve_tokens_floor=_tokens("reserveTokensFloor"),
-            force_flush_transcript_bytes=(
-                DEFAULT_FORCE_FLUSH_TRANSCRIPT_BYTES if force is None else parse_byte_size(force)
-            ),
-            prompt=data.get("prompt") or None,
-            system_prompt=data.get("systemPrompt") or None,
-            timezone=data.get("timezone") or None,
+            enabled=config.enabled,
+            soft_threshold_tokens=config.softThresholdTokens,
+            reserve_tokens_floor=config.reserveTokensFloor,
+            force_flush_transcript_bytes=config.forceFlushTranscriptBytes,
+            prompt=config.prompt or None,
+            system_prompt=config.systemPrompt or None,
+            timezone=config.timezone or None,
         )
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any] | FlushConfig | None) -> FlushSettings:
+        """From a ``flush`` mapping (validated like the config file's ``flush`` section)."""
+        return cls.from_config(parse_section(FlushConfig, data, "flush"))
 
 
 def default_reserve_and_soft(context_window: int) -> tuple[int, int]:
@@ -395,7 +363,6 @@ __all__ = [
     "TARGET_HINT",
     "build_flush_plan",
     "default_reserve_and_soft",
-    "parse_byte_size",
     "should_flush",
     "with_safety_hints",
 ]

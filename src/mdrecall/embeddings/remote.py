@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from mdrecall.embeddings.base import estimate_tokens
+from mdrecall.embeddings.base import ProviderBase, estimate_tokens
 from mdrecall.embeddings.batching import BatchDoneFn, ProgressFn, embed_in_batches
 from mdrecall.embeddings.http import Clock, JsonHttpClient, RemoteEmbeddingError, Retrier
 from mdrecall.embeddings.settings import ResolvedSettings
@@ -37,7 +37,7 @@ KNOWN_DIMS: dict[str, int] = {
 }
 
 
-class RemoteProvider:
+class RemoteProvider(ProviderBase):
     id: str = "remote"
 
     def __init__(self, settings: ResolvedSettings, *, clock: Clock | None = None) -> None:
@@ -125,7 +125,7 @@ class RemoteProvider:
         return embed_in_batches(self, texts, concurrency=self.concurrency, progress=progress, on_batch=on_batch)
 
     def close(self) -> None:
-        client = getattr(self, "client", None)
+        client: Any = getattr(self, "client", None)  # set by subclasses that hold an HTTP client
         if client is not None:
             client.close()
 

@@ -12,7 +12,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 import apsw
 import numpy as np
@@ -119,6 +119,15 @@ class FileRow:
     path: str
     source: str
     hash: str
+    mtime: int
+    size: int
+
+
+class SkipRecord(NamedTuple):
+    """A file the index holds no chunks for, and why (too large, binary, unreadable)."""
+
+    source: str
+    reason: str
     mtime: int
     size: int
 
@@ -333,9 +342,9 @@ class IndexDB:
             args = (source,)
         return {r[0]: FileRow(*r) for r in self.conn.execute(sql, args)}
 
-    def skipped(self) -> dict[str, tuple[str, str, int, int]]:
+    def skipped(self) -> dict[str, SkipRecord]:
         return {
-            r[0]: (r[1], r[2], r[3], r[4])
+            r[0]: SkipRecord(r[1], r[2], r[3], r[4])
             for r in self.conn.execute("SELECT path, source, reason, mtime, size FROM skipped_files")
         }
 
