@@ -157,7 +157,6 @@ def worker_main(ws: Path, store: Path, wid: int, seconds: float, out: Path) -> N
 
 def test_four_processes_share_one_index(tmp_path: Path) -> None:
     from indexcheck import diff, fresh_index, index_content, integrity
-
     from mdrecall import open_manager
 
     seconds = float(os.environ.get("MDRECALL_STRESS_SECONDS", "20"))

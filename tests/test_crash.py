@@ -15,12 +15,13 @@ import os
 import random
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
-from indexcheck import diff, fresh_index, hash_tree, index_content, integrity
 
+from indexcheck import diff, fresh_index, hash_tree, index_content, integrity
 from mdrecall import open_manager
 from mdrecall.crashpoints import CRASH_EXIT_CODE, ENV_VAR
 

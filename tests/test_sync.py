@@ -8,8 +8,9 @@ import random
 import string
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -208,7 +209,7 @@ def test_identity_change_rebuilds_from_cache_while_reader_answers(make_ws: Calla
             while not stop.is_set():
                 try:
                     answers.append(len(reader.search("Postgres recipe database").results))
-                except BaseException as exc:  # noqa: BLE001 - any failure is the finding
+                except BaseException as exc:
                     errors.append(exc)
                     return
 

@@ -14,10 +14,11 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
+from indexcheck import wait_for
 from mdrecall import open_manager
 from mdrecall.config import load_config
 from mdrecall.freshness.deltas import SessionDeltaTracker
@@ -25,16 +26,6 @@ from mdrecall.freshness.roots import RootFilter, is_ignored_name, plan_watch, wa
 from mdrecall.freshness.watcher import MemoryWatcher
 
 DEBOUNCE_MS = 200
-WAIT_S = 20.0  # generous bound for slow CI machines; the loop returns as soon as the index agrees
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = WAIT_S, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def _config(tmp_path: Path, **extra: Any) -> dict[str, Any]:
@@ -130,7 +121,7 @@ def test_ignored_files_do_not_trigger_syncs(workspace: Path, tmp_path: Path) -> 
     (workspace / "memory").mkdir()
     calls: list[list[Path]] = []
     config = load_config(workspace, _config(tmp_path), use_global=False)
-    with MemoryWatcher(workspace, config, calls.append, debounce_ms=100) as watcher:
+    with MemoryWatcher(workspace, config, calls.append, debounce_ms=100):
         for rel in [
             "memory/.note.md.swp",
             "memory/note.md~",

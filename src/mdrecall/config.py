@@ -12,15 +12,17 @@ from __future__ import annotations
 import difflib
 import os
 import re
+from collections.abc import Mapping
 from datetime import tzinfo
 from pathlib import Path
-from typing import Any, Literal, Mapping, TypeVar
+from typing import Any, Literal, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from mdrecall.errors import ConfigError
+from mdrecall.types import MemorySource
 
 SectionT = TypeVar("SectionT", bound=BaseModel)
 #: Agent tools: "auto" cites sources in direct chats only, "on" always, "off" never (seed: memory.citations).
@@ -106,7 +108,7 @@ class ChunkingConfig(_Section):
     overlap: int = Field(default=40, ge=0)
 
     @model_validator(mode="after")
-    def _overlap_below_tokens(self) -> "ChunkingConfig":
+    def _overlap_below_tokens(self) -> ChunkingConfig:
         if self.overlap >= self.tokens:
             raise ValueError(f"chunking.overlap ({self.overlap}) must be smaller than chunking.tokens ({self.tokens})")
         return self
@@ -342,7 +344,7 @@ class MemoryConfig(_Section):
     cache: CacheConfig = Field(default_factory=CacheConfig)
     chunking: ChunkingConfig = Field(default_factory=ChunkingConfig)
     extraPaths: list[str] = Field(default_factory=list)
-    sources: list[Literal["memory", "sessions"]] = Field(default_factory=lambda: ["memory"])
+    sources: list[MemorySource] = Field(default_factory=lambda: list[MemorySource](["memory"]))
     sessions: SessionsConfig = Field(default_factory=SessionsConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
     query: QueryConfig = Field(default_factory=QueryConfig)

@@ -67,18 +67,7 @@ class MemorySearchManager(Protocol):
 
     def add_close_hook(self, hook: Callable[[], object]) -> None: ...
 
-    def add_status_section(self, key: str, section: Callable[[], object]) -> None:
-        """``status().details[key]`` is ``section()``: a feature's own state (recall tracking)."""
-        self._status_sections[key] = section
-
-    def extra_status(self) -> dict[str, object]:
-        out: dict[str, object] = {}
-        for key, section in self._status_sections.items():
-            try:
-                out[key] = section()
-            except Exception as exc:  # a feature's report must never break status
-                out[key] = {"error": f"{type(exc).__name__}: {exc}"}
-        return out
+    def add_status_section(self, key: str, section: Callable[[], object]) -> None: ...
 
     def flush(self) -> None: ...
 

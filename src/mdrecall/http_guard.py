@@ -81,7 +81,7 @@ class HttpSecurity:
         extra_hosts: Sequence[str] = (),
         extra_origins: Sequence[str] = (),
         allow_unauthenticated: bool = False,
-    ) -> "HttpSecurity":
+    ) -> HttpSecurity:
         if not is_loopback_host(host) and not token and not allow_unauthenticated:
             raise ConfigError(
                 f"refusing to serve memories on {host!r} without a bearer token: pass --token (or set "

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
-from mdrecall.config import parse_byte_size
 from mdrecall.agent.flush import (
     DEFAULT_FLUSH_PROMPT,
     DEFAULT_FLUSH_SYSTEM_PROMPT,
@@ -18,9 +17,10 @@ from mdrecall.agent.flush import (
     should_flush,
     with_safety_hints,
 )
+from mdrecall.config import parse_byte_size
 from mdrecall.errors import ConfigError
 
-NOW = datetime(2026, 4, 14, 0, 7, tzinfo=timezone.utc)
+NOW = datetime(2026, 4, 14, 0, 7, tzinfo=UTC)
 NY = FlushSettings(timezone="America/New_York")
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import jsonschema
 import pytest
@@ -19,8 +20,8 @@ from mdrecall.agent.tools import (
     unavailable_result,
 )
 from mdrecall.embeddings.base import ProviderBase
-from mdrecall.testing import plugin, registered
 from mdrecall.errors import ConfigError, EmbeddingError, ProviderUnavailableError, StoreError
+from mdrecall.testing import plugin, registered
 
 GROUP_KEY = "agent:main:telegram:group:4242"
 

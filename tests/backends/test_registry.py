@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from mdrecall import open_manager
+from mdrecall import open_manager, plugins
 from mdrecall.agent import create_memory_capability
-from mdrecall import plugins
 from mdrecall.backends import get_backend_factory, known_backends
 from mdrecall.embeddings.registry import known_providers
 from mdrecall.errors import ConfigError

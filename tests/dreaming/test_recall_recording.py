@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
-
 from dreamhelpers import at, hit
+
 from mdrecall import open_manager
 from mdrecall.config import parse_config
 from mdrecall.dreaming import RecallStore, install_recall_tracking, record_grounding, record_recalls

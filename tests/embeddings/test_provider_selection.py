@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from provider_servers import FakeClock, GeminiServer, OllamaServer, OpenAIServer
 
 from mdrecall.config import parse_config
 from mdrecall.embeddings.registry import activate_fallback, auto_priority, select_provider
 from mdrecall.errors import EmbeddingError
-from provider_servers import FakeClock, GeminiServer, OllamaServer, OpenAIServer
 
 # A local model that cannot load, so auto moves past local without loading the real one.
 NO_LOCAL = {"local": {"model": "/nonexistent/local-model"}}

@@ -25,9 +25,9 @@ from mdrecall.agent.tools import (
     TOOL_SPECS,
     MemoryTools,
     ToolSpec,
-    format_citation,
     unavailable_result,
 )
+from mdrecall.types import format_citation
 
 __all__ = [
     "FlushDecision",

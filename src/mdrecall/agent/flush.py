@@ -15,11 +15,10 @@ read-only (curated, long-term memory is promoted deliberately, never rewritten i
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
-from pathlib import Path
 from dataclasses import dataclass, field
-from datetime import datetime, timezone, tzinfo
+from datetime import UTC, datetime, tzinfo
+from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -139,7 +138,7 @@ def format_current_time(now: datetime, tz_name: str) -> str:
     """``Monday, April 13th, 2026 — 8:07 PM (America/New_York) / 2026-04-14 00:07 UTC``."""
     hour = now.hour % 12 or 12
     local = f"{now.strftime('%A, %B')} {_ordinal(now.day)}, {now.year} — {hour}:{now.minute:02d} {now.strftime('%p')}"
-    utc = now.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    utc = now.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return f"{local} ({tz_name}) / {utc}"
 
 
@@ -200,7 +199,7 @@ def build_flush_plan(settings: FlushSettings | None = None, *, now: datetime | N
         return None
     zone, zone_name = _resolve_zone(settings.timezone)
     if now is None:
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
     if now.tzinfo is None:
         now = now.astimezone()  # naive means local wall-clock time
     local = now.astimezone(zone) if zone is not None else now.astimezone(now.tzinfo)
@@ -308,7 +307,7 @@ class FlushState:
 
     def record_flush(self, *, cycle: int | None = None, at: datetime | None = None) -> None:
         """Mark the cycle the flush *started in* (pass ``cycle`` if compaction may have run since)."""
-        at = at or datetime.now(timezone.utc)
+        at = at or datetime.now(UTC)
         self.last_flush_compaction_count = self.compaction_count if cycle is None else cycle
         self.last_flush_at = at
         self.history.append((self.last_flush_compaction_count, at))

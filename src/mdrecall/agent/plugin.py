@@ -175,7 +175,7 @@ class MemoryCapability:
     def close(self) -> None:
         self.runtime.close()
 
-    def __enter__(self) -> "MemoryCapability":
+    def __enter__(self) -> MemoryCapability:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -15,7 +15,6 @@ from typing import Any, Literal
 
 from mdrecall.config import CitationsMode
 
-
 MEMORY_SEARCH_TOOL = "memory_search"
 MEMORY_GET_TOOL = "memory_get"
 
@@ -114,7 +113,7 @@ class InjectedMemory:
     citation: str | None = None
 
     @classmethod
-    def coerce(cls, item: Any) -> "InjectedMemory":
+    def coerce(cls, item: Any) -> InjectedMemory:
         """Accept an InjectedMemory, a plain string, a mapping, or a search result."""
         if isinstance(item, InjectedMemory):
             return item

@@ -285,7 +285,7 @@ def parse_search_args(args: Mapping[str, Any]) -> tuple[str, int | None, float |
     query = args.get("query")
     if not isinstance(query, str) or not query.strip():
         raise ToolInputError("query is required: a non-empty string saying what to look for")
-    corpus = args.get("corpus") or "all"
+    corpus: Corpus = args.get("corpus") or "all"
     if corpus not in ("memory", "sessions", "all"):
         raise ToolInputError(f"corpus must be one of memory, sessions, all (got {corpus!r})")
     return (

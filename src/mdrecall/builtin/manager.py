@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from mdrecall.builtin.provider import ProviderState
@@ -213,9 +213,9 @@ class BuiltinMemoryManager(ManagerBase):
         sources: Sequence[str] | None,
         now: datetime | None,
     ) -> SearchResponse:
-        now = now or datetime.now(timezone.utc)
+        now = now or datetime.now(UTC)
         if now.tzinfo is None:
-            now = now.replace(tzinfo=timezone.utc)
+            now = now.replace(tzinfo=UTC)
         selection = self.providers.selection
         provider = selection.provider
         stale, notes = self.monitor.before_search(session_key)
@@ -287,7 +287,7 @@ class BuiltinMemoryManager(ManagerBase):
     # -- read, status, probes ---------------------------------------------------------------------
     def read_file(self, rel_path: str, from_line: int | None = None, lines: int | None = None) -> ReadResult:
         result = read_memory_lines(self.workspace, self.config, rel_path, from_line, lines)
-        self._notify_read(result.path, result.from_line, result.lines, datetime.now(timezone.utc))
+        self._notify_read(result.path, result.from_line, result.lines, datetime.now(UTC))
         return result
 
     def status(self) -> Status:

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import click
 
-from mdrecall.cli.memory import get, index, search, status
 from mdrecall.cli.mcp import mcp
+from mdrecall.cli.memory import get, index, search, status
 from mdrecall.cli.options import parse_overrides
 from mdrecall.cli.plugins import plugins
 from mdrecall.cli.watch import watch

@@ -13,10 +13,10 @@ Exit codes: 0 done; 1 an operation failed or --explain found nothing; 2 bad usag
 from __future__ import annotations
 
 import json
-import sys
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Literal, TypeVar
 
 import click
 
@@ -89,8 +89,8 @@ def _print_explain(ev: Evaluation, cfg: DreamingConfig) -> None:
         if value:
             click.echo(f"  {label}:  {value}")
     click.echo(f"  {'component':<14} {'value':>6} {'weight':>6} {'adds':>6}")
-    for name, value in ev.components.as_dict().items():
-        click.echo(f"  {name:<14} {value:6.3f} {WEIGHTS[name]:6.2f} {WEIGHTS[name] * value:6.3f}")
+    for name, component in ev.components.as_dict().items():
+        click.echo(f"  {name:<14} {component:6.3f} {WEIGHTS[name]:6.2f} {WEIGHTS[name] * component:6.3f}")
     click.echo(f"  {'score':<14} {'':>6} {'':>6} {ev.score:6.3f}   (minScore {cfg.minScore:g})")
     if ev.passed:
         click.echo("  verdict:   passes every threshold")
@@ -148,7 +148,7 @@ def promote(
     out: dict[str, Any] = {}
     code = 0
     if do_apply:
-        mode = "passing" if (all_passing or cfg.autoApply) else "approved"
+        mode: Literal["approved", "passing"] = "passing" if (all_passing or cfg.autoApply) else "approved"
         result = apply(workspace_root, memory_config, now, mode=mode, dry_run=dry_run)
         out["apply"] = result.to_dict()
         if result.refused and any("MEMORY.md" in s.reason for s in result.refused):
@@ -175,8 +175,8 @@ def promote(
             rel = queue_path(workspace_root).relative_to(workspace_root)
             verb = "would stage" if dry_run else "staged"
             click.echo(f"{verb} {len(staged.added)} new candidate(s) in {rel} ({staged.kept} already waiting)")
-            for item in staged.added:
-                click.echo(f"  [ ] {_short(item.text, 90)}  (score {item.score:.2f}, id {item.id})")
+            for queued in staged.added:
+                click.echo(f"  [ ] {_short(queued.text, 90)}  (score {queued.score:.2f}, id {queued.id})")
             for s in staged.dropped:
                 click.echo(f"  not staged: {_short(s.text, 60)} — {s.reason}")
             if staged.added or staged.kept:

@@ -20,10 +20,11 @@ Guarantees:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from mdrecall.dreaming.blocks import Located, display_text, is_generic_heading, locate, normalize, text_hash
 from mdrecall.dreaming.clock import day_bucket, ensure_aware, to_iso
@@ -90,7 +91,7 @@ def section_heading(day: str) -> str:
     return f"## {SECTION_TITLE} ({day})"
 
 
-def promoted_line(item: "Prepared") -> str:
+def promoted_line(item: Prepared) -> str:
     entry = item.entry
     marker = (
         f"<!-- {PROMOTED_MARKER} id={entry.claim_hash} source={entry.path}:{item.start_line}-{item.end_line} "

@@ -17,10 +17,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from mdrecall.dreaming.blocks import (
     Block,
@@ -40,6 +41,10 @@ from mdrecall.dreaming.entry import MAX_QUERY_HASHES, MAX_RECALL_DAYS, RecallEnt
 from mdrecall.dreaming.paths import is_short_term, normalize_path
 from mdrecall.dreaming.scoring import clamp01
 from mdrecall.dreaming.store import RecallStore
+from mdrecall.types import SearchResponse
+
+if TYPE_CHECKING:
+    from mdrecall.contract import MemorySearchManager
 
 log = logging.getLogger(__name__)
 

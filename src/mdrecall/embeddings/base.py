@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from mdrecall.text import estimate_tokens
-
 
 #: ``progress(completed_texts, total_texts)``
 ProgressFn = Callable[[int, int], None]
@@ -31,8 +31,10 @@ class EmbeddingProvider(Protocol):
     #: ISO codes of the languages the model reads; None: multilingual or unknown. Search skips the
     #: vector side of a mostly-CJK query when the model reads none of zh/ja/ko.
     languages: tuple[str, ...] | None
-    #: The last failed call (retried or not), for status; None when there was none.
-    last_error: str | None
+
+    @property
+    def last_error(self) -> str | None:
+        """The last failed call (retried or not), for status; None when there was none."""
     #: An asynchronous batch API for large inputs (OpenAI), or None.
     batch_api: Any
 

@@ -7,8 +7,8 @@ cap *and* its per-request token budget; a single text above the token budget sti
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import Any, Callable, Sequence
 
 from mdrecall.embeddings.base import BatchDoneFn, EmbeddingProvider, ProgressFn
 from mdrecall.errors import EmbeddingError

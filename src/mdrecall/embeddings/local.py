@@ -10,8 +10,9 @@ from __future__ import annotations
 import importlib.util
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from mdrecall.embeddings.base import ProviderBase
 from mdrecall.errors import EmbeddingError, ProviderUnavailableError

@@ -12,11 +12,11 @@ built-in ones are registered the same way, by :mod:`mdrecall.embeddings.plugin`.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from mdrecall import plugins
-
 from mdrecall.config import MemoryConfig
 from mdrecall.embeddings.base import EmbeddingProvider
 from mdrecall.errors import ConfigError, ProviderUnavailableError

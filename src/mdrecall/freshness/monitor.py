@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -70,7 +70,7 @@ class FreshnessTarget(Protocol):
 
 
 def _iso(epoch: float | None) -> str | None:
-    return datetime.fromtimestamp(epoch, timezone.utc).isoformat() if epoch else None
+    return datetime.fromtimestamp(epoch, UTC).isoformat() if epoch else None
 
 
 class FreshnessMonitor:

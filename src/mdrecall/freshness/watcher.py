@@ -101,7 +101,7 @@ class MemoryWatcher:
     def running(self) -> bool:
         return bool(self._threads) and any(t.is_alive() for t in self._threads) and not self._stop.is_set()
 
-    def start(self, wait_ready: float = 5.0) -> "MemoryWatcher":
+    def start(self, wait_ready: float = 5.0) -> MemoryWatcher:
         """Start the watch and dispatch threads; waits (bounded) until the first watch is attached."""
         if self._threads:
             return self
@@ -129,7 +129,7 @@ class MemoryWatcher:
                 thread.join(timeout)
         self._threads = []
 
-    def __enter__(self) -> "MemoryWatcher":
+    def __enter__(self) -> MemoryWatcher:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -21,19 +21,19 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
-from mdrecall.index.chunking import Chunk, chunk_id, chunk_lines, chunk_markdown, fit_to_model, heading_trails
 from mdrecall.config import MemoryConfig
 from mdrecall.crashpoints import crash_point
 from mdrecall.embeddings.base import EmbeddingProvider
-from mdrecall.store.db import ChunkRow, FileRow, IndexDB, vector_to_blob
-from mdrecall.text import fts_index_text
-from mdrecall.types import ProgressCallback, SyncProgress, SyncReport
+from mdrecall.index.chunking import Chunk, chunk_id, chunk_lines, chunk_markdown, fit_to_model, heading_trails
 from mdrecall.sources.base import SourceAdapter
 from mdrecall.sources.workspace import MemoryFile, discover_memory_files
+from mdrecall.store.db import ChunkRow, FileRow, IndexDB, SkipRecord, vector_to_blob
+from mdrecall.text import fts_index_text
+from mdrecall.types import ProgressCallback, SyncProgress, SyncReport
 
 #: Texts embedded per call; large calls keep the model at its raw throughput.
 EMBED_GROUP = 512
@@ -193,7 +193,7 @@ class Indexer:
         self,
         file: MemoryFile,
         existing: dict[str, FileRow],
-        skipped: dict[str, tuple[str, str, int, int]],
+        skipped: dict[str, SkipRecord],
         full: bool,
         report: SyncReport,
         racy: list[tuple[MemoryFile, int]],
@@ -296,7 +296,7 @@ class Indexer:
         if cached:
             self.db.cache_touch(provider.id, provider.model, ctx.provider_key, list(cached))
         for item in pending:
-            for i, chunk in enumerate(item.chunks):
+            for i in range(len(item.chunks)):
                 blob = cached.get(item.embed_key(i))
                 if blob is not None:
                     item.vectors[i] = blob

@@ -6,9 +6,9 @@ keyword-only (no provider, or the query embedding failed) → file scan (no FTS5
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable, Sequence
 
 import numpy as np
 

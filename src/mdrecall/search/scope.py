@@ -7,8 +7,8 @@ transcripts filled the candidate list first.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence, Union
 
 import numpy as np
 
@@ -69,12 +69,12 @@ class Scope:
             else:
                 own = np.zeros(len(sources), dtype=bool)
                 for i in np.flatnonzero(is_session):
-                    own[i] = paths[i].startswith(self.transcripts_prefix)
+                    own[i] = paths[int(i)].startswith(self.transcripts_prefix)
                 allowed &= ~is_session | own
         return allowed
 
 
-ScopeLike = Union[Scope, Sequence[str], None]
+ScopeLike = Scope | Sequence[str] | None
 
 
 def as_scope(value: ScopeLike) -> Scope:
