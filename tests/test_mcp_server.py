@@ -26,7 +26,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from mdrecall.agent.prompts import render_memory_prompt_section
-from mdrecall.agent.tools import TOOL_SPECS
+from mdrecall.agent.specs import TOOL_SPECS
 from mdrecall.errors import ConfigError
 from mdrecall.http_guard import HttpSecurity, split_host_header
 

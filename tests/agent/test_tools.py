@@ -12,16 +12,12 @@ import jsonschema
 import pytest
 
 from mdrecall import open_manager
-from mdrecall.agent.tools import (
-    TOOL_SPECS,
-    MemoryTools,
-    chat_type_from_session_key,
-    format_citation,
-    unavailable_result,
-)
+from mdrecall.agent.specs import TOOL_SPECS
+from mdrecall.agent.tools import MemoryTools, chat_type_from_session_key, unavailable_result
 from mdrecall.embeddings.base import ProviderBase
 from mdrecall.errors import ConfigError, EmbeddingError, ProviderUnavailableError, StoreError
 from mdrecall.testing import plugin, registered
+from mdrecall.types import format_citation
 
 GROUP_KEY = "agent:main:telegram:group:4242"
 

@@ -28,7 +28,8 @@ from typing import Any, ClassVar
 
 from mdrecall.agent.flush import FlushPlan, FlushSettings, build_flush_plan
 from mdrecall.agent.prompts import build_memory_prompt_section, format_relevant_memories
-from mdrecall.agent.tools import MEMORY_GET, MEMORY_SEARCH, MEMORY_STATUS, MemoryTools
+from mdrecall.agent.specs import MEMORY_GET, MEMORY_SEARCH, MEMORY_STATUS
+from mdrecall.agent.tools import MemoryTools
 from mdrecall.backends import open_manager
 from mdrecall.config import CitationsMode, MemoryConfig, load_config
 from mdrecall.contract import MemorySearchManager

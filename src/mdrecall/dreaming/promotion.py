@@ -15,6 +15,9 @@ Guarantees:
 - atomic: MEMORY.md, the queue and the store are each replaced whole, under the store's lock;
 - bounded: MEMORY.md never grows past ``memoryMaxChars``; what does not fit is refused with a message
   and stays approved in the queue.
+
+Why this module is long: stage and apply share the live-note checks, the queue reconciliation and the
+budget; split apart they would pass a dozen values back and forth.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ Per search, each hit on a daily note or a transcript is narrowed to the fact(s) 
 and the day added to ``queryHashes``/``recallDays``. A fact seen in two overlapping chunks of one search
 counts once; the same query surfacing the same fact again on the same day counts once
 (``dedupeByQueryPerDay``). Contaminated text and text already promoted are never recorded.
+
+Why this module is long: narrowing hits to facts, the background writer and grounding all update the
+same entries under the same rules; one module keeps those rules in one place.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from typing import Any
 
 from mdrecall.agent.flush import build_flush_plan
 from mdrecall.agent.plugin import MemoryCapability, create_memory_capability
-from mdrecall.agent.tools import MEMORY_GET, MEMORY_SEARCH
+from mdrecall.agent.specs import MEMORY_GET, MEMORY_SEARCH
 from mdrecall.errors import MdrecallError
 from mdrecall.http_guard import TOKEN_ENV, HttpSecurity, RequestGuard
 from mdrecall.mcp import DEFAULT_HOST, DEFAULT_PATH, DEFAULT_PORT

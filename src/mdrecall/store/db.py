@@ -3,6 +3,9 @@
 apsw is used because Python's stdlib ``sqlite3`` is often built without extension loading, and
 sqlite-vec is an extension. When the extension cannot load, vectors still live in ``chunks.embedding``
 (float32 blobs) and are searched in process.
+
+Why this module is long: it is the only code that speaks SQL to the index; every table's reads and
+writes live here so the schema has one owner.
 """
 
 from __future__ import annotations
