@@ -318,26 +318,36 @@ def _skip_fix(reason: str) -> str:
     return "fix the file; it is retried on the next sync"
 
 
-def _hidden_by_scope(
-    status: Status, details: Mapping[str, Any], config: MemoryConfig | None, session_key: str | None
-) -> Finding | None:
+def hidden_transcripts(status: Status, config: MemoryConfig | None, session_key: str | None) -> tuple[int, bool]:
+    """(indexed transcript chunks a search as ``session_key`` cannot see at all or only partly, whether
+    every one is hidden). (0, False) when transcripts are not indexed or all are visible."""
     if "sessions" not in status.sources:
-        return None
-    counts = details.get("sourceCounts")
+        return 0, False
+    counts = status.details.get("sourceCounts")
     transcripts = sum(int(c.get("chunks", 0)) for c in counts or [] if isinstance(c, Mapping) and c.get("source") == "sessions")
     if not transcripts:
-        return None
+        return 0, False
     visibility = config.sessions.visibility if config is not None else "own"
     markers: Sequence[str] = config.sessions.sharedKeyMarkers if config is not None else (":group:", ":channel:")
     shared = session_key is not None and any(m in session_key for m in markers)
     if visibility == "all" and not shared:
+        return 0, False
+    return transcripts, session_key is None
+
+
+def _hidden_by_scope(
+    status: Status, details: Mapping[str, Any], config: MemoryConfig | None, session_key: str | None
+) -> Finding | None:
+    transcripts, all_hidden = hidden_transcripts(status, config, session_key)
+    if not transcripts:
         return None
-    if session_key is None:
+    if all_hidden:
         return Finding("hidden-by-scope", "warning",
                        f"{transcripts} transcript chunk(s) are indexed but hidden from every search without a session key "
                        "(sessions.visibility: own)",
                        "search with --session-key KEY (the MCP server: --session-key or mcp.sessionKey), or set "
                        "sessions.visibility: all to let direct sessions see every transcript")  # fmt: skip
+    shared = config is not None and session_key is not None and any(m in session_key for m in config.sessions.sharedKeyMarkers)
     return Finding("hidden-by-scope", "info",
                    f"searches as {session_key!r} see only that session's transcripts"
                    + (" (a group/channel key)" if shared else " (sessions.visibility: own)"),

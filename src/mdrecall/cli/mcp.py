@@ -26,6 +26,7 @@ from mdrecall.mcp import DEFAULT_HOST, DEFAULT_PATH, DEFAULT_PORT
               help="extra browser Origin accepted over HTTP, e.g. https://app.example (repeatable)")  # fmt: skip
 @click.option("--allow-unauthenticated", is_flag=True, help="allow binding a non-loopback address without --token")
 @click.option("--no-watch", is_flag=True, help="do not watch files (sync.watch: false; searches still sync)")
+@click.option("--read-only", is_flag=True, help="no memory_write tool: clients can search and read memory, not write it")
 def mcp(
     workspace: str,
     overrides: tuple[str, ...],
@@ -39,8 +40,9 @@ def mcp(
     allow_origin: tuple[str, ...],
     allow_unauthenticated: bool,
     no_watch: bool,
+    read_only: bool,
 ) -> int:
-    """Serve memory_search / memory_get to MCP clients (stdio by default, --http for streamable HTTP).
+    """Serve memory_search / memory_get / memory_write to MCP clients (stdio by default, --http for streamable HTTP).
 
     Over stdio the MCP client starts this command; with --http it listens on 127.0.0.1:8765/mcp.
     """
@@ -61,5 +63,6 @@ def mcp(
             allow_origins=list(allow_origin),
             allow_unauthenticated=allow_unauthenticated,
             watch=False if no_watch else None,
+            read_only=read_only,
         )
     )
