@@ -12,11 +12,14 @@ characters are dropped, and ``<!--`` is neutralised so a memory cannot forge mdr
 (promotion provenance, review-queue candidates). Targets are memory files only (``MEMORY.md``,
 ``memory/**/*.md``, not ``memory/.dreams/`` or ``memory/dreaming/``), checked like ``read_file`` paths.
 
-The file is replaced atomically (temp file, fsync, rename), through a symlinked note to its target,
-and an edit another program made since the file was read is kept: the entry is re-appended to what
-the file holds just before the rename. :func:`replace_markdown` is the one place that does this; when the
-shared helper ``mdrecall.markdown_write.write_markdown`` lands (compare-and-swap with
-``renameat2``), it replaces that function's body.
+Appending never replaces the file, so it cannot drop an edit another program makes meanwhile: the
+entry goes in with one ``O_APPEND`` write (atomic with respect to other writers, which POSIX
+guarantees for appends), fsynced, through a symlinked note to its target. A new note is created
+whole (temp file, then a hard link that fails if someone created it first). If the note was
+replaced while we wrote (an editor's save-by-rename), the entry is appended again to the new file.
+:func:`replace_markdown` (``import --overwrite``) is the one place that replaces a memory file; swap
+its body for the shared compare-and-swap helper ``mdrecall.markdown_write.write_markdown`` when it
+lands.
 """
 
 from __future__ import annotations
@@ -177,28 +180,15 @@ def remember(
     body, redacted = clean_text(text)
     path, rel = check_target(root, config, target or daily_note_path(now, config.flush.timezone))
     entry = format_entry(body, now, via)
-    base = _read(path)
-    created = base is None
-    header = f"# {Path(rel).stem}\n\n" if created and rel.startswith("memory/") and _is_dated(rel) else ""
-    written = replace_markdown(path, _appended(base, entry, header), base=base, rebase=lambda now_text: _appended(now_text, entry, header))
-    total = len(written.split("\n")) - (1 if written.endswith("\n") else 0)
+    existed = path.exists()
+    header = f"# {Path(rel).stem}\n\n" if _is_dated(rel) else ""
+    start_line = append_markdown(path, entry, header=header)
     n = entry.count("\n")
-    return Remembered(rel, total - n + 1, total, entry.rstrip("\n"), redacted, created)
+    return Remembered(rel, start_line, start_line + n - 1, entry.rstrip("\n"), redacted, not existed)
 
 
 def _is_dated(rel: str) -> bool:
     return re.fullmatch(r"memory/(?:[^/]+/)*\d{4}-\d{2}-\d{2}\.md", rel) is not None
-
-
-def _appended(current: str | None, entry: str, header: str = "") -> str:
-    if current is None or not current.strip():
-        return header + entry
-    if not current.endswith("\n"):
-        current += "\n"
-    last = current.rstrip("\n").rsplit("\n", 1)[-1]
-    if current.endswith("\n\n") or last.lstrip().startswith(("- ", "* ")) or last.startswith(("  ", "\t")):
-        return current + entry  # continues a list, or a blank line is there already
-    return current + "\n" + entry  # a list item after a heading or paragraph needs a blank line
 
 
 def _read(path: Path) -> str | None:
@@ -208,6 +198,82 @@ def _read(path: Path) -> str | None:
         return None
     except UnicodeDecodeError:
         raise PathError("invalid_path", f"{path.name} is not UTF-8 text; not writing into it") from None
+
+
+def _separator(current: str) -> str:
+    """What goes between the file's text and a new list item."""
+    if not current.strip():
+        return ""
+    if not current.endswith("\n"):
+        current += "\n"
+        lead = "\n"
+    else:
+        lead = ""
+    last = current.rstrip("\n").rsplit("\n", 1)[-1]
+    if current.endswith("\n\n") or last.lstrip().startswith(("- ", "* ")) or last.startswith(("  ", "\t")):
+        return lead  # continues a list, or a blank line is there already
+    return lead + "\n"  # a list item after a heading or paragraph needs a blank line
+
+
+def append_markdown(path: Path, entry: str, *, header: str = "") -> int:
+    """Append ``entry`` to ``path`` (created with ``header`` first if missing); returns the 1-based
+    line the entry starts on. One ``O_APPEND`` write: nothing another writer wrote is ever replaced."""
+    target = Path(os.path.realpath(path))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _directory_lock(target.parent):  # our own writers queue; other programs need no lock
+        for _ in range(20):
+            if not target.exists():
+                if _create_exclusive(target, header + entry):
+                    return header.count("\n") + 1
+                continue  # created by someone else meanwhile: append to theirs
+            fd = os.open(target, os.O_WRONLY | os.O_APPEND)
+            try:
+                opened = os.fstat(fd)
+                data = (_separator(_read(target) or "") + entry).encode("utf-8")
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+                end = os.lseek(fd, 0, os.SEEK_CUR)
+            finally:
+                os.close(fd)
+            try:
+                now = os.stat(target)
+            except FileNotFoundError:
+                continue
+            if (now.st_ino, now.st_dev) != (opened.st_ino, opened.st_dev):
+                continue  # replaced while we wrote (a save-by-rename): our bytes went to the old file
+            with target.open("rb") as handle:
+                before = handle.read(end - len(data))
+            separator_lines = data[: len(data) - len(entry.encode("utf-8"))].count(b"\n")
+            return before.count(b"\n") + separator_lines + 1
+    raise MdrecallError(f"{path} kept being replaced while appending; try again")
+
+
+def _create_exclusive(target: Path, text: str) -> bool:
+    """Create ``target`` holding ``text`` atomically; False if it exists already."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(tmp, target)
+        except FileExistsError:
+            return False
+        _fsync_dir(target.parent)
+        return True
+    finally:
+        os.unlink(tmp)
+
+
+def _fsync_dir(directory: Path) -> None:
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 @contextmanager
@@ -255,10 +321,6 @@ def replace_markdown(path: Path, new: str, *, base: str | None, rebase: Callable
             finally:
                 if tmp:
                     os.unlink(tmp)
-            dir_fd = os.open(target.parent, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+            _fsync_dir(target.parent)
             return new
     raise MdrecallError(f"{path} kept changing while writing; nothing written, try again")
