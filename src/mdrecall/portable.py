@@ -202,8 +202,11 @@ def read_export(lines: Iterable[str]) -> list[ExportedFile]:
 
 def _file_from(record: dict[str, Any], number: int) -> ExportedFile:
     path = record.get("path")
-    if not isinstance(path, str):
+    if not isinstance(path, str) or not path:
         raise ImportFormatError(f"line {number}: a file record without a path")
+    parts = path.split("/")
+    if path.startswith(("/", "~")) or "\\" in path or "\x00" in path or any(p in ("", ".", "..") for p in parts):
+        raise ImportFormatError(f"line {number}: unsafe path {path!r} (workspace-relative paths only)")
     encoding = record.get("encoding")
     try:
         if encoding == "utf-8" and isinstance(record.get("text"), str):

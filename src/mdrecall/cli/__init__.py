@@ -1,8 +1,8 @@
 """The ``mdrecall`` command: a thin shell over the core (one module per command group).
 
 Exit codes: 0 success; 1 nothing found (search) or an operation failed; 2 bad usage or config;
-3 promotion refused (``promote --apply``, ``dream``); 130 interrupted; 141 output closed early
-(``mdrecall ... | head``). Plugins add subcommands through the ``register_commands`` hook.
+3 promotion refused (``promote --apply``, ``dream``); 130 interrupted. Output closed early
+(``mdrecall ... | head``) ends the command quietly with 1, as Click does. Plugins add subcommands through the ``register_commands`` hook.
 
 Commands are imported when they run, not at start: a one-shot keyword search should not pay for
 the MCP server, export or promotion code (docs/cli.md has the start-up figures).
@@ -103,11 +103,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        result: Any = cli.main(args=args, prog_name="mdrecall", standalone_mode=False)
-        sys.stdout.flush()
-    except BrokenPipeError:
+        try:
+            result: Any = cli.main(args=args, prog_name="mdrecall", standalone_mode=False)
+        finally:
+            sys.stdout.flush()
+    except BrokenPipeError:  # Click turns most of these into exit 1 itself; the last flush is ours
         _stdout_gone()
-        return 141
+        return 1
     except click.exceptions.NoArgsIsHelpError as exc:
         click.echo(exc.ctx.get_help() if exc.ctx else str(exc), err=True)
         return 2
