@@ -317,6 +317,7 @@ def get(workspace: str, overrides: tuple[str, ...], path: str, from_line: int | 
 def status(workspace: str, overrides: tuple[str, ...], as_json: bool, deep: bool) -> int:
     """Index health, mode and freshness (`mdrecall doctor` adds the fix for each problem)."""
     with open_cli_manager(workspace, overrides) as manager:
+        load_model(manager, quiet=as_json)
         data = manager.status().to_dict()
         if deep:
             data["probes"] = {

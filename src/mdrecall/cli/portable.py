@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from mdrecall.cli.options import echo_json, json_option, open_cli_manager, workspace_options
+from mdrecall.cli.options import echo_json, json_option, load_model, open_cli_manager, workspace_options
 
 
 @click.command("export")
@@ -57,6 +57,8 @@ def import_(workspace: str, overrides: tuple[str, ...], source: str, overwrite: 
         with open(source, encoding="utf-8") as handle:
             files = read_export(handle)
     with open_cli_manager(workspace, overrides) as manager:
+        if not (dry_run or no_index):
+            load_model(manager, quiet=as_json)
         report = import_files(manager, files, on_conflict="overwrite" if overwrite else "skip", dry_run=dry_run,
                               index=not no_index)  # fmt: skip
     if as_json:

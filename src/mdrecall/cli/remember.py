@@ -7,7 +7,15 @@ from datetime import datetime
 
 import click
 
-from mdrecall.cli.options import echo_json, json_option, load_cli_config, now_option, open_cli_manager, workspace_options
+from mdrecall.cli.options import (
+    echo_json,
+    json_option,
+    load_cli_config,
+    load_model,
+    now_option,
+    open_cli_manager,
+    workspace_options,
+)
 
 
 @click.command("remember")
@@ -36,6 +44,7 @@ def remember(workspace: str, overrides: tuple[str, ...], text: str, target: str 
     out = written.to_dict()
     if not no_index:
         with open_cli_manager(workspace, overrides) as manager:
+            load_model(manager, quiet=as_json)
             report = manager.sync()
         out["indexed"] = report.files_indexed > 0 or report.full_rebuild
     if as_json:
