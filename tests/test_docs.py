@@ -4,6 +4,7 @@ install steps work in a fresh virtualenv without any GPU package."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -52,24 +53,28 @@ def test_examples_run_as_written(doc: str, tmp_path: Path) -> None:
 @pytest.mark.timeout(600)
 def test_readme_install_in_a_fresh_virtualenv(tmp_path: Path) -> None:
     """The README's wheel install into a new virtualenv (package index only, nothing prebuilt here),
-    then its examples and the quickstart's, against that install: no GPU package is installed and
+    then its examples against that install: no GPU package is installed and
     everything runs keyword-only, with doctor saying why."""
     dist = tmp_path / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(ROOT)], check=True,
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dist), str(ROOT)], check=True,
                    capture_output=True, timeout=300)  # fmt: skip
     (wheel,) = dist.glob("mdrecall-*.whl")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     pip = [str(venv / "bin" / "python"), "-m", "pip"]
-    subprocess.run([*pip, "install", "-q", str(wheel)], check=True, capture_output=True, timeout=400)
+    install = [*pip, "install", "-q", "--no-compile", str(wheel)]
+    # The package index alone, without this machine's extra local mirrors (listing those makes pip
+    # take minutes); the machine's own pip configuration if the index cannot be reached that way.
+    plain = subprocess.run(install, capture_output=True, timeout=400, env={**os.environ, "PIP_CONFIG_FILE": os.devnull})
+    if plain.returncode != 0:
+        subprocess.run(install, check=True, capture_output=True, timeout=400)
     listed = json.loads(subprocess.run([*pip, "list", "--format", "json"], check=True, capture_output=True, text=True).stdout)
     names = {p["name"].lower() for p in listed}
     assert {"mdrecall", "apsw", "sqlite-vec", "numpy", "click"} <= names
     assert not [n for n in names if GPU_PACKAGES.match(n)], sorted(names)
-    for doc in RUN:
-        done = run(ROOT / doc, venv / "bin", tmp_path / doc.replace("/", "_"))
-        assert done.returncode == 0, f"{doc} in a fresh install:\n{done.stderr[-4000:]}"
-    doctor = subprocess.run([str(venv / "bin" / "mdrecall"), "doctor", "-w", str(tmp_path / "README.md" / "my-agent"), "--json"],
+    done = run(ROOT / "README.md", venv / "bin", tmp_path / "readme")  # (the quickstart runs in the dev environment)
+    assert done.returncode == 0, f"README.md in a fresh install:\n{done.stderr[-4000:]}"
+    doctor = subprocess.run([str(venv / "bin" / "mdrecall"), "doctor", "-w", str(tmp_path / "readme" / "my-agent"), "--json"],
                             capture_output=True, text=True, timeout=60)  # fmt: skip
     states = {f["state"] for f in json.loads(doctor.stdout)["findings"]}
     assert "mcp-missing" in states  # the MCP SDK is an extra: doctor says how to add it
