@@ -50,7 +50,8 @@ fi
 
 mkdir -p "$PREFIX"
 rm -f "$STAMP"
-npm_quiet=(--no-audit --no-fund --no-update-notifier --loglevel=error --ignore-scripts)
+# Bounded network waits: an unreachable registry fails in about a minute instead of hanging setup.
+npm_quiet=(--no-audit --no-fund --no-update-notifier --loglevel=error --ignore-scripts --fetch-timeout=60000 --fetch-retries=1)
 
 echo "install-qmd: $NODE_PKG@$NODE_VERSION" >&2
 npm install "${npm_quiet[@]}" --prefix "$PREFIX/node" "$NODE_PKG@$NODE_VERSION" >&2
