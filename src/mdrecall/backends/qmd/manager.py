@@ -162,6 +162,14 @@ class QmdMemoryManager:
                 self._watcher_error = f"{type(exc).__name__}: {exc}"
                 log.warning("mdrecall: file watcher not started (%s)", exc)
 
+    def wait_warm(self, timeout: float | None = None) -> bool:
+        """Wait for :meth:`start_background`'s first sync, process start and watcher (True: done)."""
+        thread = self._background
+        if thread is not None:
+            thread.join(timeout)
+            return not thread.is_alive()
+        return True
+
     @property
     def watcher(self) -> Any:
         return self._watcher

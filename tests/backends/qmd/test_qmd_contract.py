@@ -1,0 +1,118 @@
+"""The behaviour every backend shares (the future tests/contract/ suite), through the real QMD:
+index the example workspace, find a planted fact with a correct citation, read the citation back,
+status fields, an idempotent sync, close."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from qmdhelpers import PLANTED_LINE, PLANTED_PATH, PLANTED_QUESTION, file_lines, open_qmd, qmd_config
+
+from mdrecall.config import load_config
+from mdrecall.errors import MdrecallError, PathError
+from mdrecall.manager import BuiltinMemoryManager
+
+
+@pytest.fixture(scope="module")
+def manager(qmd_workspace: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    m = open_qmd(qmd_workspace, tmp_path_factory.mktemp("qmd-contract"))
+    assert m.wait_warm(60)
+    yield m
+    m.close()
+
+
+def _markdown_files(workspace: Path) -> list[str]:
+    files = ["MEMORY.md"] if (workspace / "MEMORY.md").is_file() else []
+    files += [p.relative_to(workspace).as_posix() for p in (workspace / "memory").rglob("*.md")
+              if not any(part.startswith(".") for part in p.relative_to(workspace).parts)]
+    return sorted(files)
+
+
+def test_indexes_the_example_workspace(manager: Any, qmd_workspace: Path) -> None:
+    expected = _markdown_files(qmd_workspace)
+    status = manager.status()
+    assert status["backend"] == "qmd"
+    assert status["files"] == len(expected)
+    names = {c["name"]: c for c in status["details"]["collections"]}
+    assert names["memory-root"]["documents"] == 1
+    assert names["memory-dir"]["documents"] == len(expected) - 1
+    assert status["details"]["process"]["running"] and status["details"]["process"]["transport"] == "mcp-stdio"
+    assert status["searchMode"] == "keyword-only" and status["provider"] == "qmd"
+    assert status["clean"] is True
+    # QMD's config and index live under the configured index dir, nowhere else.
+    assert Path(status["dbPath"]).is_file() and Path(status["dbPath"]).is_relative_to(manager.layout.root)
+
+
+def test_planted_fact_found_with_a_correct_citation(manager: Any, qmd_workspace: Path) -> None:
+    response = manager.search(PLANTED_QUESTION)
+    assert response.provider == "qmd" and response.mode == "keyword-only" and not response.warnings
+    top = response.results[0]
+    assert top.path == PLANTED_PATH and top.source == "memory"
+    assert top.start_line <= PLANTED_LINE <= top.end_line
+    assert top.citation == f"{PLANTED_PATH}#L{top.start_line}-L{top.end_line}"
+    # The snippet is exactly the cited lines of the file.
+    assert top.snippet.split("\n") == file_lines(qmd_workspace, top.path, top.start_line, top.end_line)
+    assert "Sofia" in top.snippet
+    assert all(0.0 <= r.score <= 1.0 for r in response.results)
+    assert [r.score for r in response.results] == sorted((r.score for r in response.results), reverse=True)
+
+
+def test_read_file_of_a_citation(manager: Any, qmd_workspace: Path) -> None:
+    top = manager.search(PLANTED_QUESTION).results[0]
+    read = manager.read_file(top.path, from_line=top.start_line, lines=top.end_line - top.start_line + 1)
+    assert read["path"] == PLANTED_PATH and read["from"] == top.start_line
+    assert read["text"] == top.snippet
+
+
+ATTACKS = ["../../etc/passwd", "/etc/passwd", "memory/../../outside.md", "memory/nope.md", ".openclaw/sessions/main/transcripts/2026-11-14.jsonl",
+           "memory/", "MEMORY.md\x00", "", "memory\\2026-10-26.md", "memory/2026-10-26.md", "MEMORY.md"]
+
+
+@pytest.mark.parametrize("path", ATTACKS)
+def test_read_file_is_the_builtins(manager: Any, qmd_workspace: Path, tmp_path: Path, path: str) -> None:
+    builtin = BuiltinMemoryManager(qmd_workspace, load_config(qmd_workspace, {"provider": "none", "store": {"path": str(tmp_path / "b.sqlite")}},
+                                                             use_global=False))
+    try:
+        def outcome(m: Any) -> Any:
+            try:
+                return m.read_file(path, from_line=2, lines=3)
+            except PathError as exc:
+                return ("PathError", exc.code)
+
+        assert outcome(manager) == outcome(builtin)
+    finally:
+        builtin.close()
+
+
+def test_sync_is_idempotent(manager: Any, qmd_workspace: Path) -> None:
+    files = len(_markdown_files(qmd_workspace))
+    again = manager.sync()
+    assert (again.files_indexed, again.files_removed, again.files_unchanged) == (0, 0, files)
+    assert again.rebuild_reason is None
+    assert manager.status()["files"] == files
+
+
+def test_close_stops_qmd(qmd_workspace: Path, tmp_path: Path) -> None:
+    m = open_qmd(qmd_workspace, tmp_path)
+    assert m.wait_warm(60)
+    assert m.search(PLANTED_QUESTION).results
+    pid = m.process.pid
+    m.close()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    with pytest.raises(MdrecallError):
+        m.search(PLANTED_QUESTION)
+    m.close()  # twice is fine
+
+
+def test_config_section_is_validated(qmd_workspace: Path, tmp_path: Path) -> None:
+    from mdrecall import open_manager
+    from mdrecall.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"qmd\.mdoe"):
+        open_manager(qmd_workspace, qmd_config(tmp_path, qmd={"mdoe": "search"}), use_global_config=False)
+    with pytest.raises(ConfigError, match=r"qmd\.models\.embed.*never downloads"):
+        open_manager(qmd_workspace, qmd_config(tmp_path, qmd={"models": {"embed": "hf:ggml-org/x/y.gguf"}}), use_global_config=False)
