@@ -19,7 +19,7 @@ PLANTED_NOTE = (
     "\n"
     "## Ops\n"
     "- Rotated the staging database password; the new one lives in the vault under `kv/pebble/staging`.\n"
-    "- The quarterly disaster-recovery drill is booked for 2027-01-14, with Sofia as drill lead.\n"
+    "- The quarterly disaster-recovery drill is booked for 2027-01-14, with Priya as drill lead.\n"
     "- Backups: nightly, kept 30 days.\n"
 )
 PLANTED_LINE = 5

@@ -55,7 +55,7 @@ def test_planted_fact_found_with_a_correct_citation(manager: Any, qmd_workspace:
     assert top.citation == f"{PLANTED_PATH}#L{top.start_line}-L{top.end_line}"
     # The snippet is exactly the cited lines of the file.
     assert top.snippet.split("\n") == file_lines(qmd_workspace, top.path, top.start_line, top.end_line)
-    assert "Sofia" in top.snippet
+    assert "Priya" in top.snippet
     assert all(0.0 <= r.score <= 1.0 for r in response.results)
     assert [r.score for r in response.results] == sorted((r.score for r in response.results), reverse=True)
 
