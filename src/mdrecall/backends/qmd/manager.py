@@ -234,7 +234,7 @@ class QmdMemoryManager:
         if proc is not None:
             proc.kill()
         delay = self._backoff.fail(exc.kind, str(exc))
-        log.warning("mdrecall: QMD failed (%s: %s); builtin answers, QMD retried in %.1fs", exc.kind, exc, delay)
+        log.warning("mdrecall: QMD failed (%s: %s); the fallback answers, QMD retried in %.1fs", exc.kind, exc, delay)
         return delay
 
     def _run_cli(self, args: Sequence[str], timeout_ms: int) -> str:
@@ -411,7 +411,7 @@ class QmdMemoryManager:
         stale, notes = self._refresh_for_search() if self._backoff.ready() else (False, [])
         with self._lock:
             if not self._backoff.ready():
-                reason = (f"QMD unavailable ({self._backoff.last_error}); answered by the builtin engine; "
+                reason = (f"QMD unavailable ({self._backoff.last_kind}: {self._backoff.last_error}); answered by the builtin engine; "
                           f"QMD is retried after {_iso(self._backoff.retry_at)}")
                 return self._fall_back(reason, text, max_results, min_score, session_key, sources, now)
             try:
