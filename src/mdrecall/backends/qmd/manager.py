@@ -37,7 +37,7 @@ from mdrecall.workspace import discover_memory_files, rel_path_for, resolve_memo
 from mdrecall.backends.qmd import contract
 from mdrecall.backends.qmd.layout import INDEX_NAME, MODE_MODELS, Collection, QmdLayout, find_binary
 from mdrecall.backends.qmd.process import QmdError, QmdProcess
-from mdrecall.backends.qmd.query import Ranked, merge_keyword, merge_ranked, parse_hits, plan_keywords
+from mdrecall.backends.qmd.query import Ranked, best_window, merge_keyword, merge_ranked, parse_hits, plan_keywords
 from mdrecall.backends.qmd.read import read_memory_file
 from mdrecall.backends.qmd.sessions import TranscriptMirror
 from mdrecall.backends.qmd.settings import QmdSettings
@@ -468,6 +468,7 @@ class QmdMemoryManager:
             collection = self._collections.get(hit.collection)
             if collection is None:
                 continue
+            mirrored = None
             if collection.source == "sessions":
                 mirrored = self.mirror.lookup(hit.rel) if self.mirror is not None else None
                 if mirrored is None:
@@ -484,9 +485,20 @@ class QmdMemoryManager:
             if path in seen or not scope.allows(collection.source, path):
                 continue
             seen.add(path)
-            if hit.docid and not _same_text(disk, hit.docid):
-                behind.add(path)
-            results.append(contract.make_result(path, start, end, item.score, hit.text, collection.source))
+            text = hit.text
+            lines = _current_lines(disk, hit.docid)
+            if lines is None:
+                behind.add(path)  # QMD indexed other text: keep its lines, say the index is behind
+            else:
+                window = best_window(lines, item.weights)
+                if window is not None:
+                    first, last, _ = window
+                    text = "\n".join(lines[first - 1 : last])
+                    if mirrored is not None:
+                        start, end = mirrored.jsonl_lines(first, last)
+                    else:
+                        start, end = first, last
+            results.append(contract.make_result(path, start, end, item.score, text, collection.source))
         return results, behind
 
     def _transcripts_prefix(self, session_key: str | None) -> str | None:
@@ -628,10 +640,16 @@ class QmdMemoryManager:
         return self.layout.models()["embed"].present and bool(self._qmd_status.get("hasVectorIndex"))
 
 
-def _same_text(path: Path, docid: str) -> bool:
-    """Whether ``path`` still holds the text QMD indexed (its docid is a sha256 prefix of it)."""
+def _current_lines(path: Path, docid: str) -> list[str] | None:
+    """The lines of ``path`` if it still holds the text QMD indexed (the docid is a sha256 prefix of
+    it), else None."""
     try:
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        raw = path.read_bytes()
     except OSError:
-        return False
-    return digest.startswith(docid.lower())
+        return None
+    if docid and not hashlib.sha256(raw).hexdigest().startswith(docid.lower()):
+        return None
+    lines = raw.decode("utf-8", "replace").replace("\r\n", "\n").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines

@@ -119,6 +119,8 @@ class Ranked:
     score: float
     coverage: float
     matched: list[str] = field(default_factory=list)
+    #: keyword -> IDF weight, for placing the cited lines (:func:`best_window`); empty: keep QMD's
+    weights: dict[str, float] = field(default_factory=dict)
 
 
 def idf(df: int, total: int) -> float:
@@ -138,7 +140,8 @@ def merge_keyword(plan: KeywordPlan, answers: Sequence[list[QmdHit]], total_docs
         return []
     if match == "and" or len(plan.lex) == 1:
         # One sub-query: every hit holds every keyword; QMD's order is the ranking.
-        return [Ranked(h, 0.9 + 0.1 / (1 + h.rank), 1.0, list(plan.terms)) for h in answers[0]]
+        weights = {t: 1.0 for t in plan.terms}
+        return [Ranked(h, 0.9 + 0.1 / (1 + h.rank), 1.0, list(plan.terms), weights) for h in answers[0]]
     everything, per_term = answers[0], answers[1:]
     weights = {t: idf(len(hits), total_docs) for t, hits in zip(plan.terms, per_term)}
     total_weight = sum(weights.values()) or 1.0
@@ -170,7 +173,7 @@ def merge_keyword(plan: KeywordPlan, answers: Sequence[list[QmdHit]], total_docs
             return sum(weights[t] for t in matched if _holds(low, t, stems[t]))
 
         best = max(e["hits"], key=held)  # max keeps the first of equals: the all-keywords snippet
-        ranked.append(Ranked(best, coverage * (0.9 + 0.1 / (1 + rank)), coverage, matched))
+        ranked.append(Ranked(best, coverage * (0.9 + 0.1 / (1 + rank)), coverage, matched, weights))
     ranked.sort(key=lambda r: (-r.score, r.hit.rank))
     return ranked
 
@@ -178,3 +181,28 @@ def merge_keyword(plan: KeywordPlan, answers: Sequence[list[QmdHit]], total_docs
 def merge_ranked(answer: list[QmdHit]) -> list[Ranked]:
     """vsearch / query answers: QMD's own score (the reranker blend for query; 1/rank for vsearch)."""
     return [Ranked(h, max(0.0, min(1.0, h.qmd_score)), 1.0) for h in answer]
+
+
+def best_window(lines: Sequence[str], weights: dict[str, float], size: int = 4) -> tuple[int, int, float] | None:
+    """The ``size`` consecutive lines holding the most keyword weight: (first, last, weight), 1-based.
+
+    QMD picks one snippet per document around its own best line for one sub-query; a long note
+    (a day of conversation) often holds the answer elsewhere. Blank lines at either end are dropped.
+    """
+    if not lines or not weights:
+        return None
+    stems = dict(zip(weights, term_stems(list(weights))))
+    per_line = [sum(w for t, w in weights.items() if _holds(line.lower(), t, stems[t])) for line in lines]
+    best_start, best_sum = 0, 0.0
+    for start in range(0, max(1, len(lines) - size + 1)):
+        total = sum(per_line[start : start + size])
+        if total > best_sum + 1e-12:  # the first of equals
+            best_start, best_sum = start, total
+    if best_sum <= 0:
+        return None
+    first, last = best_start, min(len(lines), best_start + size) - 1
+    while first < last and not lines[first].strip():
+        first += 1
+    while last > first and not lines[last].strip():
+        last -= 1
+    return first + 1, last + 1, best_sum
