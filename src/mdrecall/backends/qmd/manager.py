@@ -424,12 +424,11 @@ class QmdMemoryManager:
                 return self._fall_back(reason, text, max_results, min_score, session_key, sources, now)
             self._answered_by = "qmd"
             self._fallback = None
-        results, behind = self._to_results(ranked, wanted, session_key)
+        passing, behind = self._to_results([r for r in ranked if r.score >= floor], wanted, session_key, limit)
         if behind:
             self.mark_dirty()
             stale = True
             notes.append(f"QMD's index is behind the files for {', '.join(sorted(behind)[:3])}; the next search re-indexes")
-        passing = [r for r in results if r.score >= floor]
         response = contract.qmd_response(
             contract.fit_budget(passing, limit, self.config.query.maxInjectedChars), mode, self._model_name(mode),
             warnings=mode_notes + notes, degraded=bool(mode_notes), stale=stale, freshness=self._freshness(stale),
@@ -457,13 +456,17 @@ class QmdMemoryManager:
             args = {**base, "query": text, "rerank": True}
         return merge_ranked(parse_hits(proc.call_tool("query", args, timeout)))
 
-    def _to_results(self, ranked: list[Ranked], wanted: list[str], session_key: str | None) -> tuple[list[SearchResult], set[str]]:
-        """QMD hits as mdrecall results: workspace paths, JSONL lines for transcripts, the scope."""
+    def _to_results(self, ranked: list[Ranked], wanted: list[str], session_key: str | None,
+                    limit: int) -> tuple[list[SearchResult], set[str]]:
+        """The first ``limit`` QMD hits that map to mdrecall results: workspace paths, JSONL lines for
+        transcripts, the scope; each read from disk to place its lines (only these are read)."""
         scope = Scope(tuple(wanted), self._transcripts_prefix(session_key))
         results: list[SearchResult] = []
         behind: set[str] = set()
         seen: set[str] = set()
         for item in ranked:
+            if len(results) >= limit:
+                break
             hit = item.hit
             collection = self._collections.get(hit.collection)
             if collection is None:
