@@ -35,7 +35,7 @@ from mdrecall.types import ProbeResult, SearchResponse, SearchResult, SyncReport
 from mdrecall.workspace import discover_memory_files, rel_path_for, resolve_memory_path
 
 from mdrecall.backends.qmd import contract
-from mdrecall.backends.qmd.layout import INDEX_NAME, MODE_MODELS, Collection, QmdLayout, find_binary
+from mdrecall.backends.qmd.layout import INDEX_NAME, Collection, QmdLayout, find_binary
 from mdrecall.backends.qmd.process import QmdError, QmdProcess
 from mdrecall.backends.qmd.query import Ranked, best_window, merge_keyword, merge_ranked, parse_hits, plan_keywords
 from mdrecall.backends.qmd.read import read_memory_file
