@@ -21,6 +21,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+# The QMD backend's section is typed here like every other; that module imports only pydantic (no
+# cycle). It is imported while mdrecall.backends initialises (mdrecall/__init__ imports it first),
+# so it must never import mdrecall.backends or this module.
+from mdrecall.backends.qmd.settings import QmdSettings
 from mdrecall.errors import ConfigError
 from mdrecall.types import MemorySource
 
@@ -356,6 +360,8 @@ class MemoryConfig(_Section):
     dreaming: DreamingConfig = Field(default_factory=DreamingConfig)
     flush: FlushConfig = Field(default_factory=FlushConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
+    # backend: qmd (docs/qmd.md).
+    qmd: QmdSettings = Field(default_factory=QmdSettings)
     # Settings of third-party plugins, one mapping per plugin name; each plugin validates its own.
     plugins: dict[str, dict[str, Any]] = Field(default_factory=dict)
 

@@ -1,17 +1,22 @@
-"""The ``qmd`` config section (``backend: qmd``). Imports nothing heavy.
+"""The ``qmd`` config section (``backend: qmd``), a typed part of the one config tree.
 
-Every key has a default, so ``backend: qmd`` alone works when the project-local QMD
-(``scripts/install-qmd.sh``) or a ``qmd`` on PATH exists. See docs/qmd.md.
+``mdrecall.config.MemoryConfig`` imports this module, so it imports nothing from mdrecall (that
+would be an import cycle) and nothing heavy: pydantic only. Every key has a default, so
+``backend: qmd`` alone works when the project-local QMD (``scripts/install-qmd.sh``) or a ``qmd``
+on PATH exists. See docs/qmd.md.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from mdrecall.config import _Section, _format_validation_error
-from mdrecall.errors import ConfigError
+
+class _Section(BaseModel):
+    # The same rules as mdrecall.config's sections (which this module cannot import): unknown keys
+    # are errors, so a typo never silently reverts to a default.
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True)
 
 
 class QmdModels(_Section):
@@ -25,6 +30,13 @@ class QmdModels(_Section):
     embed: str | None = None  # vsearch, query (and `qmd embed` on sync)
     rerank: str | None = None  # query
     generate: str | None = None  # query (query expansion)
+
+    @field_validator("embed", "rerank", "generate")
+    @classmethod
+    def _local_file(cls, value: str | None) -> str | None:
+        if value and ("://" in value or value.startswith("hf:")):
+            raise ValueError(f"must be a local .gguf file, not {value!r}: mdrecall never downloads models")
+        return value
 
 
 class QmdSettings(_Section):
@@ -65,20 +77,10 @@ class QmdSettings(_Section):
     warmFallback: bool = True
 
     @model_validator(mode="after")
-    def _retry_bounds(self) -> "QmdSettings":
+    def _retry_bounds(self) -> QmdSettings:
         if self.retryMaxMs < self.retryInitialMs:
             raise ValueError(f"qmd.retryMaxMs ({self.retryMaxMs}) must be at least qmd.retryInitialMs ({self.retryInitialMs})")
         return self
 
 
-class _Root(_Section):
-    # Only so that validation errors name the full key ("qmd.mode").
-    qmd: QmdSettings = Field(default_factory=QmdSettings)
-
-
-def parse_settings(section: dict[str, Any] | None) -> QmdSettings:
-    """The ``qmd`` section as settings; ConfigError naming the bad key."""
-    try:
-        return _Root.model_validate({"qmd": dict(section or {})}).qmd
-    except ValidationError as exc:
-        raise ConfigError(_format_validation_error(exc, "qmd section")) from None
+__all__ = ["QmdModels", "QmdSettings"]
