@@ -30,8 +30,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -98,7 +99,7 @@ class PopenCounter:
         self.count = 0
         self._original = subprocess.Popen.__init__
 
-    def __enter__(self) -> "PopenCounter":
+    def __enter__(self) -> PopenCounter:
         original = self._original
         counter = self
 

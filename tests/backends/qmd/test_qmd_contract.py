@@ -1,19 +1,19 @@
-"""The behaviour every backend shares (the future tests/contract/ suite), through the real QMD:
-index the example workspace, find a planted fact with a correct citation, read the citation back,
-status fields, an idempotent sync, close."""
+"""The shared contract (tests/contract/) covers what every backend promises; these check it on the
+example workspace through the real QMD: every file indexed, a planted fact with a correct citation,
+the citation read back, read_file identical to the builtin's, an idempotent sync, close, config."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from qmdhelpers import PLANTED_LINE, PLANTED_PATH, PLANTED_QUESTION, file_lines, open_qmd, qmd_config
 
-from mdrecall.config import load_config
-from mdrecall.errors import MdrecallError, PathError
-from mdrecall.manager import BuiltinMemoryManager
+from mdrecall import open_manager
+from mdrecall.errors import ConfigError, MdrecallError, PathError
 
 
 @pytest.fixture(scope="module")
@@ -34,16 +34,17 @@ def _markdown_files(workspace: Path) -> list[str]:
 def test_indexes_the_example_workspace(manager: Any, qmd_workspace: Path) -> None:
     expected = _markdown_files(qmd_workspace)
     status = manager.status()
-    assert status["backend"] == "qmd"
-    assert status["files"] == len(expected)
-    names = {c["name"]: c for c in status["details"]["collections"]}
+    assert status.backend == "qmd"
+    assert status.files == len(expected)
+    names = {c["name"]: c for c in status.details["collections"]}
     assert names["memory-root"]["documents"] == 1
     assert names["memory-dir"]["documents"] == len(expected) - 1
-    assert status["details"]["process"]["running"] and status["details"]["process"]["transport"] == "mcp-stdio"
-    assert status["searchMode"] == "keyword-only" and status["provider"] == "qmd"
-    assert status["clean"] is True
+    assert status.details["process"]["running"] and status.details["process"]["transport"] == "mcp-stdio"
+    assert status.search_mode == "keyword-only" and status.provider == "qmd"
+    assert status.clean is True and status.details["pendingChanges"] == {}
     # QMD's config and index live under the configured index dir, nowhere else.
-    assert Path(status["dbPath"]).is_file() and Path(status["dbPath"]).is_relative_to(manager.layout.root)
+    assert status.location is not None
+    assert Path(status.location).is_file() and Path(status.location).is_relative_to(manager.layout.root)
 
 
 def test_planted_fact_found_with_a_correct_citation(manager: Any, qmd_workspace: Path) -> None:
@@ -63,8 +64,8 @@ def test_planted_fact_found_with_a_correct_citation(manager: Any, qmd_workspace:
 def test_read_file_of_a_citation(manager: Any, qmd_workspace: Path) -> None:
     top = manager.search(PLANTED_QUESTION).results[0]
     read = manager.read_file(top.path, from_line=top.start_line, lines=top.end_line - top.start_line + 1)
-    assert read["path"] == PLANTED_PATH and read["from"] == top.start_line
-    assert read["text"] == top.snippet
+    assert read.path == PLANTED_PATH and read.from_line == top.start_line
+    assert read.text == top.snippet
 
 
 ATTACKS = ["../../etc/passwd", "/etc/passwd", "memory/../../outside.md", "memory/nope.md", ".openclaw/sessions/main/transcripts/2026-11-14.jsonl",
@@ -73,8 +74,8 @@ ATTACKS = ["../../etc/passwd", "/etc/passwd", "memory/../../outside.md", "memory
 
 @pytest.mark.parametrize("path", ATTACKS)
 def test_read_file_is_the_builtins(manager: Any, qmd_workspace: Path, tmp_path: Path, path: str) -> None:
-    builtin = BuiltinMemoryManager(qmd_workspace, load_config(qmd_workspace, {"provider": "none", "store": {"path": str(tmp_path / "b.sqlite")}},
-                                                             use_global=False))
+    config = {"provider": "none", "store": {"path": str(tmp_path / "b.sqlite")}, "sync": {"watch": False}}
+    builtin = open_manager(qmd_workspace, config, use_global_config=False)
     try:
         def outcome(m: Any) -> Any:
             try:
@@ -92,7 +93,7 @@ def test_sync_is_idempotent(manager: Any, qmd_workspace: Path) -> None:
     again = manager.sync()
     assert (again.files_indexed, again.files_removed, again.files_unchanged) == (0, 0, files)
     assert again.rebuild_reason is None
-    assert manager.status()["files"] == files
+    assert manager.status().files == files
 
 
 def test_close_stops_qmd(qmd_workspace: Path, tmp_path: Path) -> None:
@@ -109,9 +110,6 @@ def test_close_stops_qmd(qmd_workspace: Path, tmp_path: Path) -> None:
 
 
 def test_config_section_is_validated(qmd_workspace: Path, tmp_path: Path) -> None:
-    from mdrecall import open_manager
-    from mdrecall.errors import ConfigError
-
     with pytest.raises(ConfigError, match=r"qmd\.mdoe"):
         open_manager(qmd_workspace, qmd_config(tmp_path, qmd={"mdoe": "search"}), use_global_config=False)
     with pytest.raises(ConfigError, match=r"qmd\.models\.embed.*never downloads"):

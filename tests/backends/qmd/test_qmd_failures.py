@@ -7,11 +7,14 @@ import os
 import signal
 import stat
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from qmdhelpers import PLANTED_PATH, PLANTED_QUESTION, open_qmd, wait_for
+
+from mdrecall.cli.memory import _print_status
 
 
 @pytest.fixture(scope="module")
@@ -23,14 +26,15 @@ def manager(qmd_workspace: Path, tmp_path_factory: pytest.TempPathFactory) -> It
 
 
 def _wait_retry(manager: Any) -> None:
-    wait_for(lambda: manager._backoff.ready(), 10, "the retry time")
+    wait_for(lambda: manager.backoff.ready(), 10, "the retry time")
 
 
 def _answers_from_qmd(manager: Any) -> None:
     response = manager.search(PLANTED_QUESTION)
     assert response.provider == "qmd" and not response.degraded, response.warnings
     assert response.results[0].path == PLANTED_PATH
-    assert manager.status()["answeredBy"] == "qmd" and manager.status()["fallback"] is None
+    details = manager.status().details
+    assert details["answeredBy"] == "qmd" and details["fallback"] is None
 
 
 def test_killed_process_falls_back_then_qmd_again(manager: Any) -> None:
@@ -44,28 +48,36 @@ def test_killed_process_falls_back_then_qmd_again(manager: Any) -> None:
     assert response.warnings[0].startswith("QMD failed (exited: QMD process exited with code -9")
     assert "answered by the builtin engine" in response.warnings[0] and "retried in" in response.warnings[0]
     assert response.results[0].path == PLANTED_PATH  # the builtin finds it too
-    status = manager._backoff.to_dict()  # (status() itself would retry QMD once the backoff passed)
+    status = manager.backoff.to_dict()  # (status() itself would retry QMD once the backoff passed)
     assert status["failures"] == 1 and status["lastErrorKind"] == "exited"
 
     _wait_retry(manager)
     _answers_from_qmd(manager)
     assert manager.process.pid != pid
-    assert manager._backoff.failures == 0  # one success resets the backoff
+    assert manager.backoff.failures == 0  # one success resets the backoff
 
 
-def test_status_explains_a_fallback(manager: Any) -> None:
+def test_status_explains_a_fallback(manager: Any, capsys: pytest.CaptureFixture[str]) -> None:
     os.kill(manager.process.pid, signal.SIGKILL)
     wait_for(lambda: not manager.process.alive, 5, "QMD to die")
     manager.search(PLANTED_QUESTION)
-    manager._backoff.retry_at = time.time() + 60  # hold the retry so status() shows the fallback state
+    manager.backoff.retry_at = time.time() + 60  # hold the retry so status() shows the fallback state
     status = manager.status()
-    assert status["answeredBy"] == "builtin"
-    assert status["fallback"]["from"] == "qmd" and "exited" in status["fallback"]["reason"]
-    health = status["details"]["health"]
+    details = status.details
+    assert details["answeredBy"] == "builtin"
+    assert details["fallback"]["from"] == "qmd" and details["fallback"]["to"] == "builtin"
+    assert "exited" in details["fallback"]["reason"]
+    health = details["health"]
     assert health["state"] == "backoff" and health["failures"] == 1 and health["retryAt"]
-    assert any("QMD failing" in reason for reason in status["modeReasons"])
-    assert status["details"]["fallbackEngine"]["opened"] is True
-    manager._backoff.retry_at = time.time()
+    assert any("QMD failing" in reason for reason in status.mode_reasons)
+    assert details["fallbackEngine"]["opened"] is True and details["fallbackEngine"]["dbPath"]
+    # `mdrecall status` prints who answered and why QMD did not.
+    _print_status(status.to_dict())
+    printed = capsys.readouterr().out.splitlines()
+    assert "answered:  builtin (last search)" in printed
+    fallback_line = next(line for line in printed if line.startswith("fallback:"))
+    assert fallback_line.startswith("fallback:  qmd -> builtin: QMD failed (exited") and details["fallback"]["at"] in fallback_line
+    manager.backoff.retry_at = time.time()
     _answers_from_qmd(manager)
 
 
@@ -110,23 +122,24 @@ def test_broken_binary_falls_back_and_recovers_when_fixed(qmd_workspace: Path, t
         assert "answered by the builtin engine" in response.warnings[0]
         assert response.results[0].path == PLANTED_PATH
         status = m.status()
-        assert status["answeredBy"] == "builtin" and "ERR_DLOPEN_FAILED" in status["fallback"]["reason"]
-        assert "ERR_DLOPEN_FAILED" in status["lastError"]
-        assert status["details"]["health"]["failures"] >= 2  # warm-up, sync (and status's retry when due)
+        assert status.details["answeredBy"] == "builtin" and "ERR_DLOPEN_FAILED" in status.details["fallback"]["reason"]
+        assert "ERR_DLOPEN_FAILED" in (status.last_error or "")
+        assert status.details["health"]["failures"] >= 2  # warm-up, sync (and status's retry when due)
         # The backoff doubles per consecutive failure, and never stops retrying.
-        first = m._backoff.failures
+        first = m.backoff.failures
         _wait_retry(m)
         m.search(PLANTED_QUESTION)
-        assert m._backoff.failures == first + 1
-        delay = m._backoff.retry_at - m._backoff.last_failure_at
+        assert m.backoff.failures == first + 1
+        delay = m.backoff.retry_at - m.backoff.last_failure_at
         assert delay == pytest.approx(min(10.0, 0.2 * 2 ** first), rel=0.01)
         # Fix the binary: the first search after the retry time is QMD's again.
         _script(fake, f'exec "{qmd_binary}" "$@"')
-        m._backoff.retry_at = time.time()
+        m.backoff.retry_at = time.time()
         response = m.search(PLANTED_QUESTION)
         assert response.provider == "qmd" and not response.degraded, response.warnings
         assert response.results[0].path == PLANTED_PATH
-        assert m.status()["answeredBy"] == "qmd" and m.status()["details"]["health"]["failures"] == 0
+        details = m.status().details
+        assert details["answeredBy"] == "qmd" and details["health"]["failures"] == 0
     finally:
         m.close()
 
@@ -135,11 +148,13 @@ def test_missing_binary_and_fail_closed_fallback(qmd_workspace: Path, tmp_path: 
     m = open_qmd(qmd_workspace, tmp_path / "a", qmd={"binary": str(tmp_path / "no-such-qmd"), "fallback": "none"})
     try:
         m.wait_warm(60)
-        m._backoff.retry_at = time.time()
+        m.backoff.retry_at = time.time()
         response = m.search(PLANTED_QUESTION)
         assert response.results == [] and response.degraded
         assert "spawn" in response.warnings[0] and "no answer (qmd.fallback: none)" in response.warnings[0]
-        assert m.status()["details"]["health"]["lastErrorKind"] == "spawn"
-        assert m.status()["details"]["fallbackEngine"] is None  # never opened
+        details = m.status().details
+        assert details["health"]["lastErrorKind"] == "spawn" and details["answeredBy"] is None
+        assert details["fallback"]["to"] is None
+        assert details["fallbackEngine"] is None  # never opened
     finally:
         m.close()

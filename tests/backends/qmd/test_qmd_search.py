@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from qmdhelpers import PLANTED_LINE, PLANTED_PATH, PLANTED_QUESTION, file_lines, make_workspace, open_qmd, wait_for
@@ -51,7 +52,7 @@ def test_paths_are_workspace_relative_and_literal(manager: Any, qmd_workspace: P
         hit = manager.search("kumquat festival volunteers").results[0]
         assert hit.path == "memory/projects/Team notes (draft) v2.md"  # not QMD's "handelized" display form
         assert hit.start_line <= 3 <= hit.end_line
-        assert manager.read_file(hit.path)["text"].startswith("# Team notes")
+        assert manager.read_file(hit.path).text.startswith("# Team notes")
         zh = manager.search("饼干").results[0]
         assert zh.snippet.split("\n") == file_lines(qmd_workspace, zh.path, zh.start_line, zh.end_line) and "饼干" in zh.snippet
     finally:
@@ -93,15 +94,15 @@ def test_watcher_drives_qmd_update(qmd_workspace: Path, tmp_path: Path) -> None:
     try:
         assert watched.wait_warm(60)
         assert watched.watcher is not None and watched.watcher.running
-        before = watched._last_update
+        before = watched.last_update
         note = qmd_workspace / "memory" / "2026-11-23.md"
         note.write_text("# 2026-11-23\n\n- The walrus mascot costume arrives on Tuesday.\n", encoding="utf-8")
         try:
-            wait_for(lambda: watched._last_update is not before and not watched._dirty and not watched.watcher.has_pending(),
+            wait_for(lambda: watched.last_update is not before and not watched.monitor.dirty and not watched.watcher.has_pending(),
                      20, "the watcher's sync")
-            assert watched.watcher.stats.callbacks >= 1 and watched._last_update["new"] == 1
+            assert watched.watcher.stats.callbacks >= 1 and watched.last_update["new"] == 1
             # With a live watcher a search does no file check: this answer comes from the watcher's update.
-            assert watched._needs_check() is False
+            assert watched.monitor.needs_check() is False
             hit = watched.search("walrus mascot costume").results[0]
             assert hit.path == "memory/2026-11-23.md" and hit.start_line <= 3 <= hit.end_line
         finally:
@@ -146,8 +147,8 @@ def test_modes_that_need_absent_models_degrade_visibly(qmd_workspace: Path, tmp_
         assert "never downloads" in response.warnings[0]
         assert response.results[0].path == PLANTED_PATH and response.results[0].start_line <= PLANTED_LINE
         status = m.status()
-        assert status["details"]["mode"] == "query" and status["details"]["effectiveMode"] == "search"
-        assert not status["details"]["models"]["embed"]["present"]
+        assert status.details["mode"] == "query" and status.details["effectiveMode"] == "search"
+        assert not status.details["models"]["embed"]["present"]
         assert not m.probe_embedding_availability().ok and m.probe_vector_availability() is False
         # QMD was only ever given local files, so it cannot have fetched one.
         config = m.layout.config_path.read_text()
@@ -160,9 +161,9 @@ def test_modes_that_need_absent_models_degrade_visibly(qmd_workspace: Path, tmp_
 
 def test_warm_search_starts_no_process(manager: Any) -> None:
     manager.search(PLANTED_QUESTION)
-    pid, starts = manager.process.pid, manager.status()["details"]["process"]["starts"]
+    pid, starts = manager.process.pid, manager.status().details["process"]["starts"]
     started = time.monotonic()
     for _ in range(20):
         assert manager.search(PLANTED_QUESTION).results[0].path == PLANTED_PATH
     assert time.monotonic() - started < 30  # a sanity bound only; speed lives in benchmarks/qmd_speed.py
-    assert (manager.process.pid, manager.status()["details"]["process"]["starts"]) == (pid, starts)
+    assert (manager.process.pid, manager.status().details["process"]["starts"]) == (pid, starts)

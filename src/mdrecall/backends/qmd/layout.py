@@ -25,11 +25,9 @@ from pathlib import Path
 
 import yaml
 
-from mdrecall.config import MemoryConfig, mdrecall_home
-from mdrecall.errors import ConfigError
-from mdrecall.workspace import MEMORY_DIR, ROOT_MEMORY_FILE, extra_path_roots
-
 from mdrecall.backends.qmd.settings import QmdSettings
+from mdrecall.config import MemoryConfig, mdrecall_home
+from mdrecall.sources.workspace import MEMORY_DIR, ROOT_MEMORY_FILE, extra_path_roots
 
 INDEX_NAME = "mdrecall"
 #: This checkout's launcher from scripts/install-qmd.sh (src/mdrecall/backends/qmd -> repo root).
@@ -89,7 +87,8 @@ def _escape_glob(name: str) -> str:
 
 
 class QmdLayout:
-    def __init__(self, workspace: Path, config: MemoryConfig, settings: QmdSettings) -> None:
+    def __init__(self, workspace: Path, config: MemoryConfig) -> None:
+        settings = config.qmd
         self.workspace = workspace
         self.config = config
         self.settings = settings
@@ -137,10 +136,8 @@ class QmdLayout:
         out: dict[str, ModelFile] = {}
         configured = self.settings.models
         for role, default_name in DEFAULT_MODEL_FILES.items():
-            explicit = getattr(configured, role)
-            if explicit:
-                if "://" in explicit or explicit.startswith("hf:"):
-                    raise ConfigError(f"qmd.models.{role} must be a local .gguf file, not {explicit!r}: mdrecall never downloads models")
+            explicit: str | None = getattr(configured, role)
+            if explicit:  # a local file: the config refuses URLs (QmdModels)
                 path = Path(explicit).expanduser()
                 if not path.is_absolute():
                     path = self.models_dir / path

@@ -19,9 +19,10 @@ import subprocess
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 PROTOCOL_VERSION = "2025-06-18"
 _STDERR_KEEP = 40  # lines of QMD's stderr kept for error messages

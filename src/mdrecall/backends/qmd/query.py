@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from mdrecall.text import CJK_CHAR, query_terms, term_stems, word_tokens
 
@@ -167,12 +168,13 @@ def merge_keyword(plan: KeywordPlan, answers: Sequence[list[QmdHit]], total_docs
         coverage = sum(weights[t] for t in matched) / total_weight
         # QMD's rank in the all-keywords answer, else its best rank in a matched keyword's answer.
         rank = e["rank"] if e["rank"] is not None else min(h.rank for h in e["hits"])
-
-        def held(hit: QmdHit) -> float:
+        # The snippet holding the most keyword weight; the first of equals (the all-keywords one).
+        best, best_held = e["hits"][0], -1.0
+        for hit in e["hits"]:
             low = hit.text.lower()
-            return sum(weights[t] for t in matched if _holds(low, t, stems[t]))
-
-        best = max(e["hits"], key=held)  # max keeps the first of equals: the all-keywords snippet
+            held = sum(weights[t] for t in matched if _holds(low, t, stems[t]))
+            if held > best_held:
+                best, best_held = hit, held
         ranked.append(Ranked(best, coverage * (0.9 + 0.1 / (1 + rank)), coverage, matched, weights))
     ranked.sort(key=lambda r: (-r.score, r.hit.rank))
     return ranked

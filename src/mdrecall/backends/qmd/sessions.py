@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mdrecall.config import MemoryConfig
-from mdrecall.transcripts import list_transcripts, render_transcript
-from mdrecall.workspace import rel_path_for
+from mdrecall.sources.transcripts import list_transcripts, render_transcript
+from mdrecall.sources.workspace import rel_path_for
 
 
 @dataclass(frozen=True, slots=True)
