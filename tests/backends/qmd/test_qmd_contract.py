@@ -4,7 +4,10 @@ the citation read back, read_file identical to the builtin's, an idempotent sync
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -114,3 +117,17 @@ def test_config_section_is_validated(qmd_workspace: Path, tmp_path: Path) -> Non
         open_manager(qmd_workspace, qmd_config(tmp_path, qmd={"mdoe": "search"}), use_global_config=False)
     with pytest.raises(ConfigError, match=r"qmd\.models\.embed.*never downloads"):
         open_manager(qmd_workspace, qmd_config(tmp_path, qmd={"models": {"embed": "hf:ggml-org/x/y.gguf"}}), use_global_config=False)
+
+
+def test_cli_status_of_a_fresh_process(qmd_workspace: Path, tmp_path: Path) -> None:
+    # A one-shot `mdrecall status` knows what QMD indexed only after its own first sync: it waits for it.
+    args = ["-w", str(qmd_workspace), "-c", "backend=qmd", "-c", "provider=none", "-c", f"store.path={tmp_path / 'b.sqlite'}",
+            "-c", f"qmd.indexDir={tmp_path / 'qmd'}"]
+    env = {**os.environ, "MDRECALL_HOME": str(tmp_path / "home")}
+    done = subprocess.run([sys.executable, "-m", "mdrecall", "status", "--json", *args], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    status = json.loads(done.stdout)
+    assert status["backend"] == "qmd" and status["files"] == len(_markdown_files(qmd_workspace))
+    assert status["clean"] is True and status["pendingChanges"] == {} and status["health"]["failures"] == 0
+    text = subprocess.run([sys.executable, "-m", "mdrecall", "status", *args], capture_output=True, text=True, env=env, timeout=120)
+    assert "backend:   qmd" in text.stdout and "freshness: clean" in text.stdout, text.stdout + text.stderr

@@ -162,6 +162,13 @@ def test_modes_that_need_absent_models_degrade_visibly(qmd_workspace: Path, tmp_
 def test_warm_search_starts_no_process(manager: Any) -> None:
     manager.search(PLANTED_QUESTION)
     pid, starts = manager.process.pid, manager.status().details["process"]["starts"]
+    update = manager.last_update
+    # Past sync.reconcileIntervalMs the monitor re-checks the files: a walk finds nothing changed,
+    # so no `qmd update` process runs.
+    time.sleep(manager.config.sync.reconcileIntervalMs / 1000.0 + 0.1)
+    assert manager.monitor.needs_check()
+    assert manager.search(PLANTED_QUESTION).results[0].path == PLANTED_PATH
+    assert manager.last_update is update and not manager.monitor.needs_check()
     started = time.monotonic()
     for _ in range(20):
         assert manager.search(PLANTED_QUESTION).results[0].path == PLANTED_PATH

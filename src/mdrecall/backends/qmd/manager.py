@@ -20,10 +20,7 @@ reason first in ``warnings`` and in ``status()``; QMD is retried after a backoff
 from __future__ import annotations
 
 import logging
-import os
 import re
-import signal
-import subprocess
 import threading
 import time
 from collections.abc import Sequence
@@ -32,9 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from mdrecall.backends.qmd import results
+from mdrecall.backends.qmd.files import FileStamps, indexed_stamps, pending_changes, stat_files
 from mdrecall.backends.qmd.health import Backoff, iso
 from mdrecall.backends.qmd.layout import INDEX_NAME, Collection, QmdLayout, find_binary
-from mdrecall.backends.qmd.process import QmdError, QmdProcess
+from mdrecall.backends.qmd.process import QmdError, QmdProcess, run_command
 from mdrecall.backends.qmd.query import Ranked, merge_keyword, merge_ranked, parse_hits, plan_keywords
 from mdrecall.backends.qmd.sessions import TranscriptMirror
 from mdrecall.config import MemoryConfig
@@ -43,7 +41,6 @@ from mdrecall.errors import MdrecallError
 from mdrecall.freshness.monitor import BUSY_OTHER_THREAD, Comparison, FreshnessMonitor
 from mdrecall.freshness.snapshot import scan_dirs
 from mdrecall.freshness.watcher import MemoryWatcher
-from mdrecall.index.changes import PendingChanges, list_source_files
 from mdrecall.index.syncing import SyncRun
 from mdrecall.search.scope import scope_for
 from mdrecall.sources.base import SourceAdapter
@@ -54,12 +51,7 @@ from mdrecall.types import ProbeResult, ProgressCallback, ReadResult, SearchResp
 log = logging.getLogger(__name__)
 
 _INDEXED = re.compile(r"Indexed: (\d+) new, (\d+) updated, (\d+) unchanged, (\d+) removed")
-_OUTPUT_KEEP = 2000
 _NO_BINARY = "no qmd binary: run scripts/install-qmd.sh, put qmd on PATH or set qmd.binary"
-
-#: What one walk of the memory files saw: relative path -> (mtime_ns, size, source).
-FileStamps = dict[str, tuple[int, int, str]]
-
 
 class QmdMemoryManager(ManagerBase):
     backend = "qmd"
@@ -97,6 +89,7 @@ class QmdMemoryManager(ManagerBase):
         #: The files as the last successful ``qmd update`` saw them; None before the first.
         self._indexed: FileStamps | None = None
         self._background: threading.Thread | None = None
+        self._first_sync = threading.Event()  # the warm-up's first sync finished (or failed)
         self._closed = False
         self._write_config()
 
@@ -109,14 +102,22 @@ class QmdMemoryManager(ManagerBase):
 
     def _warm_up(self) -> None:
         try:
-            if self.settings.fallback == "builtin" and self.settings.warmFallback:
-                self._builtin_manager()
             self.sync()
             with self._lock:
                 if not self._closed and self.backoff.ready():
                     self._ensure_process()
         except Exception as exc:  # searches report it; the fallback answers meanwhile
             log.warning("mdrecall: QMD warm-up failed: %s", exc)
+        finally:
+            self._first_sync.set()
+        # QMD first, the fallback after: opening the builtin may load an embedding model (seconds).
+        if self.settings.fallback == "builtin" and self.settings.warmFallback and not self._closed:
+            builtin = self._builtin_manager()
+            try:
+                if builtin is not None:
+                    builtin.sync()
+            except Exception as exc:
+                log.warning("mdrecall: builtin fallback index could not sync: %s", exc)
         if not self._closed:
             self.monitor.start()
 
@@ -202,27 +203,7 @@ class QmdMemoryManager(ManagerBase):
 
     def _run_cli(self, args: Sequence[str], timeout_ms: int) -> str:
         """One QMD command to completion (``update``, ``embed``); its output, or QmdError."""
-        argv = self._argv(*args)
-        try:
-            proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                env=self._env, cwd=str(self.layout.root), start_new_session=True,
-            )  # fmt: skip
-        except OSError as exc:
-            raise QmdError("spawn", f"cannot start {self.binary}: {exc}") from exc
-        try:
-            out, _ = proc.communicate(timeout=timeout_ms / 1000.0)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                proc.kill()
-            proc.communicate()
-            raise QmdError("timeout", f"qmd {' '.join(args)} took longer than {timeout_ms} ms") from None
-        text = out.decode("utf-8", "replace")
-        if proc.returncode != 0:
-            raise QmdError("exited", f"qmd {' '.join(args)} exited with code {proc.returncode}: {text.strip()[-_OUTPUT_KEEP:]}")
-        return text
+        return run_command(self._argv(*args), self._env, self.layout.root, timeout_ms)
 
     # -- configuration and models ---------------------------------------------------------------
     def _write_config(self) -> bool:
@@ -251,36 +232,12 @@ class QmdMemoryManager(ManagerBase):
     def mark_dirty(self, paths: Sequence[str] | None = None) -> None:
         self.monitor.mark_dirty()
 
-    def _stat_files(self, observed: dict[str, tuple[int, int, int]]) -> dict[str, tuple[int, int, str, str]]:
-        """Every memory file and transcript now: rel -> (mtime, size, abspath, source); fills ``observed``."""
-        on_disk: dict[str, tuple[int, int, str, str]] = {}
-        for f in list_source_files(self.workspace, self.config, self.adapters):
-            try:
-                st = os.stat(f.abspath)
-            except OSError:
-                continue
-            on_disk[f.rel_path] = (st.st_mtime_ns, st.st_size, f.abspath, f.source)
-            observed[f.abspath] = (st.st_mtime_ns, st.st_size, time.time_ns())
-        return on_disk
-
     def compare_with_files(self) -> Comparison:
         """The files on disk against what the last successful ``qmd update`` saw (a walk, no process)."""
         dirs, dirs_racy = scan_dirs(self.workspace, self.config)  # before the files are listed
         observed: dict[str, tuple[int, int, int]] = {}
-        on_disk = self._stat_files(observed)
-        indexed = self._indexed or {}
-        pending = PendingChanges(files_on_disk=len(on_disk), files_indexed=len(indexed))
-        by_source = {a.source: a for a in self.adapters}
-        for rel, (mtime, size, abspath, source) in on_disk.items():
-            known = indexed.get(rel)
-            if known is None:
-                pending.new.append(rel)
-            elif known != (mtime, size, source):
-                pending.changed.append(rel)
-                adapter = by_source.get(source)
-                if adapter is not None and known[2] == source and adapter.deferrable(Path(abspath), known[1], size):
-                    pending.deferred.append(rel)
-        pending.deleted = [rel for rel in indexed if rel not in on_disk]
+        on_disk = stat_files(self.workspace, self.config, self.adapters, observed)
+        pending = pending_changes(on_disk, self._indexed or {}, self.adapters)
         return Comparison(pending, None, self._indexed is not None, dirs, dirs_racy, observed)
 
     def index_last_sync_at(self) -> float | None:
@@ -323,9 +280,7 @@ class QmdMemoryManager(ManagerBase):
         if self._write_config():
             self._restart_needed = self._proc is not None  # the running server read the old collections
         observed: dict[str, tuple[int, int, int]] = {}
-        on_disk = self._stat_files(observed)
-        if progress is not None:
-            progress(SyncProgress(0, 1, "qmd update"))
+        on_disk = stat_files(self.workspace, self.config, self.adapters, observed)
         try:
             output = self._run_cli(["update"], self.settings.updateTimeoutMs)
             counts = [tuple(map(int, m)) for m in _INDEXED.findall(output)]
@@ -336,7 +291,7 @@ class QmdMemoryManager(ManagerBase):
                 self._run_cli(["embed"], self.settings.embedTimeoutMs)
             self.last_update = {"at": iso(time.time()), "new": new, "updated": updated, "unchanged": unchanged, "removed": removed}
             self.last_sync_error = None
-            self._indexed = {rel: (m, s, source) for rel, (m, s, _abspath, source) in on_disk.items()}
+            self._indexed = indexed_stamps(on_disk)
             self.last_sync_at = time.time()
             self.monitor.synced(SyncRun(report, observed), dirs, generation, report.files_scanned)
             with self._lock:
@@ -504,6 +459,11 @@ class QmdMemoryManager(ManagerBase):
     def status(self) -> Status:
         from mdrecall.backends.qmd.status import build_status
 
+        if self._background is not None:
+            # What QMD indexed is known once this process synced: a status right after opening
+            # (`mdrecall status`) waits a moment for the warm-up's first sync rather than report
+            # every file as pending.
+            self._first_sync.wait(self.config.sync.searchWaitMs / 1000.0)
         with self._lock:
             if self.backoff.ready() and not self._closed:
                 try:

@@ -26,6 +26,7 @@ from typing import Any
 
 PROTOCOL_VERSION = "2025-06-18"
 _STDERR_KEEP = 40  # lines of QMD's stderr kept for error messages
+_OUTPUT_KEEP = 2000  # characters of a failed command's output kept for its error
 
 
 class QmdError(Exception):
@@ -252,3 +253,29 @@ class QmdProcess:
 
     def stderr_tail(self) -> list[str]:
         return list(self._stderr)
+
+
+def run_command(argv: Sequence[str], env: dict[str, str], cwd: Path, timeout_ms: int) -> str:
+    """One short QMD command (``update``, ``embed``) to completion: its output, or QmdError. Killed
+    with its whole process group past ``timeout_ms``."""
+    what = "qmd " + " ".join(argv[3:])  # after [qmd, --index, name]
+    try:
+        proc = subprocess.Popen(
+            list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            env=env, cwd=str(cwd), start_new_session=True,
+        )  # fmt: skip
+    except OSError as exc:
+        raise QmdError("spawn", f"cannot start {argv[0]}: {exc}") from exc
+    try:
+        out, _ = proc.communicate(timeout=timeout_ms / 1000.0)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            proc.kill()
+        proc.communicate()
+        raise QmdError("timeout", f"{what} took longer than {timeout_ms} ms") from None
+    text = out.decode("utf-8", "replace")
+    if proc.returncode != 0:
+        raise QmdError("exited", f"{what} exited with code {proc.returncode}: {text.strip()[-_OUTPUT_KEEP:]}")
+    return text
