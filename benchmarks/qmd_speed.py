@@ -192,7 +192,7 @@ def bench_workspace(name: str, workspace: Path, queries: list[str], tmp: Path, r
         qmd.sync()
         builtin.sync()
         result = {
-            "files": qmd.status()["files"],
+            "files": qmd.status().files,
             "queries": len(queries),
             "builtin": {"index_s": round(builtin_index, 3), "noop_resync_s": round(builtin_resync, 3),
                         "search": _time_searches(builtin.search, queries, lambda: None, rounds)},
@@ -200,9 +200,9 @@ def bench_workspace(name: str, workspace: Path, queries: list[str], tmp: Path, r
                     "search": _time_searches(qmd.search, queries, lambda: qmd.process.pid if qmd.process else None, rounds)},
             "qmd_cold_cli": _cold_cli(qmd, queries[: min(len(queries), 20)]),
         }
-        answered = qmd.status()["answeredBy"]
-        assert answered == "qmd", f"QMD did not answer the timed searches: {qmd.status()['fallback']}"
-        result["qmd"]["process"] = qmd.status()["details"]["process"]
+        details = qmd.status().details
+        assert details["answeredBy"] == "qmd", f"QMD did not answer the timed searches: {details['fallback']}"
+        result["qmd"]["process"] = details["process"]
         return result
     finally:
         qmd.close()
