@@ -52,6 +52,13 @@ def _fake(tmp_path: Path, workspace: Path) -> Iterator[BackendUnderTest]:
             yield BackendUnderTest("fake", manager, workspace, _markdown_plant(workspace, manager))
 
 
+def _notes(tmp_path: Path, workspace: Path) -> Iterator[BackendUnderTest]:
+    # examples/custom-backend, installed into the test environment by scripts/setup.sh and found
+    # through its entry point: selected purely by config.
+    with open_manager(workspace, {"backend": "notes"}, use_global_config=False) as manager:
+        yield BackendUnderTest("notes", manager, workspace, _markdown_plant(workspace, manager))
+
+
 def _qmd(tmp_path: Path, workspace: Path) -> Iterator[BackendUnderTest]:
     from mdrecall.backends.qmd.layout import find_binary
     from mdrecall.backends.qmd.settings import QmdSettings
@@ -77,5 +84,6 @@ def _qmd(tmp_path: Path, workspace: Path) -> Iterator[BackendUnderTest]:
 BACKENDS: dict[str, Callable[[Path, Path], Iterator[BackendUnderTest]]] = {
     "builtin": _builtin,
     "fake": _fake,
+    "notes": _notes,
     "qmd": _qmd,
 }
