@@ -340,6 +340,15 @@ def _print_status(status: dict[str, Any]) -> None:
     out(f"mode:      {status['searchMode']}  (provider {status['provider']}, model {status['model']}, dims {status['dims']})")
     for reason in status["modeReasons"]:
         out(f"  note: {reason}")
+    # Backends that hand searches to another engine say who answered the last search and why.
+    answered = status.get("answeredBy")
+    if answered:
+        out(f"answered:  {answered} (last search)")
+    fallback = status.get("fallback")
+    if isinstance(fallback, dict) and fallback.get("reason"):
+        route = " -> ".join(str(fallback[k]) for k in ("from", "to") if fallback.get(k))
+        when = f" (at {fallback['at']})" if fallback.get("at") else ""
+        out(f"fallback:  {route + ': ' if route else ''}{fallback['reason']}{when}")
     vec = status.get("vector")
     if vec:
         out(f"vectors:   {vec['backend'] or 'none'}" + (f" (sqlite-vec {vec['version']})" if vec.get("version") else ""))

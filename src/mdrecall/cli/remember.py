@@ -47,11 +47,15 @@ def remember(workspace: str, overrides: tuple[str, ...], text: str, target: str 
             load_model(manager, quiet=as_json)
             report = manager.sync()
         out["indexed"] = report.files_indexed > 0 or report.full_rebuild
+        if not out["indexed"] and report.rebuild_reason:
+            out["warning"] = f"written, not indexed yet: {report.rebuild_reason}"
     if as_json:
         echo_json(out)
         return 0
     verb = "created" if written.created else "appended to"
     click.echo(f"{verb} {written.path}: {written.citation}")
+    if out.get("warning"):
+        click.echo(f"note: {out['warning']}; the next `mdrecall index` or search picks it up", err=True)
     if written.redacted:
         click.echo(f"note: {written.redacted} secret(s) redacted before writing", err=True)
     return 0

@@ -176,8 +176,9 @@ def gc(dry_run: bool, as_json: bool) -> int:
         if item.workspace is None:
             unknown.append(item)  # built before mdrecall recorded its workspace, or unreadable
             continue
-        if os.path.isdir(item.workspace) or default_store_path(Path(item.workspace)) != item.path:
-            kept += 1  # alive, or not where its workspace's index would be (moved by hand)
+        own = default_store_path(Path(item.workspace))
+        if os.path.isdir(item.workspace) or not (item.path == own or item.path.name.startswith(f"{own.stem}.override-")):
+            kept += 1  # alive, or not where its workspace's index (or a -c override's) would be: moved by hand
             continue
         if dry_run:
             removed.append(item)
