@@ -16,6 +16,7 @@ from mdrecall.cli.mcp import mcp
 from mdrecall.cli.memory import get, index, search, status
 from mdrecall.cli.options import parse_overrides
 from mdrecall.cli.plugins import plugins
+from mdrecall.cli.ui import ui
 from mdrecall.cli.watch import watch
 from mdrecall.errors import ConfigError, MdrecallError, PathError
 
@@ -37,7 +38,7 @@ def cli() -> None:
     """Long-term memory for AI agents, from Markdown files."""
 
 
-for _command in (index, search, get, status, watch, mcp, plugins):
+for _command in (index, search, get, status, watch, mcp, plugins, ui):
     cli.add_command(_command)
 
 
