@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from mdrecall.embeddings.base import ProviderBase
+
 CHROMIUM = os.environ.get("MDRECALL_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -34,6 +36,7 @@ XSS_NOTE = (
     '<img src=x onerror="window.__xss = 2"> and "><b>bold?</b>\n'
 )
 
+ODD_NAME = 'memory/"><svg onload=1>odd.md'
 SECRET = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4"
 
 
@@ -61,9 +64,18 @@ def demo_files() -> dict[str, str]:
         f"memory/{older}.md": f"# {older}\n\n## Infra\n- Postgres 14 ran on db-1 before the migration.\n",
         "memory/projects/acme.md": "# Acme\n\nThe Acme project: a data platform. Deliverables are tracked in Linear.\n",
         "memory/pasted.md": XSS_NOTE,
+        ODD_NAME: "# A note with an odd name\n\nIts name is markup; the page must show it as text.\n",
+        "memory/runbook.md": LONG_NOTE,
         "memory/huge.md": "# Huge\n\n" + ("filler line that makes this note too large to index\n" * 500),
         ".openclaw/sessions/main/transcripts/2026-11-20.jsonl": transcript,
     }
+
+
+LONG_NOTE = "# Runbook\n\n" + "\n\n".join(
+    f"## Step {i}\n\nCheck the {topic} on db-{i % 3 + 1}, then write down what changed and who was told about it."
+    for i, topic in enumerate(["backups", "replication lag", "disk usage", "connection pool", "vacuum", "certificates",
+                               "alerts", "dashboards", "failover", "restore drill", "access list", "slow queries"] * 2, 1)
+) + "\n"
 
 
 def demo_config(tmp: Path, provider: str = "none", **extra: Any) -> dict[str, Any]:
@@ -90,19 +102,64 @@ def write_workspace(root: Path, files: dict[str, str]) -> Path:
 
 def record_recalls(workspace: Path, config: dict[str, Any]) -> None:
     """Real recalls: searches through a manager with recall tracking on, spread over three days, so
-    the Postgres and kestrel facts pass the promotion thresholds; then stage them for review."""
+    the Postgres and kestrel facts pass the promotion thresholds; then stage them for review.
+
+    Keyword-only, on an index of its own: recalls are keyed by file and lines, not by index, and
+    fifteen query embeddings would only slow the tests down."""
     from mdrecall import open_manager
     from mdrecall.dreaming import stage
 
+    store = dict(config["store"], path=str(Path(config["store"]["path"]).with_name("recalls.sqlite")))
+    keyword_only = {**config, "provider": "none", "store": store}
     queries = ["where does postgres run", "postgres port", "which port for the database postgres",
                "staging cluster name kestrel", "what is kestrel"]
-    with open_manager(workspace, config) as manager:
+    with open_manager(workspace, keyword_only) as manager:
         manager.sync()
         for day in (3, 2, 1):
             for query in queries:
                 manager.search(query, now=days_ago(day))
         manager.flush()
     stage(workspace, config, days_ago(0))
+
+
+class SharedModel(ProviderBase):
+    """The session's local model under another provider id, so a test manager gets real vectors
+    without loading the model again (registered as a provider plugin with mdrecall.testing)."""
+
+    id = "ui-local"
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.model = inner.model
+        self.languages = inner.languages
+
+    @property
+    def dims(self) -> int | None:
+        return int(self._inner.dims)
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return {**self._inner.identity, "provider": self.id}
+
+    @property
+    def max_input_tokens(self) -> int:
+        return int(self._inner.max_input_tokens)
+
+    @property
+    def max_batch_items(self) -> int:
+        return int(self._inner.max_batch_items)
+
+    def count_tokens(self, text: str) -> int:
+        return int(self._inner.count_tokens(text))
+
+    def count_tokens_many(self, texts: Any) -> list[int]:
+        return list(self._inner.count_tokens_many(texts))
+
+    def embed_documents(self, texts: Any) -> list[list[float]]:
+        return list(self._inner.embed_documents(texts))
+
+    def embed_query(self, text: str) -> list[float]:
+        return list(self._inner.embed_query(text))
 
 
 @contextmanager

@@ -47,7 +47,8 @@ def build_app(manager: Any, security: HttpSecurity, *, sessions: Any = None, err
     from mdrecall.ui.state import RecentErrors, UiState, make_env, redirect
 
     recent = errors if errors is not None else RecentErrors()
-    ui = UiState(manager, Path(manager.workspace), manager.config, make_env(), recent, token_required=bool(security.token))
+    ui = UiState(manager, Path(manager.workspace), manager.config, make_env(), recent, token_required=bool(security.token),
+                 has_longterm=longterm.longterm_entries(manager) is not None)
 
     async def home(request: Any) -> Any:
         return redirect("/search")

@@ -2,7 +2,7 @@
 
 1. :class:`SecurityHeaders` — every response, refusals included, carries a strict
    Content-Security-Policy (scripts and styles only from this server, no inline script, no framing,
-   forms post only here), ``X-Frame-Options: DENY``, ``nosniff``, no referrer, no caching.
+   forms post only here), ``X-Frame-Options: DENY``, ``nosniff``, referrers only to this origin, no caching.
 2. :class:`mdrecall.http_guard.RequestGuard` — the Host and Origin checks every mdrecall HTTP endpoint
    has (DNS rebinding; loopback by default).
 3. :class:`BrowserGuard` — authentication and CSRF:
@@ -39,7 +39,9 @@ _HEADERS = [
     (b"content-security-policy", CSP.encode()),
     (b"x-frame-options", b"DENY"),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    # Not "no-referrer": Chromium then sends "Origin: null" on same-origin form posts, which the write
+    # check refuses. The token URL never stays in the address bar, so no referrer can carry it.
+    (b"referrer-policy", b"same-origin"),
     (b"cross-origin-opener-policy", b"same-origin"),
     (b"cross-origin-resource-policy", b"same-origin"),
     (b"permissions-policy", b"camera=(), microphone=(), geolocation=()"),

@@ -52,18 +52,14 @@ class UiState:
     env: Environment
     errors: RecentErrors
     token_required: bool = False
+    #: The backend keeps long-term entries (the Long-term page is shown).
+    has_longterm: bool = False
     started_at: float = field(default_factory=time.time)
     #: ``status()`` walks every file (about 0.2 s at 10k files): pages other than Health reuse a recent one.
     status_ttl: float = 15.0
     _status: tuple[float, Status] | None = None
     _flash: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     _flash_lock: threading.Lock = field(default_factory=threading.Lock)
-
-    @property
-    def has_longterm(self) -> bool:
-        from mdrecall.ui.longterm import longterm_entries
-
-        return longterm_entries(self.manager) is not None
 
     async def status(self) -> Status:
         """A fresh ``status()`` (the Health page)."""
