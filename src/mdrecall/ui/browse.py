@@ -33,6 +33,7 @@ from mdrecall.ui.index_view import KINDS, ChunkSpan, Kind, index_view, kind_of
 from mdrecall.ui.state import int_param, render, ui_state
 
 PER_PAGE = 50
+#: Lines of a transcript per page; notes page by read.maxLines, as memory_get does.
 PAGE_LINES = 200
 
 
@@ -110,8 +111,9 @@ async def file_page(request: Request) -> Response:
     query = request.query_params.get("q", "")
     default_from = max(1, hl[0] - 20) if hl else 1
     start = int_param(request, "from", default_from)
+    page_lines = ui.config.read.maxLines
     try:
-        result = await run_in_threadpool(read_memory_lines, ui.workspace, ui.config, path, start, PAGE_LINES)
+        result = await run_in_threadpool(read_memory_lines, ui.workspace, ui.config, path, start, page_lines)
     except PathError as exc:
         return render(request, "error.html", status_code=404, title="Cannot open this note", message=f"{exc} [{exc.code}]")
     view = index_view(ui.manager)
@@ -125,7 +127,7 @@ async def file_page(request: Request) -> Response:
         covering, starts = _chunk_marks(chunks, number)
         lines.append(ViewLine(number, matcher.mark(raw) if matcher else Markup(escape(raw)),
                               bool(hl and hl[0] <= number <= hl[1]), covering, starts, True))
-    prev_from = max(1, result.from_line - PAGE_LINES) if result.from_line > 1 else None
+    prev_from = max(1, result.from_line - page_lines) if result.from_line > 1 else None
 
     def link(start_line: int) -> str:
         params = {"path": result.path, "from": start_line}

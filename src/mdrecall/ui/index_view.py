@@ -63,8 +63,13 @@ class Page(Generic[T]):
         return (self.page - 1) * self.per_page + len(self.items)
 
 
+def clamp_page(page: int, total: int, per_page: int) -> int:
+    """``page`` within 1..the last page (a page past the end shows the last one)."""
+    return max(1, min(page, math.ceil(total / per_page) if total else 1))
+
+
 def page_of(items: Sequence[T], page: int, per_page: int) -> Page[T]:
-    page = max(1, page)
+    page = clamp_page(page, len(items), per_page)
     start = (page - 1) * per_page
     return Page(list(items[start : start + per_page]), len(items), page, per_page)
 
@@ -171,6 +176,7 @@ class BuiltinIndexView:
                 # filter the paths (strings only) here, then load the rows of one page.
                 paths = [r[0] for r in conn.execute(f"SELECT path FROM files WHERE {clause} ORDER BY path", args)]
                 wanted = [p for p in paths if _is_dated(p) == (kind == "dated")]
+                page = clamp_page(page, len(wanted), per_page)
                 chosen = wanted[(page - 1) * per_page : page * per_page]
                 total = len(wanted)
                 marks = ",".join("?" * len(chosen))
@@ -179,6 +185,7 @@ class BuiltinIndexView:
                     f"FROM files f WHERE path IN ({marks}) ORDER BY path", chosen)) if chosen else []
             else:
                 total = _count(conn, f"SELECT COUNT(*) FROM files WHERE {clause}", args)
+                page = clamp_page(page, total, per_page)
                 rows = list(conn.execute(
                     "SELECT path, source, size, indexed_at, (SELECT COUNT(*) FROM chunks c WHERE c.path = f.path) "
                     f"FROM files f WHERE {clause} ORDER BY path LIMIT ? OFFSET ?", [*args, per_page, (page - 1) * per_page]))
@@ -209,6 +216,7 @@ class BuiltinIndexView:
         page = max(1, page)
         with self.manager.index.reading() as db:
             total = _count(db.conn, "SELECT COUNT(*) FROM skipped_files", ())
+            page = clamp_page(page, total, per_page)
             rows = list(db.conn.execute(
                 "SELECT path, source, reason, size FROM skipped_files ORDER BY path LIMIT ? OFFSET ?",
                 (per_page, (page - 1) * per_page)))

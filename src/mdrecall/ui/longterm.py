@@ -25,7 +25,7 @@ from mdrecall.ui.state import form, int_param, redirect, render, ui_state
 BACKENDS = frozenset({"lancedb"})
 PER_PAGE = 25
 #: Entry fields shown in their own columns; any others are listed under the text.
-SHOWN = {"id", "text", "category", "createdAt", "created_at", "importance"}
+SHOWN = {"id", "text", "category", "createdAt", "created_at"}
 
 
 @runtime_checkable
