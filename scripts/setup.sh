@@ -10,6 +10,13 @@ fi
 # The CPU build of torch: an unpinned torch pulls a multi-GB CUDA build.
 .venv/bin/python -m pip install -q "torch==${MDRECALL_TORCH_VERSION:-2.13.0}"
 .venv/bin/python -m pip install -q -e ".[${MDRECALL_EXTRAS:-dev}]"
+# The example third-party backend (examples/custom-backend): the contract suite selects it by config.
+.venv/bin/python -m pip install -q -e examples/custom-backend
+# The real QMD for the qmd backend and its tests (.tools/qmd/). Optional: without it (no npm, no
+# registry) setup goes on and the QMD tests skip, saying why.
+if ! ./scripts/install-qmd.sh >/dev/null; then
+  echo "setup: WARNING: QMD could not be installed (see above); the qmd backend's tests will be skipped" >&2
+fi
 # Headless Chromium for the web inspector's browser tests (tests/ui), from Debian: Playwright drives
 # it through executable_path (its own browser download cannot work offline). Skipped when it is
 # already there, when apt is not available, or with MDRECALL_SKIP_CHROMIUM=1.

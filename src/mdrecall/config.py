@@ -21,6 +21,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+# The QMD backend's section is typed here like every other; that module imports only pydantic (no
+# cycle). It is imported while mdrecall.backends initialises (mdrecall/__init__ imports it first),
+# so it must never import mdrecall.backends or this module.
+from mdrecall.backends.qmd.settings import QmdSettings
 from mdrecall.errors import ConfigError
 from mdrecall.types import MemorySource
 
@@ -195,6 +199,9 @@ class StoreConfig(_Section):
     path: str | None = None
     vector: VectorStoreConfig = Field(default_factory=VectorStoreConfig)
     busyTimeoutMs: int = Field(default=10_000, ge=0)
+    # Answer from the index as it is and never write it: how a one-shot keyword-only override
+    # (`mdrecall search -c provider=none`) reads an index another configuration keeps up to date.
+    readOnly: bool = False
 
 
 class LimitsConfig(_Section):
@@ -356,6 +363,8 @@ class MemoryConfig(_Section):
     dreaming: DreamingConfig = Field(default_factory=DreamingConfig)
     flush: FlushConfig = Field(default_factory=FlushConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
+    # backend: qmd (docs/qmd.md).
+    qmd: QmdSettings = Field(default_factory=QmdSettings)
     # Settings of third-party plugins, one mapping per plugin name; each plugin validates its own.
     plugins: dict[str, dict[str, Any]] = Field(default_factory=dict)
 

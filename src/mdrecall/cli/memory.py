@@ -53,7 +53,7 @@ def index(workspace: str, overrides: tuple[str, ...], force: bool, as_json: bool
 @click.argument("query")
 @click.option("-n", "max_results", type=int, default=None, help="maximum results (default query.maxResults = 10)")
 @click.option("--min-score", type=float, default=None, help="minimum score in [0,1] (default query.minScore)")
-@click.option("--session-key", default=None, help="include this session's transcript hits")
+@click.option("--session-key", envvar="MDRECALL_SESSION_KEY", default=None, help="who is asking: include this session's transcript hits (or set MDRECALL_SESSION_KEY)")
 @json_option
 def search(
     workspace: str,
@@ -132,6 +132,15 @@ def _print_status(status: dict[str, Any]) -> None:
     out(f"mode:      {status['searchMode']}  (provider {status['provider']}, model {status['model']}, dims {status['dims']})")
     for reason in status["modeReasons"]:
         out(f"  note: {reason}")
+    # Backends that hand searches to another engine say who answered the last search and why.
+    answered = status.get("answeredBy")
+    if answered:
+        out(f"answered:  {answered} (last search)")
+    fallback = status.get("fallback")
+    if isinstance(fallback, dict) and fallback.get("reason"):
+        route = " -> ".join(str(fallback[k]) for k in ("from", "to") if fallback.get(k))
+        when = f" (at {fallback['at']})" if fallback.get("at") else ""
+        out(f"fallback:  {route + ': ' if route else ''}{fallback['reason']}{when}")
     vec = status.get("vector")
     if vec:
         out(f"vectors:   {vec['backend'] or 'none'}" + (f" (sqlite-vec {vec['version']})" if vec.get("version") else ""))
