@@ -107,6 +107,23 @@ def test_search_explains_why_each_hit_came_back(demo: Demo, page: Any) -> None:
     screenshot(page, "note")
 
 
+def test_keyword_only_reads_the_same_index_without_writing_it(demo: Demo, page: Any) -> None:
+    meta_before = demo.manager.status().details["meta"]
+    page.goto(demo.url + "/search?q=which+port+does+postgres+listen+on")
+    assert page.locator(".answer .mode").inner_text() == "hybrid"
+    assert page.locator("fieldset.modes input[value=vector-only]").is_disabled()
+    page.check("fieldset.modes input[value=keyword-only]")  # app.js re-runs the query
+    page.wait_for_url(re.compile(r"mode=keyword-only"))
+    assert page.locator(".answer .mode").inner_text() == "keyword-only"
+    vectors = page.locator("table.signals tr", has_text="vector score").locator("td").all_inner_texts()
+    assert vectors and set(vectors) == {"–"}
+    assert "close in meaning" not in page.locator("ol.hits").inner_text()
+    status = demo.manager.status()
+    assert status.search_mode == "hybrid" and status.details["meta"] == meta_before
+    assert not status.details.get("rebuildNeeded")
+    assert sorted(p.name for p in demo.workspace.parent.glob("*.sqlite")) == ["index.sqlite", "recalls.sqlite"]
+
+
 def test_untrusted_markup_renders_as_text(demo: Demo, page: Any) -> None:
     page.goto(demo.url + "/search?q=postgres+tip+5433")
     hit = page.locator("li.hit", has=page.locator("a.citation", has_text="memory/pasted.md")).first

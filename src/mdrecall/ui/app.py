@@ -77,6 +77,7 @@ def build_app(manager: Any, security: HttpSecurity, *, sessions: Any = None, err
         try:
             yield
         finally:
+            ui.close()
             logging.getLogger("mdrecall").removeHandler(recent)
 
     app = Starlette(routes=routes, lifespan=lifespan)

@@ -3,9 +3,12 @@
 A hit shows what :class:`~mdrecall.types.SearchHit` carries (score, keyword and vector scores),
 what its path says (dated note or evergreen, hence the decay search applied), the query words it
 contains, and any further field ``hit.to_dict()`` holds (per-signal explanations added to the hit
-later show up by themselves). The mode is the open manager's: a per-query mode would need an index of
-its own, and the inspector never creates one, so the form offers the mode this index has and each
-answer says which mode it was produced in.
+later show up by themselves).
+
+Modes: the open manager's, and keyword-only over a hybrid builtin index, answered by a second manager
+reading the same index read-only (:meth:`UiState.keyword_searcher`). Nothing else: another mode would
+need an index of its own and the inspector never creates one. Each answer says the mode it was
+actually produced in (a hybrid search degrades to keywords when the query embedding fails).
 
 Searches from the inspector are not recalls: the manager is opened with recall tracking off, so
 looking does not promote anything.
@@ -34,6 +37,30 @@ MODES = ("hybrid", "keyword-only", "vector-only")
 HIT_FIELDS = {"path", "start_line", "end_line", "score", "snippet", "source", "citation", "vector_score", "text_score"}
 RESPONSE_FIELDS = {"results", "mode", "provider", "model", "degraded", "warnings", "stale", "freshness"}
 MAX_RESULTS = 50
+
+
+@dataclass(frozen=True)
+class ModeOption:
+    mode: str
+    available: bool
+    why: str
+
+
+def offered_modes(ui: Any, status: Any) -> list[ModeOption]:
+    index_mode = status.search_mode if status is not None else None
+    fts = bool(((status.details.get("fts") or {}) if status is not None else {}).get("available"))
+    keyword_too = ui.manager.backend == "builtin" and index_mode == "hybrid" and fts
+    out = []
+    for mode in MODES:
+        if mode == index_mode:
+            out.append(ModeOption(mode, True, "the mode this index searches in"))
+        elif mode == "keyword-only" and keyword_too:
+            out.append(ModeOption(mode, True, "keyword search alone, over the same index (read-only)"))
+        elif mode == "hybrid":
+            out.append(ModeOption(mode, False, "needs an embedding provider and a keyword index"))
+        else:
+            out.append(ModeOption(mode, False, "would need an index of its own, which the inspector never creates"))
+    return out
 
 
 @dataclass
@@ -130,6 +157,10 @@ async def search_page(request: Request) -> Response:
     except ValueError:
         max_results = ui.config.query.maxResults
     min_text = params.get("min", "").strip()
+    status = await ui.cached_status()
+    modes = offered_modes(ui, status)
+    index_mode = status.search_mode if status is not None else None
+    mode = params.get("mode") or index_mode
     error = None
     response: SearchResponse | None = None
     hits: list[HitView] = []
@@ -145,27 +176,30 @@ async def search_page(request: Request) -> Response:
             if not 0 <= min_score <= 1:
                 raise MdrecallError("minimum score must be between 0 and 1")
         now = parse_now(now_text)
+        option = next((m for m in modes if m.mode == mode), None)
+        if mode and index_mode and (option is None or not option.available):
+            raise MdrecallError(f"{mode} is not available here: {option.why if option else 'unknown mode'}")
         if query:
             now_used = now or datetime.now(UTC)
             started = datetime.now(UTC)
+            searcher = ui.manager
+            if mode == "keyword-only" and index_mode != "keyword-only":
+                searcher = await run_in_threadpool(ui.keyword_searcher)
             response = await run_in_threadpool(
-                ui.manager.search, query, max_results, min_score, session_key, chosen or None, now_used
+                searcher.search, query, max_results, min_score, session_key, chosen or None, now_used
             )
             seconds = (datetime.now(UTC) - started).total_seconds()
             matcher = Matcher.for_query(query)
             hits = [explain_hit(i, hit, matcher, now_used, ui.config, query) for i, hit in enumerate(response.results, 1)]
     except MdrecallError as exc:
         error = str(exc)
-    status = await ui.cached_status()
-    index_mode = status.search_mode if status is not None else None
-    modes = [(m, m == index_mode) for m in MODES]
     extra = [(k, generic_value(v)) for k, v in generic_fields(response.to_dict(), RESPONSE_FIELDS)] if response else []
     return render(
         request, "search.html",
         query=query, sources_available=sources_available, chosen=chosen, session_key=session_key or "",
         now_text=now_text, max_results=max_results, min_text=min_text, error=error, response=response, hits=hits,
         seconds=seconds, now_used=now_used.isoformat(timespec="seconds") if now_used else None, modes=modes,
-        index_mode=index_mode, mode_reasons=status.mode_reasons if status is not None else [], extra=extra,
+        mode=mode, index_mode=index_mode, mode_reasons=status.mode_reasons if status is not None else [], extra=extra,
         transcripts_hidden="sessions" in sources_available and session_key is None
         and ui.config.sessions.visibility == "own",
         default_min=ui.config.query.minScore,

@@ -58,6 +58,9 @@ class UiState:
     #: ``status()`` walks every file (about 0.2 s at 10k files): pages other than Health reuse a recent one.
     status_ttl: float = 15.0
     _status: tuple[float, Status] | None = None
+    #: Managers answering in another mode than the open one's (see :meth:`keyword_searcher`).
+    _alternates: dict[str, MemorySearchManager] = field(default_factory=dict)
+    _alternates_lock: threading.Lock = field(default_factory=threading.Lock)
     _flash: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     _flash_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -76,6 +79,33 @@ class UiState:
         except Exception as exc:
             logging.getLogger("mdrecall.ui").warning("status() failed: %s: %s", type(exc).__name__, exc)
             return None
+
+    def keyword_searcher(self) -> MemorySearchManager:
+        """A manager answering keyword-only from the open manager's index, opened on first use.
+
+        It reads the same index with ``provider: none`` and ``store.readOnly`` (what a one-shot
+        ``-c provider=none`` does): it never writes, syncs or rebuilds it, so the shared index stays as
+        the open manager keeps it; no second index is created.
+        """
+        from mdrecall.backends import open_manager
+
+        with self._alternates_lock:
+            found = self._alternates.get("keyword-only")
+            if found is None:
+                config = self.config
+                store = config.store.model_copy(update={"path": str(self.manager.db_path), "readOnly": True})  # type: ignore[attr-defined]
+                config = config.model_copy(update={
+                    "provider": "none", "fallback": "none", "store": store,
+                    "sync": config.sync.model_copy(update={"watch": False, "intervalMinutes": 0}),
+                })
+                found = self._alternates["keyword-only"] = open_manager(self.workspace, config)
+            return found
+
+    def close(self) -> None:
+        with self._alternates_lock:
+            for manager in self._alternates.values():
+                manager.close()
+            self._alternates.clear()
 
     def flash(self, request: Request, kind: str, text: str) -> None:
         sid = request.scope.get("state", {}).get("sid")

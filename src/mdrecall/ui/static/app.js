@@ -12,6 +12,13 @@ document.addEventListener("DOMContentLoaded", () => {
   for (const select of document.querySelectorAll("form.filters select")) {
     select.addEventListener("change", () => select.form && select.form.requestSubmit());
   }
+  // Choosing another mode re-runs the query in it.
+  for (const radio of document.querySelectorAll("form.search input[name=mode]")) {
+    radio.addEventListener("change", () => {
+      const box = radio.form && radio.form.querySelector("input[name=q]");
+      if (box && box.value.trim()) radio.form.requestSubmit();
+    });
+  }
   // Opening "Edit" puts the cursor in the text.
   for (const details of document.querySelectorAll("details.edit")) {
     details.addEventListener("toggle", () => {
