@@ -2,8 +2,9 @@
 
 Everything comes from ``manager.status()`` (typed fields plus the backend's ``details``) and the
 warnings mdrecall logged in this process. The fixes are ``mdrecall doctor``'s: :func:`doctor_findings`
-is the seam — when :mod:`mdrecall.doctor` (``diagnose(manager) -> list[Finding]``) is installed its
-findings are shown as they are; until then the page shows the status only and says so.
+is the seam — when :mod:`mdrecall.doctor` is installed (``diagnose(status, config=..., session_key=...)
+-> list[Finding]``, from the newcomer work) its findings are shown as they are, computed from the
+status this page already has; until then the page shows the status only and says so.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from mdrecall import plugins
-from mdrecall.contract import MemorySearchManager
 from mdrecall.types import Status
 from mdrecall.ui.state import generic_fields, redirect, render, ui_state
 
@@ -84,17 +84,20 @@ def index_size(status: Status) -> int | None:
     return total if found else None
 
 
-def doctor_findings(manager: MemorySearchManager) -> tuple[list[dict[str, Any]] | None, str]:
-    """``(findings, note)``: :func:`mdrecall.doctor.diagnose`'s findings as dicts, or None and why not."""
+def doctor_findings(status: Status, config: Any) -> tuple[list[dict[str, Any]] | None, str]:
+    """``(findings, note)``: :func:`mdrecall.doctor.diagnose` of ``status`` as dicts (``state``,
+    ``severity``, ``message``, ``fix``), or None and why there are none."""
     try:
         doctor = importlib.import_module("mdrecall.doctor")
     except ImportError:
-        return None, "mdrecall doctor is not installed in this version; the status below is what it would check."
+        return None, "mdrecall doctor is not part of this version; the status below is what it would check."
     diagnose = getattr(doctor, "diagnose", None)
     if not callable(diagnose):
         return None, "mdrecall.doctor has no diagnose(); showing the status only."
     try:
-        found = diagnose(manager)
+        # The inspector's own searches carry no session key; the environment check (is the MCP
+        # package installed) is not about this page.
+        found = diagnose(status, config=config, environment=False)
     except Exception as exc:  # the page must render whatever doctor does
         log.warning("doctor failed: %s: %s", type(exc).__name__, exc)
         return None, f"mdrecall doctor failed: {type(exc).__name__}: {exc}"
@@ -142,7 +145,7 @@ def recent_errors(status: Status, logged: list[tuple[str, str, str, str]]) -> li
 async def health_page(request: Request) -> Response:
     ui = ui_state(request)
     status = await ui.status()
-    findings, doctor_note = await run_in_threadpool(doctor_findings, ui.manager)
+    findings, doctor_note = await run_in_threadpool(doctor_findings, status, ui.config)
     details = status.details
     return render(
         request, "health.html", status=status, verdict=freshness_verdict(status), size=index_size(status),
