@@ -75,3 +75,32 @@ def test_the_process_prints_a_one_time_url_that_signs_the_browser_in(tmp_path: P
         finally:
             if proc.poll() is None:
                 proc.kill()
+
+
+def test_a_keyword_only_override_reads_the_shared_index_without_rewriting_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``mdrecall ui -c provider=none`` over a workspace indexed with a provider: the inspector answers
+    keyword-only from the shared index and never rebuilds it (as every command's ``-c`` does)."""
+    from uihelpers import serving
+
+    from mdrecall import open_manager
+    from mdrecall.cli.ui import inspector_config_for
+    from mdrecall.testing import FakeProvider, plugin, registered
+    from mdrecall.ui import inspector_config
+
+    monkeypatch.setenv("MDRECALL_HOME", str(tmp_path / "home"))
+    ws = write_workspace(tmp_path / "ws", {"MEMORY.md": "# Memory\n\n- Billing runs on Postgres 16.\n",
+                                           ".mdrecall.yaml": "provider: fake\n"})
+    with registered(plugin(providers={"fake": lambda config: FakeProvider()})):
+        assert main(["index", "-w", str(ws), "-q"]) == 0
+        (shared,) = sorted((tmp_path / "home" / "index").glob("*.sqlite"))
+        before = shared.stat().st_size, sorted((tmp_path / "home" / "index").iterdir())
+        config = inspector_config_for(str(ws), ("provider=none",))
+        assert config.store.readOnly and Path(config.store.path) == shared  # type: ignore[attr-defined]
+        with open_manager(ws, inspector_config(ws, config)) as manager, serving(manager) as url:
+            page = httpx.get(url + "/search?q=postgres").text
+            assert 'data-mode="keyword-only"' in page and "Billing runs on" in page
+            status = manager.status()
+            assert status.details["meta"]["provider"] == "fake" and not status.details.get("rebuildNeeded")
+        assert (shared.stat().st_size, sorted((tmp_path / "home" / "index").iterdir())) == before

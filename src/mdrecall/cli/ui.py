@@ -8,7 +8,17 @@ from pathlib import Path
 
 import click
 
-from mdrecall.cli.options import parse_overrides, workspace_options
+from mdrecall.cli.options import load_cli_config, parse_overrides, workspace_options, workspace_path
+
+
+def inspector_config_for(workspace: str, overrides: tuple[str, ...]) -> object:
+    """The config as every command reads it: ``-c`` overrides never rewrite the shared index (a
+    keyword-only override reads it as it is, another provider gets an index of its own). Unlike a
+    one-shot command the inspector is long-lived, so the watcher stays as configured."""
+    from mdrecall.config import load_config
+
+    watch = load_config(workspace_path(workspace), parse_overrides(overrides)).sync.watch
+    return load_cli_config(workspace, overrides, sync={"watch": watch})
 
 
 @click.command("ui")
@@ -43,7 +53,7 @@ def ui(
     return serve(
         UiOptions(
             workspace=Path(workspace),
-            overrides=parse_overrides(overrides),
+            config=inspector_config_for(workspace, overrides),
             host=host,
             port=port,
             token="" if no_token else token,

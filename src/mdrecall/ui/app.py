@@ -90,6 +90,9 @@ def build_app(manager: Any, security: HttpSecurity, *, sessions: Any = None, err
 @dataclass
 class UiOptions:
     workspace: Path
+    #: A ready MemoryConfig (``mdrecall ui`` builds it as every command does), or None: the
+    #: workspace's config with ``overrides``.
+    config: Any = None
     overrides: dict[str, Any] = field(default_factory=dict)
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
@@ -99,11 +102,13 @@ class UiOptions:
     open_browser: bool = False
 
 
-def inspector_config(workspace: Path, overrides: dict[str, Any]) -> Any:
-    """The workspace's config with recall tracking off (looking is not recalling)."""
-    from mdrecall.config import load_config
+def inspector_config(workspace: Path, config: Any = None) -> Any:
+    """``config`` (a MemoryConfig, or overrides over the workspace's config) with recall tracking off:
+    looking is not recalling."""
+    from mdrecall.config import MemoryConfig, load_config
 
-    config = load_config(workspace, overrides or None)
+    if not isinstance(config, MemoryConfig):
+        config = load_config(workspace, config or None)
     return config.model_copy(update={"dreaming": config.dreaming.model_copy(update={"tracking": False})})
 
 
@@ -120,7 +125,7 @@ def serve(options: UiOptions) -> int:
     token = options.token if options.token is not None else (os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(24))
     # Checked before the manager opens: a refused binding must not cost a model start-up.
     security = HttpSecurity.for_binding(options.host, options.port, token=token or None, extra_hosts=options.allow_hosts)
-    manager = open_manager(workspace, inspector_config(workspace, options.overrides))
+    manager = open_manager(workspace, inspector_config(workspace, options.config or options.overrides))
     try:
         app = build_app(manager, security)
         shown = f"[{options.host}]" if ":" in options.host else options.host

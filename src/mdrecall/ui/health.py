@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from mdrecall import plugins
+from mdrecall.freshness.monitor import NOT_SYNCED
 from mdrecall.types import Status
 from mdrecall.ui.state import generic_fields, redirect, render, ui_state
 
@@ -162,6 +163,9 @@ async def sync_now(request: Request) -> Response:
     except Exception as exc:
         ui.flash(request, "error", f"Sync failed: {type(exc).__name__}: {exc}")
     else:
-        ui.flash(request, "ok", f"Synced: {report.files_indexed} file(s) indexed, {report.files_removed} removed, "
-                                f"{report.files_unchanged} unchanged in {report.seconds:.2f} s.")
+        if report.rebuild_reason in NOT_SYNCED:
+            ui.flash(request, "error", f"Not synced: {report.rebuild_reason}.")
+        else:
+            ui.flash(request, "ok", f"Synced: {report.files_indexed} file(s) indexed, {report.files_removed} removed, "
+                                    f"{report.files_unchanged} unchanged in {report.seconds:.2f} s.")
     return redirect("/health")
