@@ -103,4 +103,9 @@ def test_a_keyword_only_override_reads_the_shared_index_without_rewriting_it(
             assert 'data-mode="keyword-only"' in page and "Billing runs on" in page
             status = manager.status()
             assert status.details["meta"]["provider"] == "fake" and not status.details.get("rebuildNeeded")
+            with httpx.Client(base_url=url, follow_redirects=True) as client:
+                csrf = re.search(r'name="csrf-token" content="([0-9a-f]+)"', client.get("/health").text)
+                assert csrf
+                done = client.post("/health/sync", data={"csrf": csrf.group(1)}).text
+                assert "Not synced: the index is read-only here (store.readOnly)." in done
         assert (shared.stat().st_size, sorted((tmp_path / "home" / "index").iterdir())) == before
