@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "config": "mdrecall.cli.config:config",
     "watch": "mdrecall.cli.watch:watch",
     "mcp": "mdrecall.cli.mcp:mcp",
+    "ui": "mdrecall.cli.ui:ui",
     "export": "mdrecall.cli.portable:export",
     "import": "mdrecall.cli.portable:import_",
     "gc": "mdrecall.cli.workspace:gc",
