@@ -54,10 +54,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 COMMON = (
     "the a to and of in we for on is it that with was be this at by from are as our not have"
@@ -117,7 +118,7 @@ class WordModel:
                 prev = tok
 
     @classmethod
-    def from_bench(cls, bench: Path) -> "WordModel":
+    def from_bench(cls, bench: Path) -> WordModel:
         speakers: set[str] = set()
         texts: list[str] = []
         for path in sorted((bench / "locomo" / "daily" / "workspaces").glob("*/memory/*.md")):
@@ -414,7 +415,7 @@ def _search_phases(manager: Any, queries: list[str], embed: bool, spec: dict[str
     db = manager._read_db  # benchmark-only: the manager's own read connection
 
     def pipeline(q: str) -> None:
-        plan = SearchPlan(q, cfg.query.maxResults, cfg.query.minScore, None, datetime.now(timezone.utc))
+        plan = SearchPlan(q, cfg.query.maxResults, cfg.query.minScore, None, datetime.now(UTC))
         run_search(db, cfg, plan, provider.embed_query if provider else None, manager.vector_search_fn()[0] if provider else None, [])
 
     out["pipeline"] = _timed(pipeline, queries[5:], queries[:5])
@@ -555,7 +556,7 @@ def _encoder_throughput(provider: Any, store: str, sample: int = 192) -> dict[st
 
     run("numpy", lambda: provider.embed_documents(texts))
     try:
-        import torch  # noqa: F401
+        import torch
 
         model = provider._model  # sentence-transformers, loaded for this comparison only
         model.encode(texts[:8])

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import apsw
 
@@ -29,14 +30,23 @@ def index_content(db_path: Path) -> dict[str, Any]:
             "chunks": sorted(
                 con.execute("SELECT id, path, source, start_line, end_line, hash, text FROM chunks").fetchall()
             ),
-            "fts": sorted(
-                con.execute("SELECT c.id, f.text FROM chunks c JOIN chunks_fts f ON f.rowid = c.rowid").fetchall()
-            ),
+            "fts": _fts_terms(con),
             "fts_rows": con.execute("SELECT COUNT(*) FROM chunks_fts").fetchone()[0],
             "skipped": sorted(con.execute("SELECT path, source, reason, mtime, size FROM skipped_files").fetchall()),
         }
     finally:
         con.close()
+
+
+def _fts_terms(con: apsw.Connection) -> list[tuple[str, str]]:
+    """Each chunk's indexed tokens in order, as one string per chunk id. The keyword index is
+    contentless (it stores no text to compare), so its tokens are read through ``fts5vocab``."""
+    con.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.fts_instances USING fts5vocab(main, chunks_fts, instance)")
+    tokens: dict[str, list[tuple[int, str]]] = {}
+    rows = con.execute("SELECT c.id, v.offset, v.term FROM temp.fts_instances v JOIN chunks c ON c.rowid = v.doc")
+    for chunk, offset, term in rows:
+        tokens.setdefault(chunk, []).append((offset, term))
+    return sorted((chunk, " ".join(term for _, term in sorted(found))) for chunk, found in tokens.items())
 
 
 def fresh_index(workspace: Path, config: dict[str, Any], db_path: Path) -> dict[str, Any]:
@@ -72,11 +82,16 @@ def hash_tree(root: Path) -> dict[str, str]:
     }
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
-    """Poll ``predicate`` until it holds (True) or ``timeout`` seconds pass (its last answer)."""
+def wait_for(predicate: Callable[[], bool], timeout: float = 20.0, what: str | None = None) -> bool:
+    """Poll ``predicate`` until it holds (True) or ``timeout`` seconds pass (its last answer); with
+    ``what``, a timeout fails the test saying what never happened."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
             return True
         time.sleep(0.05)
-    return predicate()
+    if predicate():
+        return True
+    if what is not None:
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    return False

@@ -12,6 +12,7 @@ import pytest
 
 from mdrecall import open_manager
 from mdrecall.store.db import SCHEMA_VERSION, IndexDB, StoreOptions
+from mdrecall.types import SearchResponse, SyncProgress
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "schema2"
 QUESTIONS = ["which database do we use?", "who fixed the backup?", "谁不喝咖啡？", "Safari support"]
@@ -44,7 +45,7 @@ def test_schema2_index_answers_then_migrates_without_reembedding(legacy: tuple[P
     assert len(old_vectors) == 4
 
     with open_manager(ws, _config(db_path, sync={"watch": False, "onSearch": False})) as m:
-        assert "schemaVersion changed (2 → 3)" in (m.status()["rebuildNeeded"] or "")
+        assert "schemaVersion changed (2 → 3)" in (m.status().details["rebuildNeeded"] or "")
         before = {}
         for q in QUESTIONS:
             response = m.search(q)
@@ -52,15 +53,27 @@ def test_schema2_index_answers_then_migrates_without_reembedding(legacy: tuple[P
             assert response.results, q
             before[q] = [(r.path, r.start_line) for r in response.results]
         assert m.search(QUESTIONS[0]).mode == "hybrid"  # the old vectors are read as they are
-        assert m._vectors.loaded_vectors == 4
+        assert m.vectors.loaded_vectors == 4
 
-        report = m.sync()
+        # Rebuilt in a separate file and swapped in (not in place like a first index): while it is
+        # being built, searches still answer from the old index, hybrid, and say a rebuild runs.
+        during: list[SearchResponse] = []
+
+        def search_meanwhile(p: SyncProgress) -> None:
+            if not during and p.total:
+                during.append(m.search(QUESTIONS[0]))
+
+        report = m.sync(progress=search_meanwhile)
         assert report.full_rebuild and "schemaVersion" in (report.rebuild_reason or "")
         assert (report.chunks_embedded, report.cache_hits) == (0, 4)  # every vector reused
+        assert during and during[0].mode == "hybrid"
+        assert [(r.path, r.start_line) for r in during[0].results] == before[QUESTIONS[0]]
+        assert any("rebuild in progress" in w for w in during[0].warnings), during[0].warnings
         status = m.status()
-        assert status["meta"]["schemaVersion"] == SCHEMA_VERSION and status["rebuildNeeded"] is None
+        assert status.details["meta"]["schemaVersion"] == SCHEMA_VERSION and status.details["rebuildNeeded"] is None
         # The manager's open connection now reads the new layout.
-        assert not m._read_db.legacy_layout()
+        with m.index.reading() as db:
+            assert not db.legacy_layout()
         for q in QUESTIONS:
             assert [(r.path, r.start_line) for r in m.search(q).results] == before[q], q
 

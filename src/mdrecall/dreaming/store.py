@@ -445,7 +445,7 @@ def enforce_bound(state: StoreState, cfg: DreamingConfig, now: datetime) -> int:
     excess = len(state.entries) - cfg.maxEntries
     if excess <= 0:
         return 0
-    ranked = sorted(((_eviction_rank(e, now, cfg), e.key) for e in state.entries.values()))
+    ranked = sorted((_eviction_rank(e, now, cfg), e.key) for e in state.entries.values())
     slack = cfg.maxEntries // 10
     evicted = 0
     for rank, key in ranked:

