@@ -376,21 +376,20 @@ def _table_sizes(path: str | Path) -> dict[str, float]:
 
 
 def _recall_tracking(manager: Any) -> dict[str, Any] | None:
-    writer = getattr(manager, "recall_writer", None)
-    if writer is None:
-        return None
     t0 = time.perf_counter()
     manager.flush()
-    searches = max(1, writer.recorded)
+    flushed_ms = round((time.perf_counter() - t0) * 1000, 1)
+    tracking = manager.status().details.get("recallTracking")
+    if not tracking:
+        return None
     return {
-        "flush_after_burst_ms": round((time.perf_counter() - t0) * 1000, 1),
+        "flush_after_burst_ms": flushed_ms,
         # CPU of the recording thread per search: reading the hit notes, narrowing them to facts,
         # and the store update; and the store update alone (lock, write, commit).
-        "cpu_ms_per_search": round(writer.cpu_seconds / searches * 1000, 3),
-        "store_cpu_ms_per_search": round(writer.store_seconds / searches * 1000, 3),
-        "wall_ms_per_search": round(writer.seconds / searches * 1000, 3),
-        "searches": writer.recorded,
-        "store_updates": writer.batches,
+        "cpu_ms_per_search": tracking["cpuMsPerSearch"],
+        "store_cpu_ms_per_search": tracking["storeCpuMsPerSearch"],
+        "searches": tracking["recorded"],
+        "store_updates": tracking["storeUpdates"],
     }
 
 
@@ -412,19 +411,22 @@ def _search_phases(manager: Any, queries: list[str], embed: bool, spec: dict[str
     out["query_hit_rate"] = round(hits[0] / max(1, hits[1]), 3)
     cfg = manager.config
     provider = manager.provider if embed else None
-    db = manager._read_db  # benchmark-only: the manager's own read connection
+    # Benchmark-only: the manager's own read connection (held for the timings: nothing else reads).
+    with manager.index.reading() as db:
+        knn = manager._vector_search_fn(db)[0] if provider else None
 
-    def pipeline(q: str) -> None:
-        plan = SearchPlan(q, cfg.query.maxResults, cfg.query.minScore, None, datetime.now(UTC))
-        run_search(db, cfg, plan, provider.embed_query if provider else None, manager.vector_search_fn()[0] if provider else None, [])
+        def pipeline(q: str) -> None:
+            plan = SearchPlan(q, cfg.query.maxResults, cfg.query.minScore, None, datetime.now(UTC))
+            run_search(db, cfg, plan, provider.embed_query if provider else None, knn, [])
 
-    out["pipeline"] = _timed(pipeline, queries[5:], queries[:5])
+        out["pipeline"] = _timed(pipeline, queries[5:], queries[:5])
+        if embed:
+            import numpy as np
+
+            vec = np.asarray(provider.embed_query(queries[0]), dtype=np.float32)
+            out["knn_in_memory"] = _timed(lambda _i: manager.vectors.search(db, vec, 60, None), list(range(100)), [0])
+            out["knn_disk_scan"] = _timed(lambda _i: sqlite_vec_search(db, vec, 60, None), list(range(20)), [0])
     if embed:
-        import numpy as np
-
-        vec = np.asarray(provider.embed_query(queries[0]), dtype=np.float32)
-        out["knn_in_memory"] = _timed(lambda _i: manager._vectors.search(db, vec, 60, None), list(range(100)), [0])
-        out["knn_disk_scan"] = _timed(lambda _i: sqlite_vec_search(db, vec, 60, None), list(range(20)), [0])
         out["query_embedding"] = _idle_and_busy(provider.embed_query, queries, spec)
     return out
 
@@ -456,7 +458,7 @@ def child_keyword(spec: dict[str, Any]) -> dict[str, Any]:
         t0, c0 = time.perf_counter(), time.process_time()
         report = m.sync()
         index_s, index_cpu = time.perf_counter() - t0, time.process_time() - c0
-        chunks = m.status()["chunks"]
+        chunks = m.status().chunks
         noop = _noop_resync(m)
         search = _search_phases(m, queries, False, spec)
     return {
@@ -489,9 +491,10 @@ def child_open(spec: dict[str, Any]) -> dict[str, Any]:
             m.provider.embed_query("warm up")
             out["model_load_s"] = round(time.perf_counter() - t2, 3)
             t3 = time.perf_counter()
-            m._vectors.load(m._read_db)
+            with m.index.reading() as db:
+                m.vectors.load(db)
             out["vector_warmup_s"] = round(time.perf_counter() - t3, 3)
-            out["vectors_loaded"] = m._vectors.loaded_vectors
+            out["vectors_loaded"] = m.vectors.loaded_vectors
         t4 = time.perf_counter()
         m.search("what did we decide about the trip?")
         out["first_search_s"] = round(time.perf_counter() - t4, 3)
@@ -514,7 +517,7 @@ def child_model(spec: dict[str, Any]) -> dict[str, Any]:
         t0, c0 = time.perf_counter(), time.process_time()
         report = m.sync()
         index_s, index_cpu = time.perf_counter() - t0, time.process_time() - c0
-        chunks = m.status()["chunks"]
+        chunks = m.status().chunks
         throughput = _encoder_throughput(provider, store)
         search = _search_phases(m, queries, True, spec)
     finally:

@@ -252,6 +252,7 @@ def test_background_writer_records_exactly_what_recording_each_search_would(
         m.flush()
         tracking = m.status().details["recallTracking"]
         assert tracking["recorded"] == len(plan) + 1 and 1 <= tracking["storeUpdates"] <= len(plan) + 1  # + the read
+        assert tracking["lastError"] is None and tracking["cpuMsPerSearch"] > tracking["storeCpuMsPerSearch"] > 0
         live = {k: e.to_json() for k, e in RecallStore(workspace).load().entries.items()}
     for (query, now), response in zip(plan, responses):
         record_recalls(twin, query, response.results, now, config=UTC)

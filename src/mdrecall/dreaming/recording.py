@@ -546,7 +546,16 @@ class RecallWriter:
     def status(self) -> dict[str, Any]:
         with self._cond:
             queued = len(self._queue)
-        return {"queued": queued, "recorded": self.recorded, "storeUpdates": self.batches, "lastError": self.last_error}
+        searches = max(1, self.recorded)
+        return {
+            "queued": queued,
+            "recorded": self.recorded,
+            "storeUpdates": self.batches,
+            # CPU of the recording thread per recorded search or read, and of its store updates alone.
+            "cpuMsPerSearch": round(self.cpu_seconds / searches * 1000, 3),
+            "storeCpuMsPerSearch": round(self.store_seconds / searches * 1000, 3),
+            "lastError": self.last_error,
+        }
 
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Record everything queued now and wait for it; False if ``timeout`` passed first."""
