@@ -52,9 +52,12 @@ def document_workers() -> int:
 
 def configure() -> None:
     """Limit BLAS to one thread, once per process (cheap after the first call)."""
+    if not _configured:
+        _configure_once()
+
+
+def _configure_once() -> None:
     global _configured, _limiter
-    if _configured:
-        return
     with _lock:
         if _configured:
             return

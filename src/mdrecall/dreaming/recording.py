@@ -481,7 +481,7 @@ class RecallWriter:
         self.cpu_seconds = 0.0  # CPU time of the recording thread (benchmarks)
         self.store_seconds = 0.0  # of which in the store (lock, read, write, commit)
         self.last_error: str | None = None
-        self._store: RecallStore | None = None
+        self._store: _TimedStore | None = None
         self._cache = BlockCache()
 
     def submit(self, query: str, results: Any, now: datetime | None) -> None:

@@ -43,6 +43,7 @@ from mdrecall.dreaming.locking import FileLock
 from mdrecall.dreaming.paths import store_path as json_store_path
 from mdrecall.dreaming.scoring import evaluate
 from mdrecall.errors import StoreError
+from mdrecall.store.sql import rows, scalar
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,7 @@ class Entries(MutableMapping[str, RecallEntry]):
         if self._all_loaded:
             return
         assert self._conn is not None
-        for key, text in self._conn.execute("SELECT key, entry FROM entries").fetchall():
+        for key, text in rows(self._conn, "SELECT key, entry FROM entries"):
             if key not in self._live and key not in self._deleted:
                 self._materialize(key, text)
         self._all_loaded = True
@@ -128,7 +129,7 @@ class Entries(MutableMapping[str, RecallEntry]):
         if self._all_loaded:
             return len(self._live)
         assert self._conn is not None
-        stored = int(self._conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0])
+        stored = int(scalar(self._conn, "SELECT COUNT(*) FROM entries"))
         new = sum(1 for k in self._live if k not in self._stored)
         gone = sum(1 for k in self._deleted if k in self._stored or k not in self._live)
         return stored + new - gone
@@ -138,10 +139,8 @@ class Entries(MutableMapping[str, RecallEntry]):
         found: set[str] = {k for k in self._live if k.startswith(prefix)}
         if not self._all_loaded:
             assert self._conn is not None
-            rows = self._conn.execute(
-                "SELECT key FROM entries WHERE key >= ? AND key < ?", (prefix, prefix + "\U0010ffff")
-            ).fetchall()
-            found.update(k for (k,) in rows if k.startswith(prefix))
+            keys = rows(self._conn, "SELECT key FROM entries WHERE key >= ? AND key < ?", (prefix, prefix + "\U0010ffff"))
+            found.update(k for (k,) in keys if k.startswith(prefix))
         return sorted(k for k in found if k not in self._deleted)
 
     def all_keys(self) -> list[str]:
@@ -278,7 +277,7 @@ class RecallStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = apsw.Connection(str(self.path))
         conn.setbusytimeout(int(self.lock_timeout * 1000))
-        if str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]).lower() != "wal":
+        if str(scalar(conn, "PRAGMA journal_mode=WAL")).lower() != "wal":
             raise StoreError(f"cannot switch {self.path} to WAL mode")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute(_SCHEMA)
@@ -418,7 +417,7 @@ def _save(conn: apsw.Connection, state: StoreState) -> bool:
     conn.executemany("DELETE FROM entries WHERE key = ?", [(k,) for k in deletes])
     conn.executemany("INSERT OR IGNORE INTO promoted(hash) VALUES(?)", [(h,) for h in sorted(added)])
     conn.executemany("DELETE FROM promoted WHERE hash = ?", [(h,) for h in sorted(removed)])
-    if added and int(conn.execute("SELECT COUNT(*) FROM promoted").fetchone()[0]) > MAX_PROMOTED_HASHES:
+    if added and int(scalar(conn, "SELECT COUNT(*) FROM promoted")) > MAX_PROMOTED_HASHES:
         conn.execute(
             "DELETE FROM promoted WHERE hash NOT IN (SELECT hash FROM promoted ORDER BY hash DESC LIMIT ?)",
             (MAX_PROMOTED_HASHES,),

@@ -23,6 +23,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -75,7 +76,7 @@ class _Layer:
 class NumpyBertEncoder:
     """``encode(text) -> unit vector``; ``encode_many(texts)`` over the document worker threads."""
 
-    def __init__(self, model_dir: Path, weights: dict[str, np.ndarray], config: dict, max_seq_length: int) -> None:
+    def __init__(self, model_dir: Path, weights: dict[str, np.ndarray], config: dict[str, Any], max_seq_length: int) -> None:
         from tokenizers import Tokenizer
 
         self._tokenizer_file = str(model_dir / "tokenizer.json")

@@ -105,8 +105,10 @@ class LocalEmbeddingProvider(ProviderBase):
                 if self._max_seq_override is not None:
                     st.max_seq_length = min(self._max_seq_override, st.max_seq_length or self._max_seq_override)
                 if self._numpy_encoder is None:
-                    self._dims = int(st.get_embedding_dimension())  # type: ignore[attr-defined]
-                    self._max_tokens = int(st.max_seq_length)
+                    dims, max_tokens = st.get_embedding_dimension(), st.max_seq_length
+                    if dims is None or max_tokens is None:
+                        raise ProviderUnavailableError(f"local model {self.model!r} does not say its vector size or input length")
+                    self._dims, self._max_tokens = int(dims), int(max_tokens)
                     self._count_tokenizer = None
                 self._st = st
             return self._st
@@ -168,7 +170,7 @@ class LocalEmbeddingProvider(ProviderBase):
             return []
         if self._numpy_encoder is not None:
             try:
-                return self._numpy_encoder.encode_many(texts).tolist()  # type: ignore[no-any-return]
+                return self._numpy_encoder.encode_many(texts).tolist()
             except Exception as exc:
                 raise EmbeddingError(f"local model failed to embed: {exc}") from exc
         return self._encode(texts)
@@ -176,7 +178,7 @@ class LocalEmbeddingProvider(ProviderBase):
     def embed_query(self, text: str) -> list[float]:
         if self._numpy_encoder is not None:
             try:
-                return self._numpy_encoder.encode(text).tolist()  # type: ignore[no-any-return]
+                return self._numpy_encoder.encode(text).tolist()
             except Exception as exc:
                 raise EmbeddingError(f"local model failed to embed the query: {exc}") from exc
         # One short text: call the modules directly. ``encode`` adds 3–5 ms of per-call bookkeeping

@@ -21,6 +21,7 @@ import apsw
 
 from mdrecall.search.scope import Scope, ScopeLike, as_scope
 from mdrecall.store.db import IndexDB
+from mdrecall.store.sql import Row, rows
 from mdrecall.text import CJK_CHAR, fts_match_expression, query_terms
 
 
@@ -78,13 +79,14 @@ def keyword_search(db: IndexDB, query: str, limit: int, scope: ScopeLike, tokeni
     return [Candidate(r[0], r[1], r[2], r[3], r[4], r[5], -float(r[6])) for r in rows]
 
 
-def _ranked(db: IndexDB, expression: str, rare: list[str] | None, limit: int, where: Scope) -> list[tuple]:
+def _ranked(db: IndexDB, expression: str, rare: list[str] | None, limit: int, where: Scope) -> list[Row]:
     """(rowid, path, source, start line, end line, text, rank) of the best matches of ``expression``,
     best first; with ``rare``, only among the chunks that hold one of those terms."""
     clause, args = where.sql()
     if rare is None:
         # FTS5's optimised ORDER BY rank LIMIT: only the top rows are kept while ranking.
-        ranked, match_args, order = "SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ?", (expression,), "rank"
+        ranked, order = "SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ?", "rank"
+        match_args: tuple[str, ...] = (expression,)
     else:
         # The full BM25 (every term), for the chunks that hold a rare term only. bm25(), not the
         # rank column: ORDER BY rank would make FTS5 rank every match before the filter applies.
@@ -92,7 +94,10 @@ def _ranked(db: IndexDB, expression: str, rare: list[str] | None, limit: int, wh
             "SELECT rowid, bm25(chunks_fts) AS score FROM chunks_fts WHERE chunks_fts MATCH ? "
             "AND +rowid IN (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?)"
         )
-        match_args, order = (expression, fts_match_expression(rare)), "score"
+        rare_expression = fts_match_expression(rare)
+        if rare_expression is None:  # no rare term survives as FTS syntax: rank every match
+            return _ranked(db, expression, None, limit, where)
+        match_args, order = (expression, rare_expression), "score"
     # A filter (sources, other sessions' transcripts) applies to four times as many; when it leaves
     # too few while more matches exist, rank every match under the filter, so hidden rows can never
     # crowd visible ones out of the candidates.
@@ -102,14 +107,14 @@ def _ranked(db: IndexDB, expression: str, rare: list[str] | None, limit: int, wh
         f"(SELECT rowid, {order}, count(*) OVER () AS n FROM ({ranked} ORDER BY {order} LIMIT ?)) AS f "
         f"JOIN chunks c ON c.rowid = f.rowid WHERE 1=1{clause} ORDER BY f.{order} LIMIT ?"
     )
-    rows = db.conn.execute(fast, (*match_args, inner, *args, limit)).fetchall()
-    if where.restricted and len(rows) < limit and (not rows or rows[0][7] >= inner):
+    found = rows(db.conn, fast, (*match_args, inner, *args, limit))
+    if where.restricted and len(found) < limit and (not found or found[0][7] >= inner):
         full = (
             f"SELECT {_COLUMNS}, f.{order} FROM ({ranked}) f JOIN chunks c ON c.rowid = f.rowid "
             f"WHERE 1=1{clause} ORDER BY f.{order} LIMIT ?"
         )
-        rows = db.conn.execute(full, (*match_args, *args, limit)).fetchall()
-    return rows
+        found = rows(db.conn, full, (*match_args, *args, limit))
+    return found
 
 
 def _trigram_search(db: IndexDB, terms: list[str], limit: int, scope: Scope) -> list[Candidate]:
@@ -154,15 +159,15 @@ def scan_search(db: IndexDB, query: str, limit: int, scope: ScopeLike) -> list[C
     if not terms:
         return []
     clause, args = as_scope(scope).sql()
-    rows = db.conn.execute(f"SELECT {_COLUMNS} FROM chunks c WHERE 1=1{clause}", args).fetchall()
-    lowered = [r[5].lower() for r in rows]
-    n = max(1, len(rows))
+    stored = rows(db.conn, f"SELECT {_COLUMNS} FROM chunks c WHERE 1=1{clause}", args)
+    lowered = [r[5].lower() for r in stored]
+    n = max(1, len(stored))
     idf = {}
     for term in terms:
         df = sum(1 for text in lowered if term in text)
         idf[term] = math.log(1 + (n - df + 0.5) / (df + 0.5))
     scored = []
-    for r, text in zip(rows, lowered):
+    for r, text in zip(stored, lowered):
         score = sum(idf[t] * min(text.count(t), 3) / (min(text.count(t), 3) + 0.5) for t in terms if t in text)
         if score > 0:
             scored.append(Candidate(r[0], r[1], r[2], r[3], r[4], r[5], score))

@@ -24,6 +24,7 @@ import apsw
 from mdrecall.config import mdrecall_home
 from mdrecall.crashpoints import crash_point
 from mdrecall.store.db import ChunkRow, FileRow, IndexDB, StoreOptions
+from mdrecall.store.sql import scalar
 
 __all__ = [
     "ChunkRow",
@@ -123,10 +124,10 @@ def _match_page_size(built: IndexDB, dest: apsw.Connection) -> None:
     """The backup API cannot copy into a WAL database of another page size, and a WAL database's
     page size is fixed: an index created with 4 KiB pages (schema 2) keeps them, so the rebuilt
     copy is re-paged to match first (a VACUUM of the private copy, nobody else has it open)."""
-    live_size = int(dest.execute("PRAGMA page_size").fetchone()[0])
-    has_pages = int(dest.execute("PRAGMA page_count").fetchone()[0]) > 0
+    live_size = int(scalar(dest, "PRAGMA page_size"))
+    has_pages = int(scalar(dest, "PRAGMA page_count")) > 0
     conn = built.conn
-    if not has_pages or int(conn.execute("PRAGMA page_size").fetchone()[0]) == live_size:
+    if not has_pages or int(scalar(conn, "PRAGMA page_size")) == live_size:
         return
     conn.execute("PRAGMA journal_mode=DELETE")
     conn.execute(f"PRAGMA page_size={live_size}")
