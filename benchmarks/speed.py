@@ -398,7 +398,7 @@ def _search_phases(manager: Any, queries: list[str], embed: bool, spec: dict[str
     a warm process, idle and (``--busy``) beside a competing load; ``pipeline``: retrieval, fusion
     and truncation alone; for hybrid also the KNN alone (in memory, and scanning the stored vectors)."""
     from mdrecall.search.pipeline import SearchPlan, run_search
-    from mdrecall.search.vector import sqlite_vec_search
+    from mdrecall.search.vector import stored_vector_search
 
     hits = [0, 0]
 
@@ -425,7 +425,7 @@ def _search_phases(manager: Any, queries: list[str], embed: bool, spec: dict[str
 
             vec = np.asarray(provider.embed_query(queries[0]), dtype=np.float32)
             out["knn_in_memory"] = _timed(lambda _i: manager.vectors.search(db, vec, 60, None), list(range(100)), [0])
-            out["knn_disk_scan"] = _timed(lambda _i: sqlite_vec_search(db, vec, 60, None), list(range(20)), [0])
+            out["knn_disk_scan"] = _timed(lambda _i: stored_vector_search(db, vec, 60, None), list(range(20)), [0])
     if embed:
         out["query_embedding"] = _idle_and_busy(provider.embed_query, queries, spec)
     return out

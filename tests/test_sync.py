@@ -150,7 +150,7 @@ def test_only_uncached_chunks_are_embedded(make_ws: Callable[..., Path], cfg: Ca
         chunks = m.status().chunks
         assert chunks == 5
         assert stats.documents == first.chunks_embedded == 4
-        assert m.status().details["vector"]["backend"] == "sqlite-vec"
+        assert m.status().details["vector"]["encoding"] == "float16"
 
         stats.reset()
         second = m.sync()

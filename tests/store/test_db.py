@@ -17,6 +17,11 @@ def _vec(seed: int, dims: int = 8) -> bytes:
     return vector_to_blob(v / np.linalg.norm(v))
 
 
+def _f16(blob: bytes) -> bytes:
+    """A unit float32 vector as new files store it."""
+    return np.frombuffer(blob, np.float32).astype(np.float16).tobytes()
+
+
 def _chunk(path: str, i: int, text: str, embedding: bytes | None = None) -> ChunkRow:
     return ChunkRow(f"{path}:{i}", path, "memory", i + 1, i + 1, f"h{path}{i}", text, embedding, text)
 
@@ -37,7 +42,8 @@ def test_schema_wal_and_capabilities(tmp_path: Path) -> None:
     db = IndexDB(tmp_path / "i.sqlite", StoreOptions())
     try:
         assert db.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert db.conn.execute("PRAGMA page_size").fetchone()[0] == 8192  # five vectors a page
+        assert db.conn.execute("PRAGMA page_size").fetchone()[0] == 8192
+        assert db.vector_encoding() == "float16"
         assert db.caps.fts_available and db.caps.vector_available and db.caps.vec_version
         db.ensure_vec_table(8)
         assert {"meta", "files", "chunks", "chunks_fts", "embedding_spaces", "embedding_cache", "skipped_files"} <= _tables(db)
@@ -70,7 +76,7 @@ def test_replace_and_remove_touch_every_table(tmp_path: Path) -> None:
         # The surviving FTS row and vector belong to the surviving chunk.
         assert db.conn.execute("SELECT rowid FROM chunks_fts").fetchall() == db.conn.execute("SELECT rowid FROM chunks").fetchall()
         (blob,) = db.conn.execute("SELECT v.embedding FROM chunks c JOIN embedding_cache v ON v.rowid = c.vector_id").fetchone()
-        assert blob == _vec(9)
+        assert blob == _f16(_vec(9))  # stored as float16: half the bytes
         # Unused vectors are pruned first, least recently used first; the ones in use never.
         with db.conn:
             assert db.cache_prune(1) == 3
@@ -118,7 +124,9 @@ def test_embedding_cache_get_put_prune(tmp_path: Path) -> None:
             db.cache_put("local", "m", "k", [(f"h{i}", _vec(i)) for i in range(10)])
         got = db.cache_get("local", "m", "k", [f"h{i}" for i in range(12)])
         assert sorted(got) == sorted(f"h{i}" for i in range(10))
-        assert got["h3"] == _vec(3)
+        # Handed back as float32 (what every store speaks), within float16's rounding of what was put.
+        assert len(got["h3"]) == len(_vec(3)) and _f16(got["h3"]) == _f16(_vec(3))
+        assert np.allclose(np.frombuffer(got["h3"], np.float32), np.frombuffer(_vec(3), np.float32), atol=1e-3)
         assert db.cache_get("local", "m", "other-key", ["h1"]) == {}  # keyed by provider identity too
         with db.conn:
             db.cache_touch("local", "m", "k", ["h0", "h1"])  # most recently used survive pruning
@@ -144,8 +152,10 @@ def test_missing_vector_extension_is_reported(tmp_path: Path) -> None:
         db.replace_file(FileRow("memory/a.md", "memory", "ha", 1, 10), [_chunk("memory/a.md", 0, "alpha", _vec(1))], "m")
         # Vectors are stored without the extension (searched in process).
         assert _referenced(db) == 1
-        legacy, refs = db.vector_refs()
-        assert not legacy and db.vector_blobs(legacy, [(r[0], r[1]) for r in refs]) == [_vec(1)]
+        layout, refs = db.vector_refs()
+        assert not layout.legacy and layout.encoding == "float16"
+        stored = db.vector_blobs(layout, refs)
+        assert stored == [_f16(_vec(1))]
     finally:
         db.close()
 

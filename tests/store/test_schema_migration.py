@@ -11,7 +11,8 @@ import apsw
 import pytest
 
 from mdrecall import open_manager
-from mdrecall.store.db import SCHEMA_VERSION, IndexDB, StoreOptions
+from mdrecall.search.vector import stored_vector_search
+from mdrecall.store.db import SCHEMA_VERSION, IndexDB, StoreOptions, encode_vector
 from mdrecall.types import SearchResponse, SyncProgress
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "schema2"
@@ -82,9 +83,10 @@ def test_schema2_index_answers_then_migrates_without_reembedding(legacy: tuple[P
         tables = {r[0] for r in db.conn.execute("SELECT name FROM sqlite_master")}
         assert "chunks_vec" not in tables and "chunks_fts_content" not in tables
         assert db.integrity_ok()
-        # Each chunk's vector is the one the old index stored for it, byte for byte, stored once.
+        # Each chunk's vector is the one the old index stored for it (as float16), stored once.
         rows = db.conn.execute("SELECT c.id, v.embedding FROM chunks c JOIN embedding_cache v ON v.rowid = c.vector_id").fetchall()
-        assert dict(rows) == old_vectors
+        assert db.vector_encoding() == "float16"
+        assert dict(rows) == {chunk: encode_vector(blob, "float16") for chunk, blob in old_vectors.items()}
         assert db.cache_size() == 4
         # Swapped in over a database of 4 KiB pages, which a WAL database keeps.
         assert db.conn.execute("PRAGMA page_size").fetchone()[0] == 4096
@@ -99,3 +101,24 @@ def test_keyword_search_on_schema2_before_the_rebuild(legacy: tuple[Path, Path])
         response = m.search("backup bucket policy")
         assert response.mode == "keyword-only"
         assert [r.path for r in response.results][:1] == ["memory/2026-03-03.md"]
+
+
+def test_a_float32_index_without_sqlite_vec_is_searched_in_process(legacy: tuple[Path, Path], tmp_path: Path) -> None:
+    """Before its rebuild a schema-2 index holds float32 vectors, which sqlite-vec would scan past
+    the memory budget: without the extension the in-memory matrix answers whatever its size, and the
+    search says so. Once rebuilt (float16) nothing is degraded."""
+    ws, db_path = legacy
+    missing = str(tmp_path / "no-such-dir" / "vec0.so")
+    store = {"path": str(db_path), "vector": {"extensionPath": missing, "memoryCacheMiB": 0}}
+    with open_manager(ws, {**_config(db_path, sync={"watch": False, "onSearch": False}), "store": store}) as m:
+        assert m.status().details["vector"]["encoding"] == "float32"
+        response = m.search(QUESTIONS[0])
+        assert response.mode == "hybrid" and response.results
+        assert response.degraded and any("vectors searched in process" in w for w in response.warnings)
+        m.sync()
+        assert m.status().details["vector"]["encoding"] == "float16"
+        after = m.search(QUESTIONS[0])
+        assert after.mode == "hybrid" and not after.degraded
+        with m.index.reading() as db:
+            assert m._vector_search_fn(db) == (stored_vector_search, None)  # a NumPy scan of the stored vectors
+        assert [(r.path, r.start_line) for r in after.results] == [(r.path, r.start_line) for r in response.results]

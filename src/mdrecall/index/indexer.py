@@ -13,6 +13,14 @@ therefore read and hashed once more after the window has passed, before the sync
 Automatic syncs (``defer_sessions``) leave a growing transcript alone until the appended bytes or
 lines reach ``sync.sessions.deltaBytes`` / ``deltaMessages`` (checked against the stored size and
 hash, so only true appends are deferred); explicit syncs and rebuilds index everything.
+
+What the indexer asks of a store, all of it: ``files``, ``skipped``, ``record_skipped``,
+``touch_file``, ``remove_file``, ``replace_file(file, chunks, model, space)``, ``cache_get``,
+``cache_touch``, ``cache_put``, ``cache_prune`` and ``transaction``. Vectors cross that boundary as
+float32 bytes (``vector_to_blob``); how a store keeps them is its own affair (the SQLite index:
+float16). ``space`` names the embedding space the chunk vectors belong to (provider, model,
+provider key; None without a provider); ``cache_prune(n)`` keeps at most ``n`` vectors that no chunk
+uses (0 when the cache is off), never one in use.
 """
 
 from __future__ import annotations
@@ -338,7 +346,7 @@ class Indexer:
                 vectors[h] = vector_to_blob(vec)
             report.chunks_embedded += len(hashes)
             if self.config.cache.enabled:
-                with self.db.conn:
+                with self.db.transaction():
                     self.db.cache_put(provider.id, provider.model, self.ctx.provider_key, list(vectors.items()))
         for item in group:
             for i in item.missing:
@@ -358,7 +366,7 @@ class Indexer:
         if provider is None or not self.config.cache.enabled:
             return
         items = [(h, vector_to_blob(v)) for h, v in zip(hashes, vectors)]
-        with self.db.conn:
+        with self.db.transaction():
             self.db.cache_put(provider.id, provider.model, self.ctx.provider_key, items)
 
     def _write(self, item: PendingFile, report: SyncReport) -> None:

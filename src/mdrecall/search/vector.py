@@ -4,32 +4,36 @@ the stored vectors on disk when they do not fit its budget."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mdrecall import threads
 from mdrecall.search.keyword import _COLUMNS, Candidate
 from mdrecall.search.scope import Scope, ScopeLike, as_scope
-from mdrecall.store.db import IndexDB
+from mdrecall.store.db import IndexDB, VectorLayout, VectorRef, bytes_per_dim
+from mdrecall.store.sql import rows
 
 if TYPE_CHECKING:
     import numpy as np
 
-#: Vectors read and compared per step of a disk scan without sqlite-vec.
+#: Vectors read and compared per step of a disk scan in NumPy.
 SCAN_BLOCK = 4096
 
 
-def sqlite_vec_search(db: IndexDB, query_vec: np.ndarray, limit: int, scope: ScopeLike) -> list[Candidate]:
+def stored_vector_search(db: IndexDB, query_vec: np.ndarray, limit: int, scope: ScopeLike) -> list[Candidate]:
     """KNN straight from the database, for indexes whose vectors exceed the memory budget: one pass
-    over the stored vectors with sqlite-vec's ``vec_distance_cosine`` (or NumPy in blocks when the
-    extension is not loaded). The scope filter applies inside the scan."""
+    over the stored vectors, the scope filter applied inside the scan. sqlite-vec's
+    ``vec_distance_cosine`` reads float32 files; float16 files (and any file without the extension)
+    are scanned in NumPy, in blocks."""
     import numpy as np  # here and below, not at import: keyword-only searches never load numpy
 
     where = as_scope(scope)
     q = np.asarray(query_vec, dtype=np.float32)
-    if not db.caps.vector_available:
+    legacy, encoding = db.legacy_layout(), db.vector_encoding()
+    if not db.caps.vector_available or encoding != "float32":
         return _numpy_scan(db, q, limit, where)
     clause, args = where.sql()
-    if db.legacy_layout():
+    if legacy:
         sql = (
             "SELECT c.rowid, vec_distance_cosine(c.embedding, ?) AS d FROM chunks c "
             f"WHERE c.embedding IS NOT NULL AND length(c.embedding) = ?{clause} ORDER BY d LIMIT ?"
@@ -40,8 +44,7 @@ def sqlite_vec_search(db: IndexDB, query_vec: np.ndarray, limit: int, scope: Sco
             "JOIN embedding_cache v ON v.rowid = c.vector_id "
             f"WHERE length(v.embedding) = ?{clause} ORDER BY d LIMIT ?"
         )
-    rows = db.conn.execute(sql, (q.tobytes(), q.nbytes, *args, limit)).fetchall()
-    dist = {r[0]: float(r[1]) for r in rows}
+    dist = {int(r[0]): float(r[1]) for r in rows(db.conn, sql, (q.tobytes(), q.nbytes, *args, limit))}
     return _hydrate(db, list(dist), where, lambda rowid: 1.0 - dist[rowid])
 
 
@@ -50,40 +53,49 @@ def _numpy_scan(db: IndexDB, q: np.ndarray, limit: int, where: Scope) -> list[Ca
 
     threads.configure()
     q = q / (float(np.linalg.norm(q)) or 1.0)
-    legacy, refs = db.vector_refs()
+    layout, refs = db.vector_refs()
     if where.restricted:
-        refs = [r for r in refs if where.allows(r[2], r[3])]
+        refs = [r for r in refs if where.allows(r.source, r.path)]
+    size = len(q) * bytes_per_dim(layout.encoding)
     best: dict[int, float] = {}
     for start in range(0, len(refs), SCAN_BLOCK):
         block = refs[start : start + SCAN_BLOCK]
-        pairs = [(r, b) for r, b in zip(block, db.vector_blobs(legacy, [(r[0], r[1]) for r in block])) if b and len(b) == q.nbytes]
+        pairs = [(r, b) for r, b in zip(block, db.vector_blobs(layout, block)) if b and len(b) == size]
         if not pairs:
             continue
-        matrix = np.frombuffer(b"".join(b for _, b in pairs), dtype=np.float32).reshape(len(pairs), -1)
+        matrix = _matrix([b for _, b in pairs], len(q), layout)
         norms = np.linalg.norm(matrix, axis=1)
         norms[norms == 0] = 1.0
         sims = (matrix @ q) / norms
         for i in np.argsort(-sims)[:limit]:
-            best[int(pairs[i][0][0])] = float(sims[i])
+            best[pairs[int(i)][0].rowid] = float(sims[i])
         if len(best) > limit:
             best = dict(sorted(best.items(), key=lambda kv: -kv[1])[:limit])
     return _hydrate(db, list(best), where, lambda rowid: best[rowid])
 
 
-def _hydrate(db: IndexDB, rowids: list[int], scope: Scope, score_of) -> list[Candidate]:  # type: ignore[no-untyped-def]
+def _matrix(blobs: list[bytes], dims: int, layout: VectorLayout) -> np.ndarray:
+    """Stored vectors as one float32 matrix (a copy: the blobs are read-only bytes)."""
+    import numpy as np
+
+    raw = np.frombuffer(b"".join(blobs), dtype=np.float16 if layout.encoding == "float16" else np.float32)
+    return raw.reshape(len(blobs), dims).astype(np.float32)
+
+
+def _hydrate(db: IndexDB, rowids: list[int], scope: Scope, score_of: Callable[[int], float]) -> list[Candidate]:
     if not rowids:
         return []
     clause, args = scope.sql()
     marks = ",".join("?" * len(rowids))
-    rows = db.conn.execute(f"SELECT {_COLUMNS} FROM chunks c WHERE c.rowid IN ({marks}){clause}", (*rowids, *args)).fetchall()
-    out = [Candidate(r[0], r[1], r[2], r[3], r[4], r[5], score_of(r[0])) for r in rows]
+    found = rows(db.conn, f"SELECT {_COLUMNS} FROM chunks c WHERE c.rowid IN ({marks}){clause}", (*rowids, *args))
+    out = [Candidate(r[0], r[1], r[2], r[3], r[4], r[5], score_of(r[0])) for r in found]
     out.sort(key=lambda c: c.score, reverse=True)
     return out
 
 
 class InProcessVectors:
-    """All stored vectors as one normalised matrix: the KNN while the matrix fits ``max_bytes``
-    (and whatever its size when sqlite-vec cannot load).
+    """All stored vectors as one normalised float32 matrix: the KNN while the matrix fits
+    ``max_bytes`` (float32 in memory, whatever the file stores).
 
     A product over the vectors in memory takes ~1 ms at 10k × 384 (one BLAS thread: threads.py),
     against a scan of the vectors on disk per query. The matrix is refreshed only when the stored
@@ -101,7 +113,7 @@ class InProcessVectors:
         self._paths: list[str] = []
         self._matrix: Any = None
         self._index: dict[int, tuple[int, object]] = {}  # chunk rowid -> (matrix row, vector key)
-        self._epoch: tuple[int, object, bool] | None = None  # (connection, providerKey, legacy layout)
+        self._epoch: tuple[int, object, VectorLayout] | None = None  # (connection, providerKey, layout)
         self.loads = 0  # how many times the database was consulted after a change
         self.last_reread = 0  # vectors read from the database by the last load
         self.last_load_s = 0.0  # seconds the last load took (status, benchmarks)
@@ -147,25 +159,26 @@ class InProcessVectors:
             return
         started = time.perf_counter()
         meta = db.read_meta() or {}
-        legacy, refs = db.vector_refs()
+        layout, refs = db.vector_refs()
         self.loads += 1
-        epoch = (id(db), meta.get("providerKey"), legacy)
+        epoch = (id(db), meta.get("providerKey"), layout)
         reuse = epoch == self._epoch and self._matrix is not None and self._matrix.shape[1] > 0
         old = self._index if reuse else {}
         keep: list[int] = []  # matrix rows kept
-        kept_refs: list[tuple[int, object, str, str]] = []
-        fetch: list[tuple[int, object, str, str]] = []
+        kept_refs: list[VectorRef] = []
+        fetch: list[VectorRef] = []
         for ref in refs:
-            hit = old.get(ref[0])
-            if hit is not None and hit[1] == ref[1]:
+            hit = old.get(ref.rowid)
+            if hit is not None and hit[1] == ref.key:
                 keep.append(hit[0])
                 kept_refs.append(ref)
             else:
                 fetch.append(ref)
-        blobs = db.vector_blobs(legacy, [(r[0], r[1]) for r in fetch])
-        dims = self._matrix.shape[1] if keep else max((len(b) for b in blobs if b), default=0) // 4
-        fetched_refs = [r for r, b in zip(fetch, blobs) if b and len(b) == dims * 4]
-        fetched = self._normalised([b for b in blobs if b and len(b) == dims * 4], dims)
+        blobs = db.vector_blobs(layout, fetch)
+        width = bytes_per_dim(layout.encoding)
+        dims = int(self._matrix.shape[1]) if keep else max((len(b) for b in blobs if b), default=0) // width
+        fetched_refs = [r for r, b in zip(fetch, blobs) if b and len(b) == dims * width]
+        fetched = self._normalised([b for b in blobs if b and len(b) == dims * width], dims, layout)
         positions = np.asarray(keep, dtype=np.int64)
         if len(positions) and positions[0] == 0 and np.all(np.diff(positions) == 1):
             kept = self._matrix[: len(positions)]  # nothing before them removed: a view, no copy
@@ -173,22 +186,22 @@ class InProcessVectors:
             kept = self._matrix[positions] if len(positions) else np.zeros((0, dims), dtype=np.float32)
         self._matrix = np.concatenate([kept, fetched]) if len(fetched) else kept
         order = kept_refs + fetched_refs  # rows in the order they were assembled
-        self._rowids = np.asarray([r[0] for r in order], dtype=np.int64)
-        self._sources = np.array([r[2] for r in order], dtype=object)
-        self._paths = [r[3] for r in order]
-        self._index = {r[0]: (pos, r[1]) for pos, r in enumerate(order)}
+        self._rowids = np.asarray([r.rowid for r in order], dtype=np.int64)
+        self._sources = np.array([r.source for r in order], dtype=object)
+        self._paths = [r.path for r in order]
+        self._index = {r.rowid: (pos, r.key) for pos, r in enumerate(order)}
         self._epoch = epoch
         self._version = version
         self.last_reread = len(fetched_refs)
         self.last_load_s = time.perf_counter() - started
 
     @staticmethod
-    def _normalised(blobs: list[bytes], dims: int) -> np.ndarray:
+    def _normalised(blobs: list[bytes], dims: int, layout: VectorLayout) -> np.ndarray:
         import numpy as np
 
         if not blobs or not dims:
             return np.zeros((0, dims), dtype=np.float32)
-        matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), dims).copy()
+        matrix = _matrix(blobs, dims, layout)
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
         matrix /= norms
@@ -211,6 +224,5 @@ class InProcessVectors:
                 sims = np.where(allowed, sims, -np.inf)
             count = min(limit, len(sims))
             top = np.argpartition(-sims, count - 1)[:count] if count < len(sims) else np.arange(len(sims))
-            top = [i for i in top if np.isfinite(sims[i])]
-            scores = {int(self._rowids[i]): float(sims[i]) for i in top}
+            scores = {int(self._rowids[i]): float(sims[i]) for i in top if np.isfinite(sims[i])}
         return _hydrate(db, list(scores), where, lambda rowid: scores[rowid])

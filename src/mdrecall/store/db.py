@@ -10,7 +10,15 @@ by ``cache.maxEntries``); vectors in use are never pruned. The keyword index is 
 table (the text lives in ``chunks`` only; deleting by rowid needs ``contentless_delete``, SQLite
 3.43+). New databases use 8 KiB pages, which hold five 384-dimension vectors each without overflow
 pages (4 KiB pages hold two). Search reads vectors from here into memory (search/vector.py) or
-scans them with sqlite-vec's distance function; there is no vec0 table.
+scans them on disk; there is no vec0 table.
+
+Vectors are stored as float16 unit vectors (``vector_encoding`` in ``meta``): half the bytes of
+float32, and no ranking change on the dev sets (recall@budget identical to four decimals,
+docs/benchmarks.md). Search reads them back into float32. sqlite-vec cannot compute distances on
+float16, so its ``vec_distance_cosine`` scans only float32 files (schema 1/2, and schema-3 files
+written before the encoding was recorded); NumPy scans the others. Across this module's interface
+vectors are always float32 bytes (``vector_to_blob``): ``ChunkRow.embedding``, ``cache_put`` and
+``cache_get`` speak float32, whatever a store keeps.
 
 Schema 2 (every vector in ``chunks.embedding``, in a vec0 table and in the cache; FTS5 with its own
 copy of the text) is still read until the first sync rebuilds the index from the files, reusing
@@ -23,10 +31,12 @@ writes live here so the schema has one owner.
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -34,6 +44,7 @@ from typing import Any, NamedTuple
 import apsw
 
 from mdrecall.errors import StoreError
+from mdrecall.store.sql import rows, scalar
 
 SCHEMA_VERSION = 3
 META_KEY = "memory_index_meta_v1"
@@ -43,7 +54,12 @@ META_KEY = "memory_index_meta_v1"
 CHUNKS_VERSION_KEY = "chunks_version"
 #: Vector length the index was prepared for (``ensure_vec_table``).
 VECTOR_DIMS_KEY = "vector_dims"
-#: Page size of new databases: five 1,536-byte vectors (384 float32) fit one page.
+#: How this file stores vectors (``float16`` or ``float32``); absent: float32.
+VECTOR_ENCODING_KEY = "vector_encoding"
+#: The encoding of vectors in new databases.
+VECTOR_ENCODING = "float16"
+#: Page size of new databases: 8 KiB hold ten 768-byte vectors (384 float16) with their row headers;
+#: 4 KiB pages waste more of each page on vectors that do not pack evenly.
 PAGE_SIZE = 8192
 
 _SCHEMA = """
@@ -107,6 +123,7 @@ FTS_TOKENIZERS = {
 
 
 def vector_to_blob(vector: Sequence[float]) -> bytes:
+    """A vector as the store interface passes it: float32 bytes in the machine's order."""
     import numpy as np  # not on the keyword-only path (a one-shot search without it starts ~0.1 s sooner)
 
     return np.asarray(vector, dtype=np.float32).tobytes()
@@ -116,6 +133,50 @@ def blob_to_vector(blob: bytes) -> Any:
     import numpy as np
 
     return np.frombuffer(blob, dtype=np.float32)
+
+
+def encode_vector(blob: bytes, encoding: str) -> bytes:
+    """A float32 blob as ``encoding`` stores it. float16 keeps the unit vector: cosine similarity
+    does not depend on the length, and a unit vector's components cannot overflow float16."""
+    if encoding == "float32":
+        return blob
+    import numpy as np
+
+    vector = np.frombuffer(blob, dtype=np.float32)
+    norm = float(np.linalg.norm(vector))
+    return (vector / norm if norm else vector).astype(np.float16).tobytes()
+
+
+def decode_vector(blob: bytes, encoding: str) -> bytes:
+    """A stored blob back as float32 bytes."""
+    if encoding == "float32":
+        return blob
+    import numpy as np
+
+    return np.frombuffer(blob, dtype=np.float16).astype(np.float32).tobytes()
+
+
+def bytes_per_dim(encoding: str) -> int:
+    return 2 if encoding == "float16" else 4
+
+
+class VectorLayout(NamedTuple):
+    """Where a file keeps its vectors and in what form (they change when a rebuild is swapped in)."""
+
+    #: Schema 1/2: vectors in ``chunks.embedding``.
+    legacy: bool
+    #: ``float16`` or ``float32``.
+    encoding: str
+
+
+class VectorRef(NamedTuple):
+    """One chunk's vector. ``key`` names the stored vector: equal keys, equal vectors (schema 3: the
+    vector's row, which never changes; schema 1/2: the chunk's rowid and embed_hash)."""
+
+    rowid: int
+    key: object
+    source: str
+    path: str
 
 
 class VectorSpace(NamedTuple):
@@ -203,7 +264,7 @@ def _load_sqlite_vec(conn: apsw.Connection, extension_path: str | None) -> str:
         conn.load_extension(extension_path or _bundled_sqlite_vec())
     finally:
         conn.enable_load_extension(False)
-    return str(conn.execute("SELECT vec_version()").fetchone()[0])
+    return str(scalar(conn, "SELECT vec_version()"))
 
 
 class IndexDB:
@@ -232,7 +293,7 @@ class IndexDB:
         try:
             # Only takes effect on a new, empty file (and must precede WAL mode to do so).
             conn.execute(f"PRAGMA page_size={int(self.options.page_size)}")
-            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            mode = scalar(conn, "PRAGMA journal_mode=WAL")
             if str(mode).lower() != "wal":
                 raise StoreError(f"cannot switch {self.path} to WAL mode (got {mode})")
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -248,7 +309,11 @@ class IndexDB:
                         or conn.execute("ALTER TABLE chunks ADD COLUMN embed_hash TEXT")
                     )
             elif not self._has_tables(_SCHEMA_TABLES):
-                self._immediate(lambda: self.legacy_layout() or conn.execute(_SCHEMA))
+                encoding = (
+                    "INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO NOTHING",
+                    (VECTOR_ENCODING_KEY, VECTOR_ENCODING),
+                )
+                self._immediate(lambda: self.legacy_layout() or (conn.execute(_SCHEMA), conn.execute(*encoding)))
         except apsw.Error as exc:
             raise StoreError(f"cannot initialise index database {self.path}: {exc}") from exc
         if self.options.fts_enabled:
@@ -290,6 +355,13 @@ class IndexDB:
         connection."""
         return self._has_column("chunks", "embedding")
 
+    def vector_encoding(self) -> str:
+        """How this file stores vectors: ``float16`` (new databases) or ``float32`` (schema 1/2,
+        and schema-3 files from before the encoding was recorded). Asked again like the layout."""
+        if self.legacy_layout():
+            return "float32"
+        return self.get_kv(VECTOR_ENCODING_KEY) or "float32"
+
     def _immediate(self, work: Callable[[], object]) -> None:
         self.conn.execute("BEGIN IMMEDIATE")
         try:
@@ -312,7 +384,7 @@ class IndexDB:
         and to the full ``integrity_ok`` check, which the manager runs in the background."""
         damaged = (apsw.CorruptError, apsw.NotADBError, apsw.IOError)
         try:
-            tables = self.conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall()
+            tables = rows(self.conn, "SELECT name, sql FROM sqlite_master WHERE type = 'table'")
         except apsw.Error:
             return False
         for name, sql in tables:
@@ -333,8 +405,7 @@ class IndexDB:
 
     def integrity_ok(self) -> bool:
         try:
-            row = self.conn.execute("PRAGMA quick_check").fetchone()
-            return bool(row) and row[0] == "ok"
+            return bool(scalar(self.conn, "PRAGMA quick_check") == "ok")
         except apsw.Error:
             return False
 
@@ -384,11 +455,8 @@ class IndexDB:
             self.conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_fts_vocab USING fts5vocab(main, chunks_fts, row)")
             self._vocab_ready = True
         wanted = sorted(set(tokens.values()))
-        counts = dict(
-            self.conn.execute(
-                f"SELECT term, doc FROM temp.chunks_fts_vocab WHERE term IN ({','.join('?' * len(wanted))})", wanted
-            ).fetchall()
-        )
+        sql = f"SELECT term, doc FROM temp.chunks_fts_vocab WHERE term IN ({','.join('?' * len(wanted))})"
+        counts = {str(r[0]): int(r[1]) for r in rows(self.conn, sql, wanted)}
         return {word: int(counts.get(token, 0)) for word, token in tokens.items()}
 
     def _query_tokenizer(self) -> Any:
@@ -419,40 +487,41 @@ class IndexDB:
         with self.conn:
             self.set_kv(VECTOR_DIMS_KEY, str(int(dims)))
 
-    def space_id(self, space: VectorSpace, *, create: bool = False) -> int | None:
-        row = self.conn.execute(
-            "SELECT id FROM embedding_spaces WHERE provider = ? AND model = ? AND provider_key = ?", tuple(space)
-        ).fetchone()
-        if row is not None or not create:
-            return int(row[0]) if row else None
-        self.conn.execute("INSERT INTO embedding_spaces(provider, model, provider_key) VALUES(?, ?, ?)", tuple(space))
+    def space_id(self, space: VectorSpace) -> int | None:
+        """The row of an embedding space, None when nothing was ever stored in it."""
+        found = scalar(self.conn, "SELECT id FROM embedding_spaces WHERE provider = ? AND model = ? AND provider_key = ?", space)
+        return None if found is None else int(found)
+
+    def _space_for(self, space: VectorSpace) -> int:
+        """The row of an embedding space, created if new (inside the caller's transaction)."""
+        found = self.space_id(space)
+        if found is not None:
+            return found
+        self.conn.execute("INSERT INTO embedding_spaces(provider, model, provider_key) VALUES(?, ?, ?)", space)
         return int(self.conn.last_insert_rowid())
 
-    def vector_refs(self) -> tuple[bool, list[tuple[int, object, str, str]]]:
-        """(legacy layout?, [(chunk rowid, vector key, source, path)] for every chunk with a vector).
-        The key names the stored vector: equal keys, equal vectors (schema 3: the vector's row,
-        which never changes; schema 2: the chunk's rowid and embed_hash)."""
-        if self.legacy_layout():
-            rows = self.conn.execute(
-                "SELECT rowid, rowid || ':' || COALESCE(embed_hash, hash), source, path FROM chunks WHERE embedding IS NOT NULL"
-            ).fetchall()
-            return True, rows
-        return False, self.conn.execute(
-            "SELECT rowid, vector_id, source, path FROM chunks WHERE vector_id IS NOT NULL"
-        ).fetchall()
+    def vector_refs(self) -> tuple[VectorLayout, list[VectorRef]]:
+        """How the vectors are stored, and a :class:`VectorRef` for every chunk with a vector."""
+        layout = VectorLayout(self.legacy_layout(), self.vector_encoding())
+        if layout.legacy:
+            sql = "SELECT rowid, rowid || ':' || COALESCE(embed_hash, hash), source, path FROM chunks WHERE embedding IS NOT NULL"
+        else:
+            sql = "SELECT rowid, vector_id, source, path FROM chunks WHERE vector_id IS NOT NULL"
+        return layout, [VectorRef(*r) for r in rows(self.conn, sql)]
 
-    def vector_blobs(self, legacy: bool, refs: Sequence[tuple[int, object]]) -> list[bytes | None]:
-        """The stored vectors of ``refs`` ((chunk rowid, key) pairs from :meth:`vector_refs`), in order."""
+    def vector_blobs(self, layout: VectorLayout, refs: Sequence[VectorRef]) -> list[bytes | None]:
+        """The stored vectors of ``refs`` (from :meth:`vector_refs`), in order, as stored (see
+        ``layout.encoding``)."""
         sql = (
             "SELECT rowid, embedding FROM chunks WHERE rowid IN ({})"
-            if legacy
+            if layout.legacy
             else "SELECT rowid, embedding FROM embedding_cache WHERE rowid IN ({})"
         )
-        ids = [ref[0] if legacy else ref[1] for ref in refs]
+        ids = [ref.rowid if layout.legacy else ref.key for ref in refs]
         blobs: dict[object, bytes] = {}
         for start in range(0, len(ids), 500):
             batch = ids[start : start + 500]
-            blobs.update(self.conn.execute(sql.format(",".join("?" * len(batch))), batch).fetchall())
+            blobs.update((r[0], r[1]) for r in rows(self.conn, sql.format(",".join("?" * len(batch))), batch))
         return [blobs.get(i) for i in ids]
 
     # -- files -----------------------------------------------------------------------------------
@@ -509,19 +578,20 @@ class IndexDB:
     def replace_file(
         self, file: FileRow, chunks: Sequence[ChunkRow], model: str, vector_space: VectorSpace | None = None
     ) -> None:
-        """Atomically replace everything stored for one file. Chunk vectors go to the space
-        ``vector_space`` (default: a space named after ``model``)."""
+        """Atomically replace everything stored for one file. Chunk vectors (float32 bytes) go to
+        the space ``vector_space`` (default: a space named after ``model``)."""
         now = int(time.time())
         conn = self.conn
         with conn:
             self._delete_file_rows(file.path)
             space: int | None = None
+            encoding = self.vector_encoding() if any(c.embedding is not None for c in chunks) else ""
             for chunk in chunks:
                 vector_id = None
                 if chunk.embedding is not None:
                     if space is None:
-                        space = self.space_id(vector_space or VectorSpace("", model, ""), create=True)
-                    vector_id = self._store_vector(space, chunk.embed_hash or chunk.hash, chunk.embedding)
+                        space = self._space_for(vector_space or VectorSpace("", model, ""))
+                    vector_id = self._store_vector(space, chunk.embed_hash or chunk.hash, encode_vector(chunk.embedding, encoding))
                 conn.execute(
                     "INSERT INTO chunks(id, path, source, start_line, end_line, hash, model, text, vector_id, updated_at) "
                     "VALUES(?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO NOTHING",
@@ -537,15 +607,18 @@ class IndexDB:
             )
             self._bump_chunks_version()
 
-    def _store_vector(self, space: int, embed_hash: str, blob: bytes) -> int:
-        """The row of this vector, stored if new. A stored vector never changes (same input, same
-        model, same vector): the first one stays, and in-memory copies may trust its rowid."""
-        row = self.conn.execute(
-            "INSERT INTO embedding_cache(space, hash, embedding, updated_at) VALUES(?,?,?,?) "
-            "ON CONFLICT(space, hash) DO UPDATE SET updated_at = excluded.updated_at RETURNING rowid",
-            (space, embed_hash, blob, time.time_ns()),
-        ).fetchone()
-        return int(row[0])
+    def _store_vector(self, space: int, embed_hash: str, stored: bytes) -> int:
+        """The row of this vector (already in the file's encoding), stored if new. A stored vector
+        never changes (same input, same model, same vector): the first one stays, and in-memory
+        copies may trust its rowid."""
+        return int(
+            scalar(
+                self.conn,
+                "INSERT INTO embedding_cache(space, hash, embedding, updated_at) VALUES(?,?,?,?) "
+                "ON CONFLICT(space, hash) DO UPDATE SET updated_at = excluded.updated_at RETURNING rowid",
+                (space, embed_hash, stored, time.time_ns()),
+            )
+        )
 
     # -- counts ----------------------------------------------------------------------------------
     def counts(self) -> dict[str, dict[str, int]]:
@@ -560,23 +633,24 @@ class IndexDB:
         """(start line, end line, text length, has a vector) of ``path``'s chunks that overlap the
         lines ``first_line``..``last_line``, in line order (the inspector's chunk view)."""
         has_vector = "embedding IS NOT NULL" if self.legacy_layout() else "vector_id IS NOT NULL"
-        rows = self.conn.execute(
+        found = rows(
+            self.conn,
             f"SELECT start_line, end_line, length(text), {has_vector} FROM chunks "
             "WHERE path = ? AND end_line >= ? AND start_line <= ? ORDER BY start_line, end_line LIMIT ?",
             (path, first_line, last_line, limit),
-        ).fetchall()
-        return [(int(r[0]), int(r[1]), int(r[2]), bool(r[3])) for r in rows]
+        )
+        return [(int(r[0]), int(r[1]), int(r[2]), bool(r[3])) for r in found]
 
     def has_source(self, source: str) -> bool:
         """Whether any chunk of ``source`` is indexed (one lookup in idx_chunks_source)."""
         return self.conn.execute("SELECT 1 FROM chunks WHERE source = ? LIMIT 1", (source,)).fetchone() is not None
 
     def chunk_count(self) -> int:
-        return int(self.conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+        return int(scalar(self.conn, "SELECT COUNT(*) FROM chunks"))
 
     def data_version(self) -> int:
         """Changes whenever another connection commits (cheap staleness check for caches)."""
-        return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+        return int(scalar(self.conn, "PRAGMA data_version"))
 
     # -- embedding cache -------------------------------------------------------------------------
     # Every stored vector, the ones chunks use included: cache_get finds a chunk's vector before
@@ -587,16 +661,14 @@ class IndexDB:
         space = self.space_id(VectorSpace(provider, model, key))
         if space is None:
             return {}
+        encoding = self.vector_encoding()
         found: dict[str, bytes] = {}
         wanted = list(hashes)
         for start in range(0, len(wanted), 400):
             batch = wanted[start : start + 400]
             marks = ",".join("?" * len(batch))
-            found.update(
-                self.conn.execute(
-                    f"SELECT hash, embedding FROM embedding_cache WHERE space = ? AND hash IN ({marks})", (space, *batch)
-                ).fetchall()
-            )
+            sql = f"SELECT hash, embedding FROM embedding_cache WHERE space = ? AND hash IN ({marks})"
+            found.update((r[0], decode_vector(r[1], encoding)) for r in rows(self.conn, sql, (space, *batch)))
         return found
 
     def cache_touch(self, provider: str, model: str, key: str, hashes: Sequence[str]) -> None:
@@ -604,17 +676,18 @@ class IndexDB:
         if space is None:
             return
         now = time.time_ns()
-        self.conn.executemany(
-            "UPDATE embedding_cache SET updated_at = ? WHERE space = ? AND hash = ?", [(now, space, h) for h in hashes]
-        )
+        with self.conn:  # one transaction, not one per row
+            self.conn.executemany(
+                "UPDATE embedding_cache SET updated_at = ? WHERE space = ? AND hash = ?", [(now, space, h) for h in hashes]
+            )
 
     def cache_put(self, provider: str, model: str, key: str, items: Sequence[tuple[str, bytes]]) -> None:
         if not items:
             return
-        space = self.space_id(VectorSpace(provider, model, key), create=True)
-        assert space is not None
+        space = self._space_for(VectorSpace(provider, model, key))
+        encoding = self.vector_encoding()
         for h, blob in items:
-            self._store_vector(space, h, blob)
+            self._store_vector(space, h, encode_vector(blob, encoding))
 
     def cache_prune(self, max_entries: int | None) -> int:
         """Drop the least recently used vectors no chunk uses, down to ``max_entries`` of them."""
@@ -624,7 +697,7 @@ class IndexDB:
             "SELECT rowid FROM embedding_cache WHERE rowid NOT IN "
             "(SELECT vector_id FROM chunks WHERE vector_id IS NOT NULL)"
         )
-        excess = int(self.conn.execute(f"SELECT COUNT(*) FROM ({unused})").fetchone()[0]) - max_entries
+        excess = int(scalar(self.conn, f"SELECT COUNT(*) FROM ({unused})")) - max_entries
         if excess <= 0:
             return 0
         self.conn.execute(
@@ -634,7 +707,7 @@ class IndexDB:
 
     def cache_size(self) -> int:
         """Stored vectors, in use or not."""
-        return int(self.conn.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()[0])
+        return int(scalar(self.conn, "SELECT COUNT(*) FROM embedding_cache"))
 
     def seed_cache_from(self, old_path: Path) -> int:
         """Copy every vector of another index (the live one a rebuild replaces) into this one's
@@ -650,15 +723,18 @@ class IndexDB:
             return 0
         try:
             with conn:
-                tables = {r[0] for r in conn.execute("SELECT name FROM old.sqlite_master WHERE type='table'")}
-                now = time.time_ns()
+                tables = {r[0] for r in rows(conn, "SELECT name FROM old.sqlite_master WHERE type='table'")}
+                columns = {r[1] for r in rows(conn, "PRAGMA old.table_info(chunks)")} if "chunks" in tables else set()
+                stored = {str(r[0]): str(r[1]) for r in rows(conn, "SELECT key, value FROM old.meta")} if "meta" in tables else {}
+                # How the old file stores its vectors (schema 1/2 and early schema-3 files: float32).
+                old_encoding = "float32" if "embedding" in columns else stored.get(VECTOR_ENCODING_KEY, "float32")
+                copy = _VectorCopy(self, old_encoding)
                 if "embedding_spaces" in tables:
                     conn.execute(
                         "INSERT OR IGNORE INTO embedding_spaces(provider, model, provider_key) "
                         "SELECT provider, model, provider_key FROM old.embedding_spaces"
                     )
-                    conn.execute(
-                        "INSERT OR IGNORE INTO embedding_cache(space, hash, embedding, updated_at) "
+                    copy.run(
                         "SELECT s.id, c.hash, c.embedding, c.updated_at FROM old.embedding_cache c "
                         "JOIN old.embedding_spaces o ON o.id = c.space "
                         "JOIN embedding_spaces s ON s.provider = o.provider AND s.model = o.model AND s.provider_key = o.provider_key "
@@ -669,23 +745,19 @@ class IndexDB:
                         "INSERT OR IGNORE INTO embedding_spaces(provider, model, provider_key) "
                         "SELECT DISTINCT provider, model, provider_key FROM old.embedding_cache"
                     )
-                    conn.execute(
-                        "INSERT OR IGNORE INTO embedding_cache(space, hash, embedding, updated_at) "
+                    copy.run(
                         "SELECT s.id, c.hash, c.embedding, c.updated_at FROM old.embedding_cache c "
                         "JOIN embedding_spaces s ON s.provider = c.provider AND s.model = c.model AND s.provider_key = c.provider_key"
                     )
-                meta_row = conn.execute(f"SELECT value FROM old.meta WHERE key = '{META_KEY}'").fetchone() if "meta" in tables else None
-                columns = {r[1] for r in conn.execute("PRAGMA old.table_info(chunks)")} if "chunks" in tables else set()
-                meta = json.loads(meta_row[0]) if meta_row else {}
+                meta = json.loads(stored[META_KEY]) if META_KEY in stored else {}
                 if "embedding" in columns and meta.get("provider") not in (None, "none"):
                     # Schema 1/2 kept every chunk's vector in the chunk row as well (the cache may
                     # have been pruned below them).
-                    space = self.space_id(VectorSpace(meta["provider"], meta["model"], meta["providerKey"]), create=True)
+                    space = self._space_for(VectorSpace(meta["provider"], meta["model"], meta["providerKey"]))
                     hashed = "COALESCE(embed_hash, hash)" if "embed_hash" in columns else "hash"
-                    conn.execute(
-                        "INSERT OR IGNORE INTO embedding_cache(space, hash, embedding, updated_at) "
+                    copy.run(
                         f"SELECT ?, {hashed}, embedding, ? FROM old.chunks WHERE embedding IS NOT NULL ORDER BY rowid",
-                        (space, now),
+                        (space, time.time_ns()),
                     )
         except (apsw.Error, ValueError, KeyError, TypeError):
             pass  # a damaged old index only costs re-embedding
@@ -697,5 +769,26 @@ class IndexDB:
         return self.cache_size() - before
 
     # -- transactions ----------------------------------------------------------------------------
-    def transaction(self) -> Iterator[None]:
-        return self.conn  # type: ignore[return-value]
+    def transaction(self) -> AbstractContextManager[object]:
+        return self.conn  # apsw: the connection as a context manager is one transaction
+
+
+class _VectorCopy:
+    """Copies (space, hash, vector, updated_at) rows selected from an attached database into
+    ``embedding_cache``, re-encoding each vector from ``source`` to this file's encoding (in SQL
+    when they are the same)."""
+
+    def __init__(self, db: IndexDB, source: str) -> None:
+        self.db = db
+        self.source = source
+        self.target = db.vector_encoding()
+
+    def run(self, select: str, args: Sequence[Any] = ()) -> None:
+        insert = "INSERT OR IGNORE INTO embedding_cache(space, hash, embedding, updated_at) "
+        if self.source == self.target:
+            self.db.conn.execute(insert + select, tuple(args))
+            return
+        cursor = self.db.conn.execute(select, tuple(args))
+        while batch := list(itertools.islice(cursor, 1000)):
+            converted = [(r[0], r[1], encode_vector(decode_vector(r[2], self.source), self.target), r[3]) for r in batch]
+            self.db.conn.executemany(insert + "VALUES(?, ?, ?, ?)", converted)
