@@ -71,7 +71,7 @@ class LocalEmbeddingProvider(ProviderBase):
         self._numpy_encoder: Any = None
         if device == "cpu" and Path(location).is_dir():
             if importlib.util.find_spec("tokenizers") is None or importlib.util.find_spec("safetensors") is None:
-                raise ProviderUnavailableError(f"the local model needs tokenizers and safetensors: {_MODEL_PACKAGE_HINT}")
+                raise ProviderUnavailableError(f"tokenizers and safetensors are not installed (the local model reads its files with them): {_MODEL_PACKAGE_HINT}")
             from mdrecall.embeddings.bert_numpy import load_encoder
 
             self._numpy_encoder = load_encoder(Path(location), max_seq_length)
@@ -83,7 +83,7 @@ class LocalEmbeddingProvider(ProviderBase):
         else:
             if importlib.util.find_spec("sentence_transformers") is None:
                 raise ProviderUnavailableError(
-                    f"local model {self.model!r} needs sentence-transformers and torch: {_TORCH_HINT}"
+                    f"sentence-transformers is not installed (local model {self.model!r} runs on it and torch): {_TORCH_HINT}"
                 )
             self._load_model()  # load it now, so a broken model fails selection
 
