@@ -23,7 +23,6 @@ argument or a per-call keyword, not a schema property, so a model cannot widen i
 
 from __future__ import annotations
 
-import asyncio
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -322,6 +321,8 @@ class MemoryTools:
         self, name: str, arguments: Mapping[str, Any] | None, *, session_key: str | None = None
     ) -> dict[str, Any]:
         """:meth:`call` in a worker thread, so searches and embedding never block the event loop."""
+        import asyncio  # only the async API needs it: a one-shot CLI command never imports asyncio
+
         return await asyncio.to_thread(self.call, name, arguments, session_key=session_key)
 
     # -- memory_search
