@@ -68,6 +68,7 @@ def test_an_interrupted_first_index_keeps_what_it_finished(workspace: Path, tmp_
             # The live index holds its identity and every embedding made before the failure.
             status = m.status()
             assert status.details["meta"] is not None and status.details["cache"]["entries"] == 5
+            assert status.details["cache"]["unused"] == 5  # embedded, cached, no file written yet
         # The same model back: the next sync carries on where the first stopped (no rebuild from
         # nothing), and what was embedded is not paid for twice.
         flaky.allow, flaky.fail = 100, False

@@ -68,7 +68,7 @@ def test_replace_and_remove_touch_every_table(tmp_path: Path) -> None:
         # Replacing a file drops its old rows first; its old vectors stay, unreferenced, as the cache.
         db.replace_file(FileRow("memory/a.md", "memory", "ha2", 2, 11), [_chunk("memory/a.md", 7, "gamma", _vec(7))], "m")
         assert [_count(db, t) for t in ("files", "chunks", "chunks_fts", "embedding_cache")] == [2, 2, 2, 5]
-        assert _referenced(db) == 2
+        assert _referenced(db) == 2 and db.cache_unused() == 3
         hits = db.conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH 'alpha'").fetchall()
         assert hits == []
         db.remove_file("memory/a.md")

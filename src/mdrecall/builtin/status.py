@@ -47,7 +47,7 @@ def build_status(manager: BuiltinMemoryManager) -> Status:
         counts = db.counts()
         meta = db.read_meta()
         skipped = db.skipped()
-        cache_entries = db.cache_size()
+        cache_entries, cache_unused = db.cache_size(), db.cache_unused()
         vec_dims = db.vec_dims()
         encoding = db.vector_encoding()
         caps = db.caps
@@ -81,7 +81,9 @@ def build_status(manager: BuiltinMemoryManager) -> Status:
                 "loadedMiB": round(cache.loaded_bytes / 2**20, 1),
             },
         },
-        "cache": {"enabled": config.cache.enabled, "entries": cache_entries, "maxEntries": config.cache.maxEntries},
+        # entries: every stored vector; unused: those no chunk uses (maxEntries bounds them).
+        "cache": {"enabled": config.cache.enabled, "entries": cache_entries, "unused": cache_unused,
+                  "maxEntries": config.cache.maxEntries},
         "fallback": {"from": selection.fallback_from, "reason": selection.fallback_reason} if selection.fallback_from else None,
         # Remote providers: the last failed call (retried or not) and the OpenAI Batch API state.
         "providerError": provider.last_error if provider else None,

@@ -709,6 +709,15 @@ class IndexDB:
         """Stored vectors, in use or not."""
         return int(scalar(self.conn, "SELECT COUNT(*) FROM embedding_cache"))
 
+    def cache_unused(self) -> int:
+        """Stored vectors no chunk uses: the cache proper, which ``cache.maxEntries`` bounds."""
+        if self.legacy_layout():
+            return self.cache_size()  # schema 1/2: the cache is a table of its own
+        return int(scalar(
+            self.conn,
+            "SELECT COUNT(*) FROM embedding_cache WHERE rowid NOT IN (SELECT vector_id FROM chunks WHERE vector_id IS NOT NULL)",
+        ))
+
     def seed_cache_from(self, old_path: Path) -> int:
         """Copy every vector of another index (the live one a rebuild replaces) into this one's
         cache; returns how many were new. Reads schema 3 and schema 1/2 files (their chunks'
