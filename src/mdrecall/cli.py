@@ -23,6 +23,7 @@ FEATURE_MODULES: tuple[str, ...] = (
     "mdrecall.mcp_server",
     "mdrecall.watch",
     "mdrecall.dreaming.cli",
+    "mdrecall.backends.lancedb.cli",  # `mdrecall ltm` (a Click group; skipped without click installed)
 )
 
 

@@ -169,9 +169,9 @@ def build_server(capability: MemoryCapability, *, session_key: str | None = None
                     input_schema=spec.input_schema,
                     annotations=types.ToolAnnotations(
                         title=spec.name.replace("_", " "),
-                        read_only_hint=True,
-                        destructive_hint=False,
-                        idempotent_hint=True,
+                        read_only_hint=spec.read_only,
+                        destructive_hint=spec.destructive,
+                        idempotent_hint=spec.read_only,
                         open_world_hint=False,
                     ),
                 )

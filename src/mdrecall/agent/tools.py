@@ -115,6 +115,9 @@ class ToolSpec:
     name: str
     description: str
     input_schema: dict[str, Any]
+    # MCP annotations: a tool that writes (memory_store) or deletes (memory_forget) says so.
+    read_only: bool = True
+    destructive: bool = False
 
     def to_openai(self) -> dict[str, Any]:
         """The OpenAI-compatible ``tools`` entry (Chat Completions format)."""
@@ -133,6 +136,39 @@ TOOL_SPECS: dict[str, ToolSpec] = {
 
 class ToolInputError(ValueError):
     """Arguments a model sent that do not fit the schema; the message says which and why."""
+
+
+# --- tools contributed by backends ------------------------------------------------------------------
+# A backend package may ship a ``tools`` module (``mdrecall.backends.<name>.tools``) that calls
+# register_tool(); MemoryTools then offers those tools whenever that backend is configured.
+
+ToolHandler = Callable[[Any, Mapping[str, Any], "str | None"], dict[str, Any]]
+_EXTRA_TOOLS: dict[str, tuple[ToolSpec, ToolHandler]] = {}
+_BACKEND_TOOLS: dict[str, tuple[str, ...]] = {}
+
+
+def register_tool(spec: ToolSpec, handler: ToolHandler, *, backends: tuple[str, ...] = ()) -> None:
+    """Add a tool: ``handler(manager, arguments, session_key) -> dict``, offered for ``backends``."""
+    _EXTRA_TOOLS[spec.name] = (spec, handler)
+    for backend in backends:
+        names = _BACKEND_TOOLS.get(backend, ())
+        _BACKEND_TOOLS[backend] = names + (spec.name,) if spec.name not in names else names
+
+
+def backend_tools(backend: str) -> tuple[str, ...]:
+    """Names of the extra tools the backend provides (importing its ``tools`` module if it has one)."""
+    if backend not in _BACKEND_TOOLS and backend != "builtin":
+        import importlib
+
+        try:
+            importlib.import_module(f"mdrecall.backends.{backend}.tools")
+        except ImportError:
+            pass
+    return _BACKEND_TOOLS.get(backend, ())
+
+
+def tool_spec(name: str) -> ToolSpec:
+    return TOOL_SPECS[name] if name in TOOL_SPECS else _EXTRA_TOOLS[name][0]
 
 
 # --- citations -------------------------------------------------------------------------------------
@@ -339,7 +375,7 @@ class MemoryTools:
         self._manager_source: Callable[[], Any] = manager if is_factory else (lambda: manager)
         self.session_key = session_key
         self._citations = citations
-        unknown = [t for t in tools if t not in TOOL_SPECS]
+        unknown = [t for t in tools if t not in TOOL_SPECS and t not in _EXTRA_TOOLS]
         if unknown:
             raise ValueError(f"unknown memory tool(s): {', '.join(unknown)}")
         self.names = tools
@@ -347,7 +383,7 @@ class MemoryTools:
     # -- specs
 
     def specs(self) -> list[ToolSpec]:
-        return [TOOL_SPECS[name] for name in self.names]
+        return [tool_spec(name) for name in self.names]
 
     def openai_tools(self) -> list[dict[str, Any]]:
         return [spec.to_openai() for spec in self.specs()]
@@ -372,6 +408,12 @@ class MemoryTools:
         args = arguments or {}
         if name not in self.names:
             return {"error": f"unknown tool {name!r}; available: {', '.join(self.names)}"}
+        if name in _EXTRA_TOOLS and name not in TOOL_SPECS:
+            try:
+                manager = self.manager()
+            except Exception as exc:
+                return unavailable_result(exc)
+            return _EXTRA_TOOLS[name][1](manager, args, session_key if session_key is not None else self.session_key)
         handler = {MEMORY_SEARCH: self.memory_search, MEMORY_GET: self.memory_get, MEMORY_STATUS: self.memory_status}[name]
         return handler(args, session_key=session_key)
 

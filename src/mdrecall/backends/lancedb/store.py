@@ -334,13 +334,13 @@ class LanceStore:
     def _rewrite_without(self, ids: Sequence[str]) -> int:
         id_list = ", ".join(quote(i) for i in ids)
         found = self.read(lambda: self.table.search().where(f"id IN ({id_list})").with_row_address(True)
-                          .select(["id"]).limit(None).to_arrow())
+                          .select(["id", "_rowaddr"]).limit(None).to_arrow())
         if found.num_rows == 0:
             return 0
         fragments = sorted({int(a) >> 32 for a in found.column("_rowaddr").to_pylist()})
         ranges = " OR ".join(f"(_rowaddr >= {f << 32} AND _rowaddr < {(f + 1) << 32})" for f in fragments)
         neighbours = (self.table.search().where(f"({ranges}) AND id NOT IN ({id_list})").with_row_address(True)
-                      .limit(None).to_arrow())
+                      .select([*self.table.schema.names, "_rowaddr"]).limit(None).to_arrow())
         keep = neighbours.drop_columns(["_rowaddr"]).select(self.table.schema.names).cast(self.table.schema)
         # One commit: the fragments' other rows are rewritten (update) and the forgotten ones deleted,
         # so the old fragments end fully deleted and drop out of the table.
@@ -406,7 +406,7 @@ class LanceStore:
             return []
         clause = f"agentId = {quote(agent_id)}" + (f" AND ({where})" if where else "")
         q = (self.table.search(vector.astype(np.float32), vector_column_name="vector").distance_type("cosine")
-             .where(clause, prefilter=True).select(list(COLUMNS)).limit(limit))
+             .where(clause, prefilter=True).select([*COLUMNS, "_distance"]).limit(limit))
         return [Row.from_record(r) for r in self._records(q)]
 
     def keyword(self, query: str, agent_id: str, limit: int) -> list[tuple[Row, float]]:
@@ -414,7 +414,7 @@ class LanceStore:
             return []
         try:
             q = (self.table.search(query, query_type="fts").where(f"agentId = {quote(agent_id)}", prefilter=True)
-                 .select(list(COLUMNS)).limit(limit))
+                 .select([*COLUMNS, "_score"]).limit(limit))
             return [(Row.from_record(r), float(r.get("_score") or 0.0)) for r in self._records(q)]
         except Exception as exc:  # no full-text index yet
             log.debug("lancedb keyword search unavailable: %s", exc)
