@@ -27,6 +27,7 @@ from typing import Any
 
 from mdrecall.backends.lancedb.categories import MemoryCategory, detect_category
 from mdrecall.redact import redact_secrets
+from mdrecall.text import count_cjk
 
 _BLOCK = re.compile(r"<relevant-memories>.*?</relevant-memories>", re.IGNORECASE | re.DOTALL)
 _BLOCK_OPEN = re.compile(r"<relevant-memories>", re.IGNORECASE)
@@ -59,7 +60,7 @@ BUILTIN_TRIGGERS: tuple[re.Pattern[str], ...] = tuple(
         r"\b(?:remember|keep in mind|note that|don'?t forget)\b",
         r"\bprefer(?:s|red)?\b|\bfavou?rite\b|\bi'?d rather\b",
         r"\b(?:i|we)\s+(?:really\s+|also\s+|(?:do|don'?t|do not)\s+)?(?:like|love|hate|want|need|enjoy|dislike|avoid|use)\b",
-        r"\b(?:i|we)(?:'ve| have)?\s+(?:decided|agreed|chosen|chose|settled)\b|\bdecision\b",
+        r"\b(?:decided|agreed on|agreed to|agreed that|settled on)\b|\b(?:i|we)(?:'ve| have)?\s+(?:agreed|chosen|chose)\b|\bdecision\b",
         r"\b(?:we|i)(?:'ll| will| shall| are going to| am going to)\s+(?:use|go with|switch|stick|adopt|move)\b",
         r"\blet'?s (?:use|go with|stick with|switch to)\b|\bfrom now on\b|\bgoing forward\b",
         r"\b(?:always|never)\b",
@@ -163,7 +164,8 @@ def compile_triggers(custom: Iterable[str]) -> tuple[re.Pattern[str], ...]:
 
 def sentence_reason(sentence: str, min_chars: int, max_chars: int, triggers: Sequence[re.Pattern[str]]) -> str | None:
     """Why a sentence is not a candidate, or None when it is one."""
-    if len(sentence) < min_chars:
+    # A CJK character carries about as much as a short word: count it twice for the lower bound.
+    if len(sentence) + count_cjk(sentence) < min_chars:
         return "too short"
     if len(sentence) > max_chars:
         return "too long"
