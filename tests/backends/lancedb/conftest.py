@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -150,10 +149,3 @@ def open_ltm(local_model: Any, ltm_ws: Path, target: Target) -> Iterator[Callabl
     yield factory
     for manager in opened:
         manager.close()
-
-
-def subprocess_env(tmp_path: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env.setdefault("MDRECALL_HOME", str(tmp_path / "home"))
-    env["HF_HUB_OFFLINE"] = "1"
-    return env

@@ -218,8 +218,12 @@ class LanceStore:
                 self.commits += 1
                 return result
             except Exception as exc:
-                if not is_conflict(exc) or attempt == self.retries:
+                stale = is_missing_file(exc)  # our version's files were cleaned up by another process
+                if not (is_conflict(exc) or stale) or attempt == self.retries:
                     raise StoreError(f"LanceDB {what} failed: {exc}") from exc
+                if stale and self.table is not None:
+                    with contextlib.suppress(Exception):
+                        self.table.checkout_latest()
                 self.conflicts_retried += 1
                 log.info("%s: commit conflict (attempt %d), retrying: %s", what, attempt + 1, exc)
                 time.sleep(delay * (1 + random.random()))
