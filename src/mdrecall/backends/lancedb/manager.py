@@ -239,8 +239,8 @@ class LanceMemoryManager:
         for hook in self._flush_hooks:
             hook()
 
-    def _notify(self, query: str, response: SearchResponse, session_key: str | None) -> None:
-        now = datetime.now(timezone.utc)
+    def _notify(self, query: str, response: SearchResponse, session_key: str | None, now: datetime | None = None) -> None:
+        now = now or datetime.now(timezone.utc)
         for listener in list(self._listeners):
             try:
                 listener(query, response, session_key, now)
@@ -298,7 +298,7 @@ class LanceMemoryManager:
         scored, mode, notes = self.scored(query, limit, cutoff)
         response = self._response(scored, mode, notes)
         if scored:
-            self._notify(query.strip(), response, session_key)
+            self._notify(query.strip(), response, session_key, now)
         return response
 
     def recall(self, query: str, limit: int = 5, min_score: float | None = None, session_key: str | None = None) -> list[tuple[Row, float]]:
