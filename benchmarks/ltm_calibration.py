@@ -18,8 +18,9 @@ distributions those cutoffs must separate, on a hand-written set (below; no benc
 * ``relevant``: a prompt against the memory that should be recalled for it (best match);
 * ``off_topic``: a prompt about something else against its best-scoring memory.
 
-and prints, for each candidate cutoff, how many pairs land on each side, plus the cutoff with
-the fewest errors (ties: the highest recall cutoff / the highest duplicate threshold)::
+and prints, for each candidate cutoff, how many pairs land on each side, the cutoff with the
+fewest errors, and the lowest cutoff with no false alarm (no distinct memory merged as a duplicate;
+no off-topic prompt given a block), which is how the defaults were chosen::
 
     python benchmarks/ltm_calibration.py                  # bundled local model
     python benchmarks/ltm_calibration.py --provider openai # any provider in mdrecall's registry
@@ -146,6 +147,8 @@ def unit(vectors: list[list[float]]) -> np.ndarray:
 
 
 def measure(provider: object) -> dict[str, list[float]]:
+    from mdrecall.backends.lancedb.manager import language_ok
+
     memories = [m for t in TOPICS for m in t["memories"]]
     mem_vecs = unit(provider.embed_documents(memories))  # type: ignore[attr-defined]
     index = {m: i for i, m in enumerate(memories)}
@@ -162,11 +165,15 @@ def measure(provider: object) -> dict[str, list[float]]:
         for prompt in topic["prompts"]:
             q = unit([provider.embed_query(prompt)])[0]  # type: ignore[attr-defined]
             scores = mem_vecs @ q
+            # As the backend scores: a match a model cannot read (CJK for MiniLM) needs a shared term.
+            scores = np.where([language_ok(provider, prompt, m) for m in memories], scores, 0.0)
             out["relevant"].append(float(scores[index[topic["memories"][0]]]))
             out["relevant_rank1"].append(float(np.argmax(scores) == index[topic["memories"][0]]))
     for prompt in OFF_TOPIC_PROMPTS:
         q = unit([provider.embed_query(prompt)])[0]  # type: ignore[attr-defined]
-        scores = mem_vecs @ q
+        raw = mem_vecs @ q
+        out.setdefault("off_topic_raw", []).append(float(np.max(raw)))
+        scores = np.where([language_ok(provider, prompt, m) for m in memories], raw, 0.0)
         out["off_topic"].append(float(np.max(scores)))
         out.setdefault("off_topic_nearest", []).append(f"{np.max(scores):.3f} {prompt!r} -> {memories[int(np.argmax(scores))]!r}")
     return out
@@ -214,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     low = sorted(zip(data["relevant"], [p for t in TOPICS for p in t["prompts"]]))[:6]
     for score, prompt in low:
         print(f"    weakest relevant: {score:.3f} {prompt!r}")
+    print(f"  off_topic without the language check: {describe(data['off_topic_raw'])}")
     for line in sorted(data["off_topic_nearest"], reverse=True)[:3]:
         print(f"    off-topic nearest: {line}")
     print(f"  relevant memory ranked first for {int(sum(data['relevant_rank1']))}/{len(data['relevant_rank1'])} prompts")
@@ -225,6 +233,12 @@ def main(argv: list[str] | None = None) -> int:
           f"({d['missed']} re-statements kept twice, {d['false']} distinct memories merged)")
     print(f"recall cutoff with fewest errors:       {r['cutoff']:.2f} "
           f"({r['missed']} relevant memories not injected, {r['false']} off-topic prompts given a block)")
+    safe_dup = min((r for r in dup_rows if r["false"] == 0), key=lambda r: r["cutoff"])
+    safe_recall = min((r for r in recall_rows if r["false"] == 0), key=lambda r: r["cutoff"])
+    print(f"lowest duplicate threshold merging no distinct memory: {safe_dup['cutoff']:.2f} "
+          f"({safe_dup['missed']} re-statements kept twice)")
+    print(f"lowest recall cutoff injecting nothing off-topic:     {safe_recall['cutoff']:.2f} "
+          f"({safe_recall['missed']} relevant memories not injected)")
     print("\nrecall cutoff sweep (missed relevant / off-topic injected):")
     for row in recall_rows[::5]:
         print(f"  {row['cutoff']:.2f}: {row['missed']:2d} / {row['false']:2d}")

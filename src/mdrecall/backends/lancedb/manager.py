@@ -70,6 +70,20 @@ def _shares_term(query: str, text: str) -> bool:
     return any(term in lower for term in terms)
 
 
+def language_ok(provider: Any, query: str, text: str) -> bool:
+    """Whether a cosine score between ``query`` and ``text`` means anything for this provider.
+
+    An English-only model (the bundled MiniLM) maps all CJK text to nearby noise vectors (an
+    unrelated Chinese question scored 0.41 against a Chinese memory): when either side is mostly
+    CJK, such a model's match also needs a shared term (a word or a CJK bigram).
+    """
+    if _reads_cjk(provider):
+        return True
+    if cjk_share(query) < 0.5 and cjk_share(text) < 0.5:
+        return True
+    return _shares_term(query, text)
+
+
 class Maintainer:
     """Compaction, full-text index refresh and version cleanup off the write path.
 
@@ -249,15 +263,6 @@ class LanceMemoryManager:
 
     # -- searching ----------------------------------------------------------------------------------
 
-    def _language_ok(self, query: str, text: str) -> bool:
-        # An English-only model (the bundled MiniLM) maps all CJK text to nearby noise vectors: for a
-        # mostly-CJK query or memory, require a shared term as well (docs/lancedb.md).
-        if _reads_cjk(self.provider):
-            return True
-        if cjk_share(query) < 0.5 and cjk_share(text) < 0.5:
-            return True
-        return _shares_term(query, text)
-
     def scored(self, query: str, limit: int, min_score: float) -> tuple[list[tuple[Row, float]], str, list[str]]:
         """``(row, score)`` best first, the search mode, and notes. Cosine with a provider, else keywords."""
         text = (query or "").strip()
@@ -272,7 +277,7 @@ class LanceMemoryManager:
         store = self._table()
         vector = self._embed_query(text)
         rows = store.nearest(vector, self.agent_id, max(limit * 3, limit + 5))
-        out = [(r, float(r.score or 0.0)) for r in rows if (r.score or 0.0) >= min_score and self._language_ok(text, r.text)]
+        out = [(r, float(r.score or 0.0)) for r in rows if (r.score or 0.0) >= min_score and language_ok(self.provider, text, r.text)]
         return out[:limit], "vector-only", []
 
     def _response(self, scored: list[tuple[Row, float]], mode: str, notes: list[str]) -> SearchResponse:

@@ -48,7 +48,7 @@ class MaintenanceSettings(_Section):
     everyWrites: int = Field(default=16, ge=1)
     afterSeconds: float = Field(default=30.0, ge=0)
     # Versions older than this are deleted (other processes may still read a version this old).
-    keepVersionsMinutes: float = Field(default=10.0, ge=0)
+    keepVersionsMinutes: float = Field(default=1.0, ge=0)
 
 
 class LanceDBSettings(_Section):
