@@ -70,6 +70,9 @@ class _Group(click.Group):
         except MdrecallError as exc:
             click.echo(f"mdrecall ltm: {exc}", err=True)
             ctx.exit(1)
+        except ValueError as exc:  # bad input found by the manager (a category, a too-long text)
+            click.echo(f"mdrecall ltm: {exc}", err=True)
+            ctx.exit(2)
 
 
 @click.group("ltm", cls=_Group, help="Long-term memories in LanceDB (backend: lancedb).")
@@ -212,9 +215,13 @@ def _read_records(path: str) -> list[dict[str, Any]]:
                     data.append(json.loads(line))
                 except ValueError as exc:
                     raise click.UsageError(f"{path}:{n}: not valid JSON: {exc}") from None
+    from mdrecall.backends.lancedb.manager import MAX_MEMORY_CHARS
+
     for n, rec in enumerate(data, 1):
         if not isinstance(rec, dict) or not isinstance(rec.get("text"), str) or not rec["text"].strip():
             raise click.UsageError(f"{path}: record {n} has no text")
+        if len(rec["text"]) > MAX_MEMORY_CHARS:
+            raise click.UsageError(f"{path}: record {n} is longer than {MAX_MEMORY_CHARS} characters")
     return data
 
 
