@@ -330,9 +330,11 @@ class LanceStore:
         with self.write_lock():
             removed = self.commit("forget", lambda: self._rewrite_without(ids))
             self._rebuild_fts()
-            # Versions older than now hold the text: remove them all. Files of a writer that has not
-            # committed yet are "unverified" and kept (delete_unverified=False), so it is not corrupted.
-            self.commit("cleanup", lambda: self._optimize(timedelta(0)))
+            # Versions older than now hold the text: remove them all. Unreferenced ("unverified") files
+            # may be another writer's commit in progress, so LanceDB keeps them for 7 days; on a folder
+            # every writer holds this lock, so there is none, and leftovers of a crashed or failed
+            # write (which may hold the text) go too. On an object store they are kept (docs/lancedb.md).
+            self.commit("cleanup", lambda: self._optimize(timedelta(0), purge_unverified=self.local))
         return removed
 
     def _rewrite_without(self, ids: Sequence[str]) -> int:
@@ -366,10 +368,10 @@ class LanceStore:
                 with contextlib.suppress(Exception):
                     self.table.drop_index(index.name)
 
-    def _optimize(self, keep: timedelta) -> Any:
+    def _optimize(self, keep: timedelta, purge_unverified: bool = False) -> Any:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "cleanup_older_than=0 removes every version": meant
-            return self.table.optimize(cleanup_older_than=keep, delete_unverified=False)
+            return self.table.optimize(cleanup_older_than=keep, delete_unverified=purge_unverified)
 
     def maintain(self, keep: timedelta) -> dict[str, Any]:
         """Compact, refresh the full-text index, drop exact duplicates, delete old versions."""
