@@ -42,29 +42,29 @@ def test_capture_recall_list_search_stats(cli_ws: Path, tmp_path: Path) -> None:
     conv.write_text("".join(json.dumps(m) + "\n" for m in CONVERSATION), encoding="utf-8")
     out = invoke("capture", "-w", str(cli_ws), "--from", str(conv), "--json")
     assert out.exit_code == 0, out.output
-    report = json.loads(out.output)
+    report = json.loads(out.stdout)
     assert sorted(c["text"] for c in report["captured"]) == [
         "I prefer dark mode in every editor and terminal.",
         "We decided to use PostgreSQL 16 for the billing service.",
     ]
-    again = json.loads(invoke("capture", "-w", str(cli_ws), "--from", str(conv), "--json").output)
+    again = json.loads(invoke("capture", "-w", str(cli_ws), "--from", str(conv), "--json").stdout)
     assert again["captured"] == [] and len(again["duplicates"]) == 2
 
     block = invoke("recall", "-w", str(cli_ws), "Write the migration script for the billing database.")
     assert block.exit_code == 0 and block.output.startswith("<relevant-memories>")
     assert "PostgreSQL 16" in block.output
     off = invoke("recall", "-w", str(cli_ws), "--json", "What is the capital of Australia?")
-    assert off.exit_code == 1 and json.loads(off.output) == {"block": "", "injected": False}
+    assert off.exit_code == 1 and json.loads(off.stdout) == {"block": "", "injected": False}
 
-    listed = json.loads(invoke("list", "-w", str(cli_ws), "--json").output)
+    listed = json.loads(invoke("list", "-w", str(cli_ws), "--json").stdout)
     assert listed["total"] == 2 and {m["category"] for m in listed["memories"]} == {"preference", "decision"}
     assert invoke("list", "-w", str(cli_ws)).output.startswith("Total memories: 2")
 
-    hits = json.loads(invoke("search", "-w", str(cli_ws), "editor theme", "--json").output)
+    hits = json.loads(invoke("search", "-w", str(cli_ws), "editor theme", "--json").stdout)
     assert hits[0]["text"].startswith("I prefer dark mode") and 0 < hits[0]["score"] <= 1
     assert invoke("search", "-w", str(cli_ws), "--min-score", "0.99", "volcanoes").exit_code == 1
 
-    stats = json.loads(invoke("stats", "-w", str(cli_ws), "--json").output)
+    stats = json.loads(invoke("stats", "-w", str(cli_ws), "--json").stdout)
     assert stats["total"] == 2 and stats["byCategory"] == {"decision": 1, "preference": 1}
     assert stats["model"] == "all-MiniLM-L6-v2" and stats["dims"] == 384
 
@@ -72,7 +72,7 @@ def test_capture_recall_list_search_stats(cli_ws: Path, tmp_path: Path) -> None:
 def test_export_forget_import_round_trip(cli_ws: Path, tmp_path: Path) -> None:
     for text in ("I prefer dark mode in every editor.", "My manager is Priya Raman.", "I always book an aisle seat."):
         (tmp_path / "one.jsonl").write_text(json.dumps({"text": text}) + "\n", encoding="utf-8")
-        assert json.loads(invoke("import", "-w", str(cli_ws), str(tmp_path / "one.jsonl"), "--json").output)["created"] == 1
+        assert json.loads(invoke("import", "-w", str(cli_ws), str(tmp_path / "one.jsonl"), "--json").stdout)["created"] == 1
     dump = tmp_path / "export.jsonl"
     assert invoke("export", "-w", str(cli_ws), "--out", str(dump)).exit_code == 0
     rows = [json.loads(line) for line in dump.read_text(encoding="utf-8").splitlines()]
@@ -80,14 +80,14 @@ def test_export_forget_import_round_trip(cli_ws: Path, tmp_path: Path) -> None:
     aisle = next(r for r in rows if "aisle" in r["text"])
 
     gone = invoke("forget", "-w", str(cli_ws), aisle["id"], "--json")
-    assert gone.exit_code == 0 and json.loads(gone.output)["action"] == "deleted"
+    assert gone.exit_code == 0 and json.loads(gone.stdout)["action"] == "deleted"
     assert invoke("forget", "-w", str(cli_ws), aisle["id"]).exit_code == 1
     assert invoke("forget", "-w", str(cli_ws), "nonsense").exit_code == 2
     assert invoke("forget", "-w", str(cli_ws)).exit_code == 2
 
-    summary = json.loads(invoke("import", "-w", str(cli_ws), str(dump), "--json").output)
+    summary = json.loads(invoke("import", "-w", str(cli_ws), str(dump), "--json").stdout)
     assert summary == {"read": 3, "created": 1, "duplicates": 2}
-    after = json.loads(invoke("list", "-w", str(cli_ws), "--json").output)["memories"]
+    after = json.loads(invoke("list", "-w", str(cli_ws), "--json").stdout)["memories"]
     restored = next(m for m in after if "aisle" in m["text"])
     assert restored["id"] == aisle["id"] and restored["createdAt"] == aisle["createdAt"]
 
@@ -95,7 +95,7 @@ def test_export_forget_import_round_trip(cli_ws: Path, tmp_path: Path) -> None:
     bad.write_text('{"text": "fine"}\n{not json}\n', encoding="utf-8")
     result = invoke("import", "-w", str(cli_ws), str(bad))
     assert result.exit_code == 2 and "bad.jsonl:2" in result.output
-    assert json.loads(invoke("list", "-w", str(cli_ws), "--json").output)["total"] == 3  # nothing half-imported
+    assert json.loads(invoke("list", "-w", str(cli_ws), "--json").stdout)["total"] == 3  # nothing half-imported
 
 
 def test_config_errors_exit_2(cli_ws: Path) -> None:
@@ -120,3 +120,18 @@ def test_mdrecall_ltm_command(ltm_ws: Path, tmp_path: Path) -> None:
     assert json.loads(captured.stdout)["captured"][0]["text"] == "I prefer window seats on long flights."
     recalled = run("recall", "-w", str(ltm_ws), "Book me a seat for the flight to Tokyo.")
     assert recalled.returncode == 0 and "window seats" in recalled.stdout, recalled.stderr
+
+
+def test_capture_a_whole_conversation_file(cli_ws: Path, tmp_path: Path) -> None:
+    from test_ltm_conversation import EXPECTED, TURNS
+
+    conv = tmp_path / "twenty-turns.jsonl"
+    lines = []
+    for user, assistant in TURNS:
+        lines += [json.dumps({"role": "user", "content": user}), json.dumps({"role": "assistant", "content": assistant})]
+    conv.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = invoke("capture", "-w", str(cli_ws), "--from", str(conv), "--json")
+    report = json.loads(result.stdout)
+    assert {c["text"] for c in report["captured"]} == EXPECTED
+    block = invoke("recall", "-w", str(cli_ws), "Suggest a snack I can pack for Mia.").output
+    assert "allergic to peanuts" in block

@@ -119,6 +119,11 @@ def test_length_bounds_turn_limit_and_turn_dedupe() -> None:
     assert [c.text for c in plan.candidates] == ["I prefer tea.", "I like green tea.", "I always wake at six."]
     assert ("I prefer tea!", "repeated in this turn") in plan.skipped
     assert sum(1 for _, r in plan.skipped if r == "turn limit") == 2
+    # A whole conversation at once: the limit applies to each turn (each user message and its replies).
+    plan = _capture(("user", "I prefer tea. I like jazz. I always wake at six. I never eat meat."),
+                    ("assistant", "Noted."), ("user", "I love hiking. We decided to move to Oslo."), max_captures=3)
+    assert [c.text for c in plan.candidates] == ["I prefer tea.", "I like jazz.", "I always wake at six.",
+                                                 "I love hiking.", "We decided to move to Oslo."]
 
 
 @pytest.mark.parametrize(

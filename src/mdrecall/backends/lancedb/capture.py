@@ -12,8 +12,9 @@ Pure functions, no I/O. Per message of a captured role (``user`` only by default
    a decision, an identity or contact detail, an explicit "remember", "always"/"never" (built-in
    cues in English, Czech, German, French, Spanish, Chinese, Japanese and Korean, plus
    ``customTriggers``);
-4. secrets are redacted (``mdrecall.redact``), the category is detected, repeats within the turn
-   are dropped, and at most ``maxCapturesPerTurn`` candidates are kept, in conversation order.
+4. secrets are redacted (``mdrecall.redact``), the category is detected, repeats are dropped, and
+   at most ``maxCapturesPerTurn`` candidates are kept per turn (a turn starts at each user message),
+   in conversation order.
 
 Duplicates of memories already stored are dropped later, by the store's duplicate check.
 """
@@ -199,10 +200,15 @@ def plan_capture(
     plan = CapturePlan()
     triggers = compile_triggers(custom_triggers)
     seen: set[str] = set()
+    # A turn starts at each user message: a whole conversation passed at once (``ltm capture``)
+    # gets the per-turn limit for each of its turns, not once.
+    turn, taken = 0, 0
     for index, message in enumerate(messages):
         if not isinstance(message, Mapping):
             continue
         role = str(message.get("role", ""))
+        if role == "user":
+            turn, taken = turn + 1, 0
         if role not in roles:
             continue
         raw = message_text(message)
@@ -227,8 +233,9 @@ def plan_capture(
                 plan.skip(sentence, "repeated in this turn")
                 continue
             seen.add(key)
-            if len(plan.candidates) >= max_captures:
+            if taken >= max_captures:
                 plan.skip(sentence, "turn limit")
                 continue
+            taken += 1
             plan.candidates.append(Candidate(clean, detect_category(clean), role, index, clean != sentence))
     return plan

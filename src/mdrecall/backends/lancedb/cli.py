@@ -77,7 +77,8 @@ class _Group(click.Group):
 
 @click.group("ltm", cls=_Group, help="Long-term memories in LanceDB (backend: lancedb).")
 def ltm() -> None:
-    pass
+    # As `mdrecall` does: no "Loading weights" bar from transformers in a command's output.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
 @ltm.command("list")
