@@ -28,15 +28,16 @@ from typing import Any, ClassVar
 
 from mdrecall.agent.flush import FlushPlan, FlushSettings, build_flush_plan
 from mdrecall.agent.prompts import build_memory_prompt_section, format_relevant_memories
-from mdrecall.agent.tools import MEMORY_GET, MEMORY_SEARCH, MEMORY_STATUS, CitationsMode, MemoryTools, backend_tools
-from mdrecall.config import MemoryConfig, load_config
+from mdrecall.agent.specs import MEMORY_GET, MEMORY_SEARCH, MEMORY_STATUS
+from mdrecall.agent.tools import MemoryTools
+from mdrecall.backends import open_manager
+from mdrecall.config import CitationsMode, MemoryConfig, load_config
+from mdrecall.contract import MemorySearchManager
 
-ManagerOpener = Callable[[Path, Mapping[str, Any] | None], Any]
+ManagerOpener = Callable[[Path, Mapping[str, Any] | None], MemorySearchManager]
 
 
-def _default_opener(workspace: Path, config: Mapping[str, Any] | None) -> Any:
-    from mdrecall import open_manager
-
+def _default_opener(workspace: Path, config: Mapping[str, Any] | None) -> MemorySearchManager:
     return open_manager(workspace, config=dict(config) if config else None)
 
 
@@ -57,7 +58,7 @@ class MemoryRuntime:
         self.workspace = Path(workspace).expanduser().resolve()
         self.overrides = dict(config) if config else None
         self._opener = opener or _default_opener
-        self._manager: Any = None
+        self._manager: MemorySearchManager | None = None
         self._config: MemoryConfig | None = None
         self._lock = threading.Lock()
         self._closed = False
@@ -75,7 +76,7 @@ class MemoryRuntime:
     def is_open(self) -> bool:
         return self._manager is not None
 
-    def manager(self) -> Any:
+    def manager(self) -> MemorySearchManager:
         if self._manager is not None:
             return self._manager
         with self._lock:
@@ -149,7 +150,7 @@ class MemoryCapability:
         query: str,
         *,
         max_results: int = 3,
-        min_score: float | None = None,
+        min_score: float = 0.3,
         max_chars: int | None = None,
         session_key: str | None = None,
     ) -> str:
@@ -157,19 +158,9 @@ class MemoryCapability:
 
         For hosts that inject memories before the model runs instead of (or besides) relying on the
         model to call ``memory_search``. Failures yield "" so a broken index never blocks a reply.
-        A backend with its own recall (LanceDB: ``recall_block``) applies its calibrated cutoff.
         """
         if len(query.strip()) < 5:
             return ""
-        key = session_key if session_key is not None else self.tools.session_key
-        try:
-            manager = self.runtime.manager()
-            if hasattr(manager, "recall_block"):
-                return manager.recall_block(query, session_key=key, limit=max_results, min_score=min_score,
-                                            max_chars=max_chars)  # fmt: skip
-        except Exception:
-            return ""
-        min_score = 0.3 if min_score is None else min_score
         try:
             response = self.runtime.manager().search(
                 query, max_results=max_results, min_score=min_score,
@@ -180,37 +171,12 @@ class MemoryCapability:
         budget = max_chars if max_chars is not None else self.runtime.config.query.maxInjectedChars
         return format_relevant_memories(list(response.results), max_chars=budget)
 
-    # -- automatic recall and capture (backends that support them: LanceDB) ---------------------------
-
-    def auto_recall(self, prompt: str, *, session_key: str | None = None) -> str:
-        """Before a prompt is built: the block to prepend ("" when off, unsupported, or nothing relevant)."""
-        try:
-            manager = self.runtime.manager()
-            if not hasattr(manager, "auto_recall"):
-                return ""
-            return manager.auto_recall(prompt, session_key=session_key if session_key is not None else self.tools.session_key)
-        except Exception:
-            return ""  # recall must never block a reply
-
-    def auto_capture(
-        self, messages: list[Mapping[str, Any]], *, success: bool = True, session_key: str | None = None
-    ) -> dict[str, Any]:
-        """After a turn: store what the user stated durably (never raises; errors come back as ``error``)."""
-        try:
-            manager = self.runtime.manager()
-            if not hasattr(manager, "auto_capture"):
-                return {"captured": [], "disabled": "this backend does not capture"}
-            key = session_key if session_key is not None else self.tools.session_key
-            return manager.auto_capture(messages, session_key=key, success=success)
-        except Exception as exc:
-            return {"captured": [], "error": f"{type(exc).__name__}: {exc}"}
-
     # -- lifecycle
 
     def close(self) -> None:
         self.runtime.close()
 
-    def __enter__(self) -> "MemoryCapability":
+    def __enter__(self) -> MemoryCapability:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -224,7 +190,7 @@ def create_memory_capability(
     session_key: str | None = None,
     citations: CitationsMode | None = None,
     flush: FlushSettings | Mapping[str, Any] | None = None,
-    tools: tuple[str, ...] | None = None,
+    tools: tuple[str, ...] = (MEMORY_SEARCH, MEMORY_GET, MEMORY_STATUS),
     opener: ManagerOpener | None = None,
 ) -> MemoryCapability:
     """Build the capability for ``workspace``; nothing is opened until a tool or recall needs it.
@@ -238,7 +204,5 @@ def create_memory_capability(
         flush_settings = flush
     else:
         flush_settings = FlushSettings.from_mapping(flush if flush is not None else runtime.config.flush)
-    if tools is None:  # the standard tools plus the configured backend's own (LanceDB: memory_store, ...)
-        tools = (MEMORY_SEARCH, MEMORY_GET, MEMORY_STATUS, *backend_tools(runtime.config.backend))
     memory_tools = MemoryTools(runtime, session_key=session_key, citations=citations, tools=tools)
     return MemoryCapability(runtime=runtime, tools=memory_tools, flush_settings=flush_settings, citations=citations)
