@@ -89,6 +89,10 @@ class ToolSpec:
     name: str
     description: str
     input_schema: dict[str, Any]
+    #: The MCP annotations: a tool that writes (memory_store) or deletes (memory_forget) says so;
+    #: a read-only tool is also idempotent.
+    read_only: bool = True
+    destructive: bool = False
 
     def to_openai(self) -> dict[str, Any]:
         """The OpenAI-compatible ``tools`` entry (Chat Completions format)."""

@@ -1,7 +1,8 @@
 """``mdrecall mcp``: the memory tools over the Model Context Protocol (official ``mcp`` SDK).
 
 A thin shell over :mod:`mdrecall.agent`: tools ``memory_search``, ``memory_get`` and
-``memory_status``; prompts ``memory_recall`` (the system-prompt section), ``memory_flush`` (today's
+``memory_status``, plus the tools plugins register for the configured backend (``register_tools``;
+their ``read_only``/``destructive`` flags become the tool annotations); prompts ``memory_recall`` (the system-prompt section), ``memory_flush`` (today's
 flush prompts) and ``relevant_memories`` (a ``<relevant-memories>`` block for a query); the Memory
 Recall section is also sent as the server's ``instructions``.
 
@@ -89,9 +90,9 @@ def build_server(capability: MemoryCapability, *, session_key: str | None = None
                     input_schema=spec.input_schema,
                     annotations=types.ToolAnnotations(
                         title=spec.name.replace("_", " "),
-                        read_only_hint=True,
-                        destructive_hint=False,
-                        idempotent_hint=True,
+                        read_only_hint=spec.read_only,
+                        destructive_hint=spec.destructive,
+                        idempotent_hint=spec.read_only,
                         open_world_hint=False,
                     ),
                 )

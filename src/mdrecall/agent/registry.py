@@ -1,0 +1,68 @@
+"""Agent tools from plugins (the ``register_tools`` hook, see :mod:`mdrecall.plugins`).
+
+Each plugin tool is a :class:`~mdrecall.agent.specs.ToolSpec` plus a handler, offered for the
+backends it names (LanceDB: ``memory_store``, ``memory_recall``, ``memory_forget``) or for all.
+:class:`~mdrecall.agent.tools.MemoryTools` offers them next to the standard three, checks their
+arguments against their schemas and runs the handler; the MCP server lists them with annotations
+from the spec's ``read_only``/``destructive``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mdrecall import plugins
+from mdrecall.agent.specs import MEMORY_GET, MEMORY_SEARCH, MEMORY_STATUS, TOOL_SPECS, ToolSpec
+from mdrecall.contract import MemorySearchManager
+
+STANDARD_TOOLS: tuple[str, ...] = (MEMORY_SEARCH, MEMORY_GET, MEMORY_STATUS)
+
+#: ``handler(manager, arguments, session_key) -> dict`` (see the ``register_tools`` hookspec).
+ToolHandler = Callable[[MemorySearchManager, dict[str, Any], "str | None"], dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class PluginTool:
+    spec: ToolSpec
+    handler: ToolHandler
+    #: The backends it is offered for; None: every backend.
+    backends: tuple[str, ...] | None = None
+
+    def offered_for(self, backend: str) -> bool:
+        return self.backends is None or backend in self.backends
+
+
+_tools_lock = threading.Lock()
+_tools: dict[str, PluginTool] = {}
+_tools_generation = -1
+
+
+def plugin_tools() -> dict[str, PluginTool]:
+    """Every tool the plugins register (``register_tools``), by name; rebuilt when plugins change."""
+    global _tools, _tools_generation
+    current = plugins.generation()
+    with _tools_lock:
+        if _tools_generation != current:
+            found: dict[str, PluginTool] = {}
+
+            def register(spec: ToolSpec, handler: ToolHandler, backends: Sequence[str] | None = None) -> None:
+                if not isinstance(spec, ToolSpec) or not callable(handler):
+                    raise ValueError(f"invalid tool registration {spec!r}")
+                if spec.name in TOOL_SPECS or spec.name in found:
+                    raise ValueError(f"tool {spec.name!r} is already registered")
+                if isinstance(backends, str):
+                    raise ValueError("backends must be a sequence of backend names, not a string")
+                found[spec.name] = PluginTool(spec, handler, tuple(backends) if backends is not None else None)
+
+            for _name, _ in plugins.call_each("register_tools", register=register):
+                pass
+            _tools, _tools_generation = found, current
+        return _tools
+
+
+def tool_names_for(backend: str) -> tuple[str, ...]:
+    """The standard tools plus every plugin tool offered for ``backend``."""
+    return STANDARD_TOOLS + tuple(name for name, tool in plugin_tools().items() if tool.offered_for(backend))
