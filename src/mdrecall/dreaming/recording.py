@@ -132,11 +132,10 @@ MAX_MATCH_CHARS = 4000
 
 def read_source_blocks(workspace: Path, source: str, path: str, sessions_dir: str | None = None) -> list[Block] | None:
     """Blocks of a short-term file as it is now; None when it cannot be read (moved, deleted)."""
-    from mdrecall.dreaming.sources import reader_for
+    from mdrecall.dreaming.sources import is_entry_path, read_entry_blocks
 
-    reader = reader_for(path)
-    if reader is not None:  # an entry of a registered store, e.g. "ltm:<id>" (sources.py)
-        return reader(workspace, path)
+    if is_entry_path(path):  # an entry of a registered source, e.g. "ltm:<id>" (sources.py)
+        return read_entry_blocks(workspace, path)
     try:
         if (workspace / path).stat().st_size > MAX_PARSE_BYTES:
             return None  # recording must stay cheap: fall back to the hit's snippet
