@@ -19,15 +19,20 @@ def read_memory_lines(
     workspace: Path, config: MemoryConfig, rel_path: str, from_line: int | None = None, lines: int | None = None
 ) -> ReadResult:
     real, normalised = resolve_memory_path(workspace, config, rel_path)
+    raw = real.read_bytes()
+    if len(raw) > config.limits.maxFileBytes:
+        raise PathError("invalid_path", f"{normalised} is larger than limits.maxFileBytes")
+    content = raw.decode("utf-8", errors="replace").replace("\r\n", "\n")
+    return page_text(content, normalised, config, from_line, lines)
+
+
+def page_text(content: str, path: str, config: MemoryConfig, from_line: int | None = None, lines: int | None = None) -> ReadResult:
+    """One page of ``content`` (a file's text, or an entry of a store-backed backend) cited as ``path``."""
     limits = config.read
     start = 1 if from_line is None else int(from_line)
     if start < 1:
         raise PathError("invalid_path", f"from must be ≥ 1 (got {from_line})")
     count = limits.maxLines if lines is None else max(1, min(int(lines), limits.maxLines))
-    raw = real.read_bytes()
-    if len(raw) > config.limits.maxFileBytes:
-        raise PathError("invalid_path", f"{normalised} is larger than limits.maxFileBytes")
-    content = raw.decode("utf-8", errors="replace").replace("\r\n", "\n")
     all_lines = content.split("\n")
     if all_lines and all_lines[-1] == "":
         all_lines.pop()
@@ -49,7 +54,7 @@ def read_memory_lines(
         truncated = True
     return ReadResult(
         text=text,
-        path=normalised,
+        path=path,
         from_line=start,
         lines=len(selected),
         total_lines=len(all_lines),
