@@ -1,6 +1,8 @@
 """``backend: lancedb``: long-term memories captured from conversation into LanceDB, recalled into prompts.
 
-Install with ``pip install 'mdrecall[lancedb]'``. See docs/lancedb.md. LanceDB and PyArrow are
+Install with ``pip install 'mdrecall[lancedb]'``. See docs/lancedb.md. Registered by
+:mod:`mdrecall.backends.lancedb.plugin` (the backend, its agent tools, auto-recall and auto-capture,
+dreaming's reader of ``ltm:`` entries, the ``mdrecall ltm`` commands). LanceDB and PyArrow are
 imported only when a manager is created, so importing this package (settings, categories, capture
 rules) costs nothing.
 """
@@ -8,9 +10,13 @@ rules) costs nothing.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from mdrecall.errors import ConfigError
+
+if TYPE_CHECKING:
+    from mdrecall.backends.lancedb.manager import LanceMemoryManager
+    from mdrecall.config import MemoryConfig
 
 EXTRA = "lancedb"
 
@@ -26,22 +32,12 @@ def require_lancedb() -> None:
         ) from None
 
 
-def create_manager(workspace: Path, config: Any) -> Any:
-    """The backend factory (``mdrecall.backends`` entry point ``lancedb``)."""
+def create_manager(workspace: Path, config: MemoryConfig) -> LanceMemoryManager:
+    """The backend factory (registered as ``lancedb`` by the plugin)."""
     require_lancedb()
     from mdrecall.backends.lancedb.manager import LanceMemoryManager
 
-    manager = LanceMemoryManager(Path(workspace), config)
-    try:
-        from mdrecall.dreaming import install_recall_tracking
-
-        install_recall_tracking(manager)
-    except ImportError:
-        pass
-    except BaseException:
-        manager.close()
-        raise
-    return manager
+    return LanceMemoryManager(Path(workspace), config)
 
 
-__all__ = ["create_manager", "require_lancedb"]
+__all__ = ["EXTRA", "create_manager", "require_lancedb"]

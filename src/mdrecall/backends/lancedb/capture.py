@@ -12,7 +12,7 @@ Pure functions, no I/O. Per message of a captured role (``user`` only by default
    a decision, an identity or contact detail, an explicit "remember", "always"/"never" (built-in
    cues in English, Czech, German, French, Spanish, Chinese, Japanese and Korean, plus
    ``customTriggers``);
-4. secrets are redacted (``mdrecall.redact``), the category is detected, repeats are dropped, and
+4. secrets are redacted (``mdrecall.sources.redact``), the category is detected, repeats are dropped, and
    at most ``maxCapturesPerTurn`` candidates are kept per turn (a turn starts at each user message),
    in conversation order.
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mdrecall.backends.lancedb.categories import MemoryCategory, detect_category
-from mdrecall.redact import redact_secrets
+from mdrecall.sources.redact import redact_secrets
 from mdrecall.text import count_cjk
 
 _BLOCK = re.compile(r"<relevant-memories>.*?</relevant-memories>", re.IGNORECASE | re.DOTALL)
@@ -188,7 +188,7 @@ def normalized_key(text: str) -> str:
 
 
 def plan_capture(
-    messages: Sequence[Mapping[str, Any]],
+    messages: Sequence[object],
     *,
     roles: Sequence[str] = ("user",),
     min_chars: int = 10,

@@ -69,4 +69,4 @@ def detect_category(text: str) -> MemoryCategory:
 def parse_category(value: object) -> MemoryCategory:
     if value not in CATEGORIES:
         raise ValueError(f"category must be one of {', '.join(CATEGORIES)} (got {value!r})")
-    return value  # type: ignore[return-value]
+    return value

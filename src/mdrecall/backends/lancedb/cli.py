@@ -1,4 +1,5 @@
-"""``mdrecall ltm``: the LanceDB long-term memory from the command line (a Click group).
+"""``mdrecall ltm``: the LanceDB long-term memory from the command line (a Click group, added to
+``mdrecall`` by the plugin's ``register_commands``).
 
     mdrecall ltm list|search|stats|forget|export|import   (all with --json)
     mdrecall ltm capture -w WS --from CONVERSATION.jsonl   (lines {"role", "content"}: one finished conversation)
@@ -7,7 +8,7 @@
 
 Every command takes ``-w/--workspace`` and ``-c KEY=VALUE`` overrides and opens the workspace's
 LanceDB memory whatever ``backend`` says. Exit codes: 0 success; 1 nothing found or failed; 2 bad
-usage or config. ``register_cli`` hooks the group into today's argparse ``mdrecall`` command.
+usage or config.
 """
 
 from __future__ import annotations
@@ -15,44 +16,39 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from mdrecall.cli.options import json_option, load_cli_config, workspace_options, workspace_path
 from mdrecall.errors import ConfigError, MdrecallError
 
-
-def _workspace_option(f: Callable[..., Any]) -> Callable[..., Any]:
-    f = click.option("-c", "--config", "overrides", multiple=True, metavar="KEY=VALUE",
-                     help="override a config key, e.g. -c lancedb.dbPath=s3://bucket/prefix (repeatable)")(f)
-    return click.option("-w", "--workspace", default=lambda: os.environ.get("MDRECALL_WORKSPACE", "."),
-                        show_default="$MDRECALL_WORKSPACE or .", help="agent workspace")(f)
-
-
-def _json_option(f: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--json", "as_json", is_flag=True, help="machine-readable output")(f)
+if TYPE_CHECKING:
+    from mdrecall.backends.lancedb.manager import LanceMemoryManager
 
 
 def _emit(data: Any) -> None:
     click.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
 
 
-@contextmanager
-def _manager(workspace: str, overrides: tuple[str, ...]) -> Iterator[Any]:
-    from mdrecall.backends.lancedb import create_manager
-    from mdrecall.cli import parse_overrides
-    from mdrecall.config import load_config
+def _exit(code: int) -> None:
+    # Through click, so `mdrecall ltm` (standalone) and `mdrecall` (main) both return the code.
+    click.get_current_context().exit(code)
 
-    root = Path(workspace).expanduser()
-    if not root.is_dir():
-        raise MdrecallError(f"workspace {root} is not a directory")
-    root = root.resolve()
-    config = load_config(root, parse_overrides(list(overrides)))
-    manager = create_manager(root, config)
+
+@contextmanager
+def _manager(workspace: str, overrides: tuple[str, ...]) -> Iterator[LanceMemoryManager]:
+    from mdrecall.backends import open_manager
+    from mdrecall.backends.lancedb.manager import LanceMemoryManager
+
+    root = workspace_path(workspace).resolve()
+    manager = open_manager(root, load_cli_config(workspace, overrides, backend="lancedb"))
     try:
+        if not isinstance(manager, LanceMemoryManager):  # a plugin replaced "lancedb"
+            raise MdrecallError(f"backend 'lancedb' is provided by {type(manager).__name__}, not mdrecall's LanceDB backend")
         yield manager
     finally:
         manager.close()
@@ -82,8 +78,8 @@ def ltm() -> None:
 
 
 @ltm.command("list")
-@_workspace_option
-@_json_option
+@workspace_options
+@json_option
 @click.option("--category", default=None, help="only this category")
 @click.option("--limit", type=click.IntRange(1), default=None, help="at most this many (newest first)")
 @click.option("--offset", type=click.IntRange(0), default=0)
@@ -102,8 +98,8 @@ def list_cmd(workspace: str, overrides: tuple[str, ...], as_json: bool, category
 
 
 @ltm.command("search")
-@_workspace_option
-@_json_option
+@workspace_options
+@json_option
 @click.argument("query")
 @click.option("--limit", type=click.IntRange(1, 50), default=5, show_default=True)
 @click.option("--min-score", type=click.FloatRange(0, 1), default=None, help="cosine cutoff (default lancedb.searchMinScore)")
@@ -121,12 +117,12 @@ def search_cmd(workspace: str, overrides: tuple[str, ...], as_json: bool, query:
     if not out:
         if not as_json:
             click.echo("no matching memories", err=True)
-        sys.exit(1)
+        _exit(1)
 
 
 @ltm.command("stats")
-@_workspace_option
-@_json_option
+@workspace_options
+@json_option
 def stats_cmd(workspace: str, overrides: tuple[str, ...], as_json: bool) -> None:
     """Counts per category, the table, its versions and maintenance."""
     with _manager(workspace, overrides) as m:
@@ -135,24 +131,24 @@ def stats_cmd(workspace: str, overrides: tuple[str, ...], as_json: bool) -> None
     by_category: dict[str, int] = {}
     for r in rows:
         by_category[r.category] = by_category.get(r.category, 0) + 1
-    data = {"total": len(rows), "byCategory": by_category, "dbPath": status["dbPath"], "provider": status["provider"],
-            "model": status["model"], "dims": status["dims"], "agentId": status["details"]["agentId"],
-            "table": status["details"]["table"], "maintenance": status["details"]["maintenance"]}
+    table: dict[str, Any] = status.details.get("table") or {}
+    data = {"total": len(rows), "byCategory": by_category, "dbPath": status.location, "provider": status.provider,
+            "model": status.model, "dims": status.dims, "agentId": status.details["agentId"],
+            "table": table, "maintenance": status.details["maintenance"]}  # fmt: skip
     if as_json:
         _emit(data)
         return
     click.echo(f"Total memories: {data['total']}")
     for name, n in sorted(by_category.items()):
         click.echo(f"  {name}: {n}")
-    table = data["table"] or {}
-    click.echo(f"table: {status['dbPath']} / {table.get('table')} ({table.get('versions')} versions, "
-               f"{table.get('fragments')} fragments)")
-    click.echo(f"model: {data['provider']}/{data['model']} ({data['dims']} dims)")
+    click.echo(f"table: {status.location} / {table.get('table')} ({table.get('versions')} versions, "
+               f"{table.get('fragments')} fragments)")  # fmt: skip
+    click.echo(f"model: {status.provider}/{status.model} ({status.dims} dims)")
 
 
 @ltm.command("forget")
-@_workspace_option
-@_json_option
+@workspace_options
+@json_option
 @click.argument("memory_id", required=False)
 @click.option("--query", default=None, help="forget the one memory that clearly matches this")
 def forget_cmd(workspace: str, overrides: tuple[str, ...], as_json: bool, memory_id: str | None, query: str | None) -> None:
@@ -166,17 +162,17 @@ def forget_cmd(workspace: str, overrides: tuple[str, ...], as_json: bool, memory
     else:
         click.echo(outcome.get("message", outcome.get("action")))
     if outcome.get("action") == "error":
-        sys.exit(2)
+        _exit(2)
     if outcome.get("action") != "deleted":
-        sys.exit(1)
+        _exit(1)
 
 
 EXPORT_FIELDS = ("id", "text", "category", "importance", "createdAt", "agentId", "source", "sessionKey", "provenance")
 
 
 @ltm.command("export")
-@_workspace_option
-@_json_option
+@workspace_options
+@json_option
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, writable=True), default=None,
               help="write JSONL here instead of stdout")
 def export_cmd(workspace: str, overrides: tuple[str, ...], as_json: bool, out_path: str | None) -> None:
@@ -227,24 +223,25 @@ def _read_records(path: str) -> list[dict[str, Any]]:
 
 
 @ltm.command("import")
-@_workspace_option
-@_json_option
+@workspace_options
+@json_option
 @click.argument("path")
 def import_cmd(workspace: str, overrides: tuple[str, ...], as_json: bool, path: str) -> None:
     """Store memories from an export (JSONL or JSON); duplicates of stored memories are skipped."""
     from mdrecall.backends.lancedb.categories import CATEGORIES
-    from mdrecall.backends.lancedb.store import is_memory_id
+    from mdrecall.backends.lancedb.results import is_memory_id
 
     records = _read_records(path)
-    items = []
+    items: list[dict[str, Any]] = []
     for rec in records:
+        provenance = rec.get("provenance")
         items.append({
             "text": rec["text"],
             "category": rec.get("category") if rec.get("category") in CATEGORIES else None,
             "importance": rec.get("importance") if isinstance(rec.get("importance"), (int, float)) else None,
             "id": rec["id"] if isinstance(rec.get("id"), str) and is_memory_id(rec["id"]) else None,
             "createdAt": rec.get("createdAt") if isinstance(rec.get("createdAt"), int) else None,
-            "provenance": {**(rec.get("provenance") if isinstance(rec.get("provenance"), dict) else {}), "via": "import"},
+            "provenance": {**(provenance if isinstance(provenance, dict) else {}), "via": "import"},
         })
     with _manager(workspace, overrides) as m:
         existing = {r.id for r in m.list_entries()}
@@ -263,8 +260,8 @@ def import_cmd(workspace: str, overrides: tuple[str, ...], as_json: bool, path: 
 
 
 @ltm.command("capture")
-@_workspace_option
-@_json_option
+@workspace_options
+@json_option
 @click.option("--from", "source", required=True, help='conversation JSONL (lines {"role", "content"}); - for stdin')
 @click.option("--session-key", default=None)
 def capture_cmd(workspace: str, overrides: tuple[str, ...], as_json: bool, source: str, session_key: str | None) -> None:
@@ -295,13 +292,15 @@ def capture_cmd(workspace: str, overrides: tuple[str, ...], as_json: bool, sourc
 
 
 @ltm.command("recall")
-@_workspace_option
-@_json_option
+@workspace_options
+@json_option
 @click.argument("prompt")
 def recall_cmd(workspace: str, overrides: tuple[str, ...], as_json: bool, prompt: str) -> None:
     """Print the <relevant-memories> block auto-recall would inject before PROMPT."""
+    from mdrecall.agent.prompts import format_relevant_memories
+
     with _manager(workspace, overrides) as m:
-        block = m.recall_block(prompt)
+        block = format_relevant_memories(m.recall_memories(prompt), max_chars=m.settings.recallMaxChars)
     if as_json:
         _emit({"block": block, "injected": bool(block)})
     elif block:
@@ -309,12 +308,12 @@ def recall_cmd(workspace: str, overrides: tuple[str, ...], as_json: bool, prompt
     else:
         click.echo("(no memory above the recall cutoff: nothing would be injected)", err=True)
     if not block:
-        sys.exit(1)
+        _exit(1)
 
 
 @ltm.command("promote")
-@_workspace_option
-@_json_option
+@workspace_options
+@json_option
 @click.option("--stage", is_flag=True, help="add frequently recalled memories to the review queue")
 @click.option("--apply", "apply_", is_flag=True, help="write approved queue items into MEMORY.md")
 def promote_cmd(workspace: str, overrides: tuple[str, ...], as_json: bool, stage: bool, apply_: bool) -> None:
@@ -338,25 +337,3 @@ def promote_cmd(workspace: str, overrides: tuple[str, ...], as_json: bool, stage
             click.echo(f"{ev['score']:.3f}  {ev['path']}  {ev['snippet']}")
     else:
         click.echo(json.dumps(data, ensure_ascii=False, indent=2))
-
-
-def register_cli(subparsers: Any) -> None:
-    """Today's argparse CLI: ``mdrecall ltm ...`` runs this Click group (the lead's Click CLI mounts it directly)."""
-    import argparse
-
-    parser = subparsers.add_parser("ltm", help="long-term memories in LanceDB (list, search, capture, recall, ...)",
-                                   add_help=False)
-    parser.add_argument("args", nargs=argparse.REMAINDER)
-    parser.set_defaults(func=lambda ns: main(ns.args))
-
-
-def main(argv: list[str] | None = None) -> int:
-    try:
-        ltm.main(args=argv, prog_name="mdrecall ltm", standalone_mode=True)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

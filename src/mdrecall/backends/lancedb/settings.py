@@ -1,9 +1,11 @@
-"""The ``lancedb`` config section: where the table lives and how capture and recall behave.
+"""The ``lancedb`` config section (``MemoryConfig.lancedb``): where the table lives and how capture
+and recall behave.
 
-Pure pydantic (nothing heavy is imported), so the config tree can validate it without LanceDB
-installed. Defaults and the two score cutoffs are explained in docs/lancedb.md ("Scores and
-cutoffs"); both are cosine similarities of unit vectors, calibrated with
-``benchmarks/ltm_calibration.py`` on the bundled all-MiniLM-L6-v2.
+Light on purpose: pydantic only, importable without LanceDB and without :mod:`mdrecall.config`
+(which imports this module), so the one config tree holds it typed without an import cycle.
+Defaults and the two score cutoffs are explained in docs/lancedb.md ("Scores and cutoffs"); both
+are cosine similarities of unit vectors, calibrated with ``benchmarks/ltm_calibration.py`` on the
+bundled all-MiniLM-L6-v2.
 """
 
 from __future__ import annotations
@@ -14,9 +16,8 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from mdrecall.config import _Section, mdrecall_home
 from mdrecall.errors import ConfigError
 
 #: Cosine at or above which a new memory repeats a stored one (see docs/lancedb.md).
@@ -25,6 +26,8 @@ DEFAULT_DUPLICATE_THRESHOLD = 0.93
 DEFAULT_RECALL_MIN_SCORE = 0.30
 #: Cosine below which ``memory_search``/``memory_recall`` drop a hit (an explicit search may go lower).
 DEFAULT_SEARCH_MIN_SCORE = 0.20
+
+CaptureRole = Literal["user", "assistant"]
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -39,6 +42,11 @@ def expand_env(value: str, key: str) -> str:
         return os.environ[name]
 
     return _ENV.sub(sub, value)
+
+
+class _Section(BaseModel):
+    # The same rules as every section of mdrecall.config: unknown keys are errors.
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True)
 
 
 class MaintenanceSettings(_Section):
@@ -63,7 +71,7 @@ class LanceDBSettings(_Section):
     agentId: str = Field(default="main", min_length=1, max_length=128)
     autoCapture: bool = True
     autoRecall: bool = True
-    captureRoles: list[Literal["user", "assistant"]] = Field(default_factory=lambda: ["user"])
+    captureRoles: list[CaptureRole] = Field(default_factory=lambda: list[CaptureRole](["user"]))
     captureMinChars: int = Field(default=10, ge=1)
     captureMaxChars: int = Field(default=500, ge=100, le=10_000)
     maxCapturesPerTurn: int = Field(default=3, ge=0, le=20)
@@ -89,34 +97,20 @@ class LanceDBSettings(_Section):
                 raise ValueError(f"customTriggers: {pattern!r} is not a regular expression: {exc}") from None
         return value
 
-    def db_uri(self, workspace: Path) -> str:
+    def db_uri(self, workspace: Path, home: Path) -> str:
+        """The database: ``dbPath`` (``${ENV}`` expanded), else a folder under ``home`` (MDRECALL_HOME)."""
         if self.dbPath:
             raw = expand_env(self.dbPath, "dbPath")
             return raw if "://" in raw else str(Path(raw).expanduser())
-        return str(default_db_path(workspace))
+        return str(default_db_path(workspace, home))
 
     def storage_options(self) -> dict[str, str]:
         return {k: expand_env(v, f"storageOptions.{k}") for k, v in self.storageOptions.items()}
 
 
-def default_db_path(workspace: Path) -> Path:
-    """``<MDRECALL_HOME>/lancedb/<workspace-name>-<hash>``, beside the builtin's index (never in the workspace)."""
+def default_db_path(workspace: Path, home: Path) -> Path:
+    """``<home>/lancedb/<workspace-name>-<hash>``, beside the builtin's index (never in the workspace)."""
     real = os.path.realpath(workspace)
     digest = hashlib.sha256(real.encode("utf-8")).hexdigest()[:12]
     name = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in Path(real).name)[:40] or "workspace"
-    return mdrecall_home() / "lancedb" / f"{name}-{digest}"
-
-
-def load_settings(section: object) -> LanceDBSettings:
-    """Validate ``config.lancedb``; a bad key or value is a ConfigError naming it."""
-    try:
-        return LanceDBSettings.model_validate(section or {})
-    except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            key = ".".join(str(p) for p in err["loc"]) or "(root)"
-            if err["type"] == "extra_forbidden":
-                problems.append(f"unknown key 'lancedb.{key}'")
-            else:
-                problems.append(f"'lancedb.{key}': {err['msg']} (got {err.get('input')!r})")
-        raise ConfigError("invalid lancedb config: " + "; ".join(problems)) from None
+    return home / "lancedb" / f"{name}-{digest}"

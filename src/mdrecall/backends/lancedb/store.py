@@ -41,6 +41,7 @@ import numpy as np
 import pyarrow as pa
 
 from mdrecall.backends.lancedb.capture import normalized_key
+from mdrecall.backends.lancedb.results import is_memory_id
 from mdrecall.embeddings.base import provider_key
 from mdrecall.errors import StoreError
 
@@ -49,7 +50,6 @@ log = logging.getLogger("mdrecall.lancedb")
 META_IDENTITY = b"mdrecall.identity"
 META_DIMS = b"mdrecall.dims"
 COLUMNS = ("id", "text", "importance", "category", "createdAt", "agentId", "source", "sessionKey", "provenance", "textHash")
-_UUID_CHARS = set("0123456789abcdef-")
 EmbedFn = Callable[[Sequence[str]], list[list[float]]]
 
 
@@ -60,10 +60,6 @@ def text_hash(text: str) -> str:
 def quote(value: str) -> str:
     """A SQL string literal for LanceDB filters."""
     return "'" + value.replace("'", "''") + "'"
-
-
-def is_memory_id(value: str) -> bool:
-    return len(value) == 36 and set(value) <= _UUID_CHARS and value.count("-") == 4
 
 
 def schema_for(dims: int, identity: dict[str, Any]) -> pa.Schema:
@@ -244,8 +240,17 @@ class LanceStore:
 
     def table_names(self) -> list[str]:
         response = self.db.list_tables(limit=None)
-        names = getattr(response, "tables", response)
+        names: list[str] = [str(n) for n in getattr(response, "tables", response)]
         return sorted(n for n in names if n.startswith(self.prefix + "_"))
+
+    def open_named(self, name: str) -> None:
+        self.table, self.name = self.db.open_table(name), name
+
+    def open_any(self) -> None:
+        """Open some model's table, for reads that need no vectors (keyword search, listing)."""
+        names = self.table_names()
+        if names:
+            self.open_named(names[0])
 
     def table_name_for(self, identity: dict[str, Any], dims: int) -> str:
         return f"{self.prefix}_{provider_key({**identity, 'dims': dims})[:12]}"
