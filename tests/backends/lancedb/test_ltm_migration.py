@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 
 from mdrecall import open_manager
+from mdrecall.embeddings.base import ProviderBase
+from mdrecall.testing import plugin, registered
 
 
-class ProjectedModel:
+class ProjectedModel(ProviderBase):
     """Another embedding model: all-MiniLM-L6-v2 vectors through a fixed random 384 -> 256 projection.
 
     Its space differs from MiniLM's (other dimensions, other directions), which is what a model
@@ -53,12 +55,13 @@ MEMORIES = [
 
 
 @pytest.mark.timeout(180)
-def test_model_switch_migrates_without_mixing(local_model: Any, ltm_ws: Any, target: Any, monkeypatch: Any) -> None:
-    from mdrecall.embeddings import registry
-
+def test_model_switch_migrates_without_mixing(local_model: Any, ltm_ws: Any, target: Any) -> None:
     projected = ProjectedModel(local_model)
-    monkeypatch.setitem(registry._FACTORIES, "projected", lambda config: projected)
+    with registered(plugin(providers={"projected": lambda config: projected})):
+        _switch_and_back(projected, ltm_ws, target)
 
+
+def _switch_and_back(projected: ProjectedModel, ltm_ws: Any, target: Any) -> None:
     with open_manager(ltm_ws, target.config()) as old:
         ids = {old.store_memory(text)["id"]: text for text in MEMORIES}
         old_table = old.store.name
@@ -68,10 +71,10 @@ def test_model_switch_migrates_without_mixing(local_model: Any, ltm_ws: Any, tar
     switched = {**target.config(), "provider": "projected"}
     with open_manager(ltm_ws, switched) as new:
         assert new.count() == 4  # opening migrated them
-        migration = new.status()["details"]["migration"]
+        migration = new.status().details["migration"]
         assert migration["from"] == [old_table] and migration["rows"] == 4
         assert new.store.name != old_table and new.store.table_names() == [new.store.name]
-        assert new.status()["dims"] == 256 and projected.documents == 4
+        assert new.status().dims == 256 and projected.documents == 4
         # Every stored vector is the new model's embedding of its text: no old vector survived.
         data = new.store.table.to_arrow().to_pylist()
         for row in data:
@@ -80,7 +83,7 @@ def test_model_switch_migrates_without_mixing(local_model: Any, ltm_ws: Any, tar
             assert np.allclose(row["vector"], expected, atol=1e-5)
             assert row["id"] in ids and row["createdAt"] == before[row["id"]].created_at
         hit = new.search("Which database does billing use?").results[0]
-        assert "PostgreSQL" in hit.snippet and hit.citation in {f"ltm:{i}" for i in ids}
+        assert "PostgreSQL" in hit.snippet and hit.path in {f"ltm:{i}" for i in ids}
         assert new.store_memory("We decided to use PostgreSQL 16 for the billing service!")["action"] == "duplicate"
     # Nothing of the old table is left behind.
     assert not any(old_table in path for path in target.files())
@@ -88,7 +91,7 @@ def test_model_switch_migrates_without_mixing(local_model: Any, ltm_ws: Any, tar
     # Switching back migrates again (rows written with either model are never lost).
     with open_manager(ltm_ws, target.config()) as back:
         assert {r.text for r in back.list_entries()} == set(MEMORIES)
-        assert back.status()["dims"] == 384
+        assert back.status().dims == 384
 
 
 def test_without_a_provider_search_falls_back_to_keywords(local_model: Any, ltm_ws: Any, target: Any) -> None:
@@ -100,9 +103,9 @@ def test_without_a_provider_search_falls_back_to_keywords(local_model: Any, ltm_
         response = m.search("PostgreSQL billing")
         assert response.mode == "keyword-only" and response.degraded
         assert "PostgreSQL" in response.results[0].snippet
-        assert m.recall_block("Which database does billing use?") == ""
+        assert m.recall_memories("Which database does billing use?") == []
         from mdrecall.errors import ProviderUnavailableError
 
         with pytest.raises(ProviderUnavailableError):
             m.store_memory("I prefer tea.")
-        assert m.status()["searchMode"] == "keyword-only"
+        assert m.status().search_mode == "keyword-only"

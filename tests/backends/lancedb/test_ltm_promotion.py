@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ from mdrecall.dreaming import promotion
 from mdrecall.dreaming.paths import queue_path
 from mdrecall.dreaming.store import RecallStore
 
-DAY1 = datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc)
+DAY1 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 QUERIES = ["Which database does the billing service use?", "billing database version", "Postgres for billing, right?"]
 
 
@@ -34,7 +34,7 @@ def test_recalled_entries_are_staged_and_promoted(local_model: Any, ltm_ws: Path
         entries = RecallStore(ltm_ws).load().entries
         keys = [k for k in entries.all_keys() if f"ltm:{pg}" in k]
         assert len(keys) == 1 and entries[keys[0]].recall_count == 3
-    # A fresh process (`mdrecall promote --stage`): the manager is closed, the entry point reads the table.
+    # A fresh process (`mdrecall promote --stage`): the manager is closed, the plugin's reader opens the table.
     now = DAY1 + timedelta(days=2, hours=1)
     staged = promotion.stage(ltm_ws, load_config(ltm_ws), now=now)
     assert [i.text for i in staged.added] == ["We decided to use PostgreSQL 16 for the billing service."]

@@ -28,6 +28,8 @@ def test_tools_offered_for_the_lancedb_backend(capability: Any) -> None:
 def test_store_recall_and_near_duplicates(capability: Any) -> None:
     first = capability.call_tool("memory_store", {"text": "I prefer dark mode in every editor and terminal."})
     assert first["action"] == "created" and first["category"] == "preference"
+    assert first["citation"] == f"ltm:{first['id']}#L1"
+    assert capability.call_tool("memory_get", {"path": first["citation"]})["text"] == first["text"]
     again = capability.call_tool("memory_store", {"text": "i prefer DARK MODE in every editor and terminal!"})
     assert again["action"] == "duplicate" and again["existingId"] == first["id"]
     reworded = capability.call_tool("memory_store", {"text": "I prefer dark mode in all editors and terminals"})
@@ -39,7 +41,7 @@ def test_store_recall_and_near_duplicates(capability: Any) -> None:
     recalled = capability.call_tool("memory_recall", {"query": "editor colour theme", "limit": 3})
     assert recalled["count"] == 2
     assert {m["id"] for m in recalled["memories"]} == {first["id"], changed["id"]}
-    assert all(0 < m["score"] <= 1 and m["citation"] == f"ltm:{m['id']}" for m in recalled["memories"])
+    assert all(0 < m["score"] <= 1 and m["citation"] == f"ltm:{m['id']}#L1" for m in recalled["memories"])
     assert "untrusted" in recalled["text"]
     none = capability.call_tool("memory_recall", {"query": "How many moons does Jupiter have?"})
     assert none == {"count": 0, "memories": [], "text": "No relevant memories found."}
@@ -69,6 +71,8 @@ def test_bad_arguments_are_answers_not_exceptions(capability: Any) -> None:
     assert capability.call_tool("memory_recall", {"query": "tea", "bogus": 1})["code"] == "invalid_arguments"
     assert capability.call_tool("memory_forget", {})["code"] == "missing_param"
     assert capability.call_tool("memory_forget", {"memoryId": "not-a-uuid"})["code"] == "invalid_id"
+    too_long = capability.call_tool("memory_store", {"text": "I like tea. " * 1000})
+    assert too_long["code"] == "invalid_arguments" and "at most" in too_long["error"]
 
 
 def test_secrets_are_redacted_by_memory_store(capability: Any, target: Any) -> None:
