@@ -1,5 +1,6 @@
 """Helpers for the LanceDB backend's tests and its entries in the shared contract suite.
 
+* :func:`one_blas_thread`: what every LanceDB test runs under (see there).
 * :func:`moto_endpoint`: an S3-compatible server (``moto[server]``) on 127.0.0.1, started on first
   use and stopped when the test process exits.
 * :class:`Target`: where a test's LanceDB lives, a local folder or a fresh bucket on that server,
@@ -16,6 +17,8 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,19 @@ S3_KEY = "ltm-test-key"
 S3_SECRET = "ltm-test-secret"
 #: The environment variables the storage options name (``${ENV}`` expansion is part of what is tested).
 S3_ENV = {"LTM_TEST_S3_KEY": S3_KEY, "LTM_TEST_S3_SECRET": S3_SECRET}
+
+
+@contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """NumPy's BLAS with one thread while LanceDB's own threads run: on a small shared machine idle
+    BLAS threads spin for the cores LanceDB needs (3x the CPU time of these tests with them)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        yield
+        return
+    with threadpool_limits(limits=1):
+        yield
 
 
 def _free_port() -> int:
@@ -45,7 +61,7 @@ def moto_endpoint() -> str:
         if "endpoint" in _moto:
             return str(_moto["endpoint"])
         port = _free_port()
-        log = open(Path(tempfile.mkdtemp(prefix="moto-")) / "moto.log", "w")  # noqa: SIM115 - kept open for the server
+        log = open(Path(tempfile.mkdtemp(prefix="moto-")) / "moto.log", "w")
         proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                                 stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
         deadline = time.monotonic() + 30

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from ltmhelpers import S3_ENV, Target
-from sharedmodel import shared_local_model
 
+from ltmhelpers import S3_ENV, Target, one_blas_thread
 from mdrecall import MemorySearchManager, open_manager
 from mdrecall.agent.tools import MemoryTools
 from mdrecall.testing import FakeBackend, plugin, registered
+from sharedmodel import shared_local_model
 
 
 @dataclass
@@ -80,7 +80,7 @@ def _entry_plant(manager: MemorySearchManager) -> Callable[[str], str]:
 def _lancedb_on(target: Target, workspace: Path) -> Iterator[BackendUnderTest]:
     # The real model (shared with every other test of the process), real LanceDB.
     model = shared_local_model()
-    with registered(plugin(providers={"local": lambda config: model})):
+    with one_blas_thread(), registered(plugin(providers={"local": lambda config: model})):
         with open_manager(workspace, target.config(), use_global_config=False) as manager:
             yield BackendUnderTest("lancedb", manager, workspace, _entry_plant(manager),
                                    missing="ltm:00000000-0000-4000-8000-000000000000")  # fmt: skip

@@ -14,9 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ltmhelpers import S3_ENV, Target
+
+from ltmhelpers import S3_ENV, Target, one_blas_thread
 
 pytest.importorskip("lancedb")
+
+
+@pytest.fixture(autouse=True)
+def _one_blas_thread() -> Iterator[None]:
+    with one_blas_thread():
+        yield
 
 
 @pytest.fixture

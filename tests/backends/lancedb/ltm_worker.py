@@ -29,6 +29,9 @@ def subprocess_env(tmp_path: Path) -> dict[str, str]:
     """The environment for a child process: this one's, with an MDRECALL_HOME of the test's own."""
     env = dict(os.environ)
     env.setdefault("MDRECALL_HOME", str(tmp_path / "home"))
+    # Several model processes at once: one BLAS thread each, or their idle threads spin for a core.
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(name, "1")
     src = str(Path(__file__).resolve().parents[3] / "src")
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env

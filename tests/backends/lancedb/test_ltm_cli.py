@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 pytest.importorskip("click")
-from click.testing import CliRunner  # noqa: E402
+from click.testing import CliRunner
+from ltm_worker import subprocess_env
 
-from ltm_worker import subprocess_env  # noqa: E402
-from mdrecall.backends.lancedb.cli import ltm  # noqa: E402
+from mdrecall.backends.lancedb.cli import ltm
 
 CONVERSATION = [
     {"role": "user", "content": "I prefer dark mode in every editor and terminal."},
@@ -105,6 +105,7 @@ def test_config_errors_exit_2(cli_ws: Path) -> None:
     assert result.exit_code == 2 and "LTM_NOT_SET_ANYWHERE" in result.output
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_mdrecall_ltm_command(ltm_ws: Path, tmp_path: Path) -> None:
     """The real ``mdrecall`` entry point, in a fresh process with the bundled model."""
@@ -122,6 +123,7 @@ def test_mdrecall_ltm_command(ltm_ws: Path, tmp_path: Path) -> None:
     assert recalled.returncode == 0 and "window seats" in recalled.stdout, recalled.stderr
 
 
+@pytest.mark.slow
 def test_capture_a_whole_conversation_file(cli_ws: Path, tmp_path: Path) -> None:
     from test_ltm_conversation import EXPECTED, TURNS
 

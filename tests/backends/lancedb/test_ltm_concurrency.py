@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from ltm_worker import SHARED, statements, subprocess_env
 
 WORKERS = 4

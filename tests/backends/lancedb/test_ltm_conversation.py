@@ -74,6 +74,7 @@ def run_conversation(cap: Any) -> int:
     return injected
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_twenty_turns_capture_then_recall(local_model: Any, ltm_ws: Any, target: Any) -> None:
     with create_memory_capability(ltm_ws, target.config()) as cap:

@@ -11,12 +11,12 @@ import pytest
 import yaml
 
 pytest.importorskip("mcp")
-from mcp.client.session import ClientSession  # noqa: E402
-from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+from ltm_worker import subprocess_env
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from ltm_worker import subprocess_env  # noqa: E402
 
-
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_ltm_tools_over_mcp(ltm_ws: Path, tmp_path: Path) -> None:
     (ltm_ws / ".mdrecall.yaml").write_text(yaml.safe_dump(

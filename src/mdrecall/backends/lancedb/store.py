@@ -114,7 +114,7 @@ class Row:
     score: float | None = None
 
     @classmethod
-    def from_record(cls, rec: dict[str, Any]) -> "Row":
+    def from_record(cls, rec: dict[str, Any]) -> Row:
         score = None
         if rec.get("_distance") is not None:
             score = max(0.0, min(1.0, 1.0 - float(rec["_distance"])))
