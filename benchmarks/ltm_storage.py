@@ -45,8 +45,7 @@ def run(writes: int, maintenance: dict, root: Path) -> dict:
     from mdrecall.backends.lancedb.store import LanceStore
 
     store = LanceStore(str(db))
-    name = store.table_names()[0]
-    store.table, store.name = store.db.open_table(name), name
+    store.open_any()
     stats = store.stats()
     return {"versions": stats["versions"], "fragments": stats["fragments"], "files": len(files),
             "bytes": sum(p.stat().st_size for p in files), "rows": stats["rows"],
