@@ -208,7 +208,9 @@ def call_each(hook: str, **kwargs: Any) -> Iterator[tuple[str, Any]]:
     skipped and its error recorded, so one broken plugin cannot take the others down."""
     load_plugins()
     caller = getattr(pm.hook, hook)
-    for impl in reversed(caller.get_hookimpls()):  # registration order: defaults first
+    # Registration order (pluggy lists them so; it calls them last-first): the defaults first, so a later
+    # plugin registering the same name (a backend, a provider, a test double) is the one that counts.
+    for impl in caller.get_hookimpls():
         try:
             result = impl.function(**kwargs)
         except Exception as exc:
