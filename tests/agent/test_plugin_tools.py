@@ -45,6 +45,27 @@ class ToolsPlugin:
                           read_only=False, destructive=True), count_word, backends=("erasable",))  # fmt: skip
 
 
+class BuiltinEraser:
+    """The same name as ToolsPlugin's memory_erase, for another backend: both are kept."""
+
+    @hookimpl
+    def register_tools(self, register: Callable[..., None]) -> None:
+        def erase(manager: MemorySearchManager, args: dict[str, Any], session_key: str | None) -> dict[str, Any]:
+            return {"erased": args["path"], "backend": manager.backend}
+
+        schema = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+        register(ToolSpec("memory_erase", "Erase a note.", schema, read_only=False, destructive=True), erase,
+                 backends=["builtin"])  # fmt: skip
+
+
+class CountForEveryone:
+    """memory_count again, for backends ToolsPlugin's already covers: refused."""
+
+    @hookimpl
+    def register_tools(self, register: Callable[..., None]) -> None:
+        register(ToolSpec("memory_count", "Count again.", COUNT_SCHEMA), count_word, backends=("builtin",))
+
+
 class BrokenToolsPlugin:
     @hookimpl
     def register_tools(self, register: Callable[..., None]) -> None:
@@ -91,6 +112,16 @@ def test_a_tool_for_another_backend_is_not_offered(manager: MemorySearchManager)
         assert [s.name for s in forced.specs()] == ["memory_search", "memory_erase"]
         assert forced.specs()[1].destructive and not forced.specs()[1].read_only
         assert forced.call("memory_erase", {})["code"] == "unsupported_backend"
+
+
+def test_one_name_for_disjoint_backends_each_its_own(manager: MemorySearchManager) -> None:
+    with registered(ToolsPlugin()), registered(BuiltinEraser()), registered(CountForEveryone(), name="count-again"):
+        tools = MemoryTools(manager)
+        assert tools.names == ("memory_search", "memory_get", "memory_status", "memory_count", "memory_erase")
+        assert tools.specs()[-1].description == "Erase a note."
+        assert tools.call("memory_erase", {"path": "memory/x.md"}) == {"erased": "memory/x.md", "backend": "builtin"}
+        assert "'memory_count' is already registered for builtin" in plugins.plugin_errors()["count-again"]
+        assert tools.specs()[3].description == "Count files mentioning a word."
 
 
 def test_a_plugin_that_takes_a_standard_name_contributes_nothing(manager: MemorySearchManager) -> None:

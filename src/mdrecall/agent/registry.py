@@ -35,27 +35,38 @@ class PluginTool:
         return self.backends is None or backend in self.backends
 
 
+def _overlap(a: tuple[str, ...] | None, b: tuple[str, ...] | None) -> bool:
+    return a is None or b is None or bool(set(a) & set(b))
+
+
 _tools_lock = threading.Lock()
-_tools: dict[str, PluginTool] = {}
+_tools: dict[str, tuple[PluginTool, ...]] = {}
 _tools_generation = -1
 
 
-def plugin_tools() -> dict[str, PluginTool]:
-    """Every tool the plugins register (``register_tools``), by name; rebuilt when plugins change."""
+def plugin_tools() -> dict[str, tuple[PluginTool, ...]]:
+    """Every tool the plugins register (``register_tools``), by name; rebuilt when plugins change.
+
+    One name may be registered more than once for disjoint backends (LanceDB's ``memory_forget``
+    and another backend's); a standard tool's name, or a name taken for an overlapping set of
+    backends, is an error (that plugin's hook fails and is recorded)."""
     global _tools, _tools_generation
     current = plugins.generation()
     with _tools_lock:
         if _tools_generation != current:
-            found: dict[str, PluginTool] = {}
+            found: dict[str, tuple[PluginTool, ...]] = {}
 
             def register(spec: ToolSpec, handler: ToolHandler, backends: Sequence[str] | None = None) -> None:
                 if not isinstance(spec, ToolSpec) or not callable(handler):
                     raise ValueError(f"invalid tool registration {spec!r}")
-                if spec.name in TOOL_SPECS or spec.name in found:
-                    raise ValueError(f"tool {spec.name!r} is already registered")
                 if isinstance(backends, str):
                     raise ValueError("backends must be a sequence of backend names, not a string")
-                found[spec.name] = PluginTool(spec, handler, tuple(backends) if backends is not None else None)
+                tool = PluginTool(spec, handler, tuple(backends) if backends is not None else None)
+                taken = spec.name in TOOL_SPECS or any(_overlap(t.backends, tool.backends) for t in found.get(spec.name, ()))
+                if taken:
+                    where = f" for {', '.join(tool.backends)}" if tool.backends else ""
+                    raise ValueError(f"tool {spec.name!r} is already registered{where}")
+                found[spec.name] = (*found.get(spec.name, ()), tool)
 
             for _name, _ in plugins.call_each("register_tools", register=register):
                 pass
@@ -63,6 +74,15 @@ def plugin_tools() -> dict[str, PluginTool]:
         return _tools
 
 
+def find_tool(name: str, backend: str | None) -> PluginTool | None:
+    """The plugin tool ``name`` offered for ``backend``; with no backend known, the one offered for
+    every backend, else the first registered."""
+    tools = plugin_tools().get(name, ())
+    if backend is None:
+        return next((t for t in tools if t.backends is None), tools[0] if tools else None)
+    return next((t for t in tools if t.offered_for(backend)), None)
+
+
 def tool_names_for(backend: str) -> tuple[str, ...]:
     """The standard tools plus every plugin tool offered for ``backend``."""
-    return STANDARD_TOOLS + tuple(name for name, tool in plugin_tools().items() if tool.offered_for(backend))
+    return STANDARD_TOOLS + tuple(name for name in plugin_tools() if find_tool(name, backend) is not None)

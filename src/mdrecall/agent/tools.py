@@ -33,7 +33,7 @@ from pathlib import PurePath
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from mdrecall.agent.arguments import ToolInputError, check_known, parse_arguments, parse_get_args, parse_search_args
-from mdrecall.agent.registry import STANDARD_TOOLS, plugin_tools, tool_names_for
+from mdrecall.agent.registry import STANDARD_TOOLS, find_tool, plugin_tools, tool_names_for
 from mdrecall.agent.specs import MEMORY_GET, MEMORY_SEARCH, MEMORY_STATUS, MEMORY_STATUS_SCHEMA, TOOL_SPECS, ToolSpec
 from mdrecall.config import CitationsMode, MemoryConfig
 from mdrecall.contract import MemorySearchManager
@@ -201,6 +201,7 @@ class MemoryTools:
             backend = manager.config.backend if isinstance(manager, ConfigSource) else None
         self.session_key = session_key
         self._citations = citations
+        self._backend = backend
         if tools is None:  # the standard tools plus the plugins' tools for this backend
             tools = tool_names_for(backend) if backend is not None else STANDARD_TOOLS
         extra = plugin_tools()
@@ -212,10 +213,17 @@ class MemoryTools:
     # -- specs
 
     def specs(self) -> list[ToolSpec]:
-        extra = plugin_tools()
-        # A tool whose plugin was unregistered since is no longer offered.
-        return [TOOL_SPECS[name] if name in TOOL_SPECS else extra[name].spec for name in self.names
-                if name in TOOL_SPECS or name in extra]  # fmt: skip
+        out = []
+        for name in self.names:
+            if name in TOOL_SPECS:
+                out.append(TOOL_SPECS[name])
+                continue
+            # A tool named explicitly is listed even for another backend (a call says so); one whose
+            # plugin was unregistered since is gone.
+            tool = find_tool(name, self._backend) or find_tool(name, None)
+            if tool is not None:
+                out.append(tool.spec)
+        return out
 
     def openai_tools(self) -> list[dict[str, Any]]:
         return [spec.to_openai() for spec in self.specs()]
@@ -247,19 +255,19 @@ class MemoryTools:
         return handler(args, session_key=session_key)
 
     def _call_plugin_tool(self, name: str, args: Mapping[str, Any], session_key: str | None) -> dict[str, Any]:
-        tool = plugin_tools().get(name)
-        if tool is None:  # its plugin was unregistered since
+        if name not in plugin_tools():  # its plugin was unregistered since
             return {"error": f"tool {name!r} is not provided by any plugin now", "code": "unavailable"}
-        try:
-            parsed = parse_arguments(args, tool.spec)
-        except ToolInputError as exc:
-            return {"error": str(exc), "code": "invalid_arguments"}
         try:
             manager = self.manager()
         except Exception as exc:
             return unavailable_result(exc)
-        if not tool.offered_for(manager.backend):
+        tool = find_tool(name, manager.backend)
+        if tool is None:
             return {"error": f"{name} is not available with backend {manager.backend!r}", "code": "unsupported_backend"}
+        try:
+            parsed = parse_arguments(args, tool.spec)
+        except ToolInputError as exc:
+            return {"error": str(exc), "code": "invalid_arguments"}
         try:
             return tool.handler(manager, parsed, session_key)
         except ValueError as exc:  # the handler's word on arguments that fit the schema but not the store
