@@ -202,6 +202,7 @@ PUBLIC_API = [
     "PathError",
     "ProbeResult",
     "ReadResult",
+    "Remembered",
     "SearchHit",
     "SearchResponse",
     "SkippedFile",
@@ -212,6 +213,7 @@ PUBLIC_API = [
     "__version__",
     "load_config",
     "open_manager",
+    "remember",
 ]
 
 
