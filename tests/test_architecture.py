@@ -220,6 +220,7 @@ PUBLIC_API = [
     "PathError",
     "ProbeResult",
     "ReadResult",
+    "Remembered",
     "SearchHit",
     "SearchResponse",
     "SkippedFile",
@@ -230,6 +231,7 @@ PUBLIC_API = [
     "__version__",
     "load_config",
     "open_manager",
+    "remember",
 ]
 
 

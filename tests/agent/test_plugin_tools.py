@@ -105,6 +105,16 @@ def test_a_plugin_tool_is_offered_checked_and_run(manager: MemorySearchManager) 
     assert tools.call("memory_count", {"word": "x"})["code"] == "unavailable"
 
 
+def test_mcp_serves_plugin_tools_and_a_read_only_server_only_the_read_only_ones() -> None:
+    from mdrecall.mcp.server import served_tools
+
+    with registered(ToolsPlugin()):
+        assert served_tools("builtin") == ("memory_search", "memory_get", "memory_status", "memory_write", "memory_count")
+        assert served_tools("erasable") == (
+            "memory_search", "memory_get", "memory_status", "memory_write", "memory_count", "memory_erase")  # fmt: skip
+        assert served_tools("erasable", read_only=True) == ("memory_search", "memory_get", "memory_status", "memory_count")
+
+
 def test_a_tool_for_another_backend_is_not_offered(manager: MemorySearchManager) -> None:
     with registered(ToolsPlugin()):
         assert "memory_erase" not in MemoryTools(manager).names

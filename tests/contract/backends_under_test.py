@@ -65,6 +65,27 @@ def _notes(tmp_path: Path, workspace: Path) -> Iterator[BackendUnderTest]:
         yield BackendUnderTest("notes", manager, workspace, _markdown_plant(workspace, manager))
 
 
+def _qmd(tmp_path: Path, workspace: Path) -> Iterator[BackendUnderTest]:
+    from mdrecall.backends.qmd.layout import find_binary
+    from mdrecall.backends.qmd.settings import QmdSettings
+
+    if find_binary(QmdSettings()) is None:
+        pytest.skip("QMD is not installed: scripts/install-qmd.sh (run by scripts/setup.sh) could not install it; "
+                    "run it to see why (it needs npm and the npm registry)")  # fmt: skip
+    config = {
+        "backend": "qmd",
+        "provider": "none",
+        "store": {"path": str(tmp_path / "fallback.sqlite")},
+        "sync": {"watch": False},
+        "qmd": {"indexDir": str(tmp_path / "qmd")},
+    }
+    with open_manager(workspace, config, use_global_config=False) as manager:
+        yield BackendUnderTest("qmd", manager, workspace, _markdown_plant(workspace, manager))
+        # The contract held through QMD itself, not through its builtin fallback.
+        health = manager.backoff  # type: ignore[attr-defined]
+        assert health.failures == 0 and manager.fallback_state is None, health.to_dict()  # type: ignore[attr-defined]
+
+
 def _entry_plant(manager: MemorySearchManager) -> Callable[[str], str]:
     # A store-backed backend: the fact is stored the way an agent stores one (the memory_store tool).
     tools = MemoryTools(manager)
@@ -110,6 +131,7 @@ BACKENDS: dict[str, Callable[[Path, Path], Iterator[BackendUnderTest]]] = {
     "builtin": _builtin,
     "fake": _fake,
     "notes": _notes,
+    "qmd": _qmd,
     "lancedb": _lancedb,
     "lancedb-s3": _lancedb_s3,
 }

@@ -15,10 +15,13 @@ from typing import Any
 from mdrecall.agent.specs import (
     MAX_LINES_CAP,
     MAX_RESULTS_CAP,
+    MAX_WRITE_CHARS,
     MEMORY_GET,
     MEMORY_GET_SCHEMA,
     MEMORY_SEARCH,
     MEMORY_SEARCH_SCHEMA,
+    MEMORY_WRITE,
+    MEMORY_WRITE_SCHEMA,
     Corpus,
     ToolSpec,
 )
@@ -125,3 +128,16 @@ def parse_get_args(args: Mapping[str, Any]) -> tuple[str, int | None, int | None
     if not isinstance(path, str):
         raise ToolInputError("path is required: a memory file such as MEMORY.md or memory/2026-01-31.md")
     return path, int_arg(args, "from", 1, 10**9), int_arg(args, "lines", 1, MAX_LINES_CAP)
+
+
+def parse_write_args(args: Mapping[str, Any]) -> tuple[str, str | None]:
+    check_known(args, MEMORY_WRITE_SCHEMA, MEMORY_WRITE)
+    text = args.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise ToolInputError("text is required: a non-empty string, the fact to remember")
+    if len(text) > MAX_WRITE_CHARS:
+        raise ToolInputError(f"text must be at most {MAX_WRITE_CHARS} characters (got {len(text)})")
+    target = args.get("target")
+    if target is not None and (not isinstance(target, str) or not target.strip()):
+        raise ToolInputError("target must be a memory file path such as MEMORY.md or memory/projects.md")
+    return text, target.strip() if isinstance(target, str) else None

@@ -83,6 +83,12 @@ def find_tool(name: str, backend: str | None) -> PluginTool | None:
     return next((t for t in tools if t.offered_for(backend)), None)
 
 
+def plugin_tools_for(backend: str) -> list[PluginTool]:
+    """Every plugin tool offered for ``backend``, in registration order."""
+    return [tool for name in plugin_tools() if (tool := find_tool(name, backend)) is not None]
+
+
 def tool_names_for(backend: str) -> tuple[str, ...]:
-    """The standard tools plus every plugin tool offered for ``backend``."""
-    return STANDARD_TOOLS + tuple(name for name in plugin_tools() if find_tool(name, backend) is not None)
+    """The standard read tools plus every plugin tool offered for ``backend`` (``MemoryTools``'
+    default; ``memory_write`` is opted into by name)."""
+    return STANDARD_TOOLS + tuple(tool.spec.name for tool in plugin_tools_for(backend))

@@ -12,6 +12,10 @@ act on it, but cannot recover from an exception in the host. The shapes:
   refused path ``{path, text: "", error, code, hint}`` with ``code`` one of ``not_memory_path``,
   ``outside_workspace``, ``not_found``, ``invalid_path``.
 - ``memory_status {}`` -> the manager's status.
+- ``memory_write {text, target?}`` -> ``{path, startLine, endLine, citation, text, redacted, created,
+  indexed}`` (the entry appended to today's daily note or ``target``, re-indexed at once); on a refused
+  target ``{error, code, hint}`` with the ``memory_get`` codes. Not in the default tool set: a host
+  opts in with ``tools=(..., MEMORY_WRITE)`` (``mdrecall mcp`` does, unless ``--read-only``).
 
 Plugins add tools through the ``register_tools`` hook (:func:`plugin_tools`): each is offered for
 the backends it names (LanceDB: ``memory_store``, ``memory_recall``, ``memory_forget``), with its
@@ -32,9 +36,24 @@ from datetime import date, datetime
 from pathlib import PurePath
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from mdrecall.agent.arguments import ToolInputError, check_known, parse_arguments, parse_get_args, parse_search_args
+from mdrecall.agent.arguments import (
+    ToolInputError,
+    check_known,
+    parse_arguments,
+    parse_get_args,
+    parse_search_args,
+    parse_write_args,
+)
 from mdrecall.agent.registry import STANDARD_TOOLS, find_tool, plugin_tools, tool_names_for
-from mdrecall.agent.specs import MEMORY_GET, MEMORY_SEARCH, MEMORY_STATUS, MEMORY_STATUS_SCHEMA, TOOL_SPECS, ToolSpec
+from mdrecall.agent.specs import (
+    MEMORY_GET,
+    MEMORY_SEARCH,
+    MEMORY_STATUS,
+    MEMORY_STATUS_SCHEMA,
+    MEMORY_WRITE,
+    TOOL_SPECS,
+    ToolSpec,
+)
 from mdrecall.config import CitationsMode, MemoryConfig
 from mdrecall.contract import MemorySearchManager
 from mdrecall.errors import ConfigError, EmbeddingError, PathError, ProviderUnavailableError, StoreError
@@ -51,6 +70,7 @@ __all__ = [
     "jsonable",
     "parse_get_args",
     "parse_search_args",
+    "parse_write_args",
     "unavailable_result",
 ]
 
@@ -251,7 +271,8 @@ class MemoryTools:
             return {"error": f"unknown tool {name!r}; available: {', '.join(self.names)}"}
         if name not in TOOL_SPECS:
             return self._call_plugin_tool(name, args, session_key if session_key is not None else self.session_key)
-        handler = {MEMORY_SEARCH: self.memory_search, MEMORY_GET: self.memory_get, MEMORY_STATUS: self.memory_status}[name]
+        handler = {MEMORY_SEARCH: self.memory_search, MEMORY_GET: self.memory_get, MEMORY_STATUS: self.memory_status,
+                   MEMORY_WRITE: self.memory_write}[name]  # fmt: skip
         return handler(args, session_key=session_key)
 
     def _call_plugin_tool(self, name: str, args: Mapping[str, Any], session_key: str | None) -> dict[str, Any]:
@@ -396,6 +417,35 @@ class MemoryTools:
         status.setdefault("available", True)
         status["citations"] = self.citations_mode()
         return status
+
+
+    # -- memory_write
+
+    def memory_write(self, args: Mapping[str, Any], *, session_key: str | None = None) -> dict[str, Any]:
+        from mdrecall.sources.remember import RememberError, remember
+
+        try:
+            text, target = parse_write_args(args)
+        except ToolInputError as exc:
+            return {"error": str(exc), "code": "invalid_arguments"}
+        try:
+            manager = self.manager()
+            written = remember(manager.workspace, text, config=manager.config, target=target, via="agent")
+        except PathError as exc:
+            return {"path": target, "error": str(exc), "code": exc.code,
+                    "hint": "memory_write appends to MEMORY.md or memory/**/*.md; omit target for today's daily note."}  # fmt: skip
+        except RememberError as exc:
+            return {"error": str(exc), "code": "invalid_arguments"}
+        except Exception as exc:  # a read-only disk, a broken backend: report, don't crash the turn
+            return {"error": str(exc) or type(exc).__name__, "code": "write_failed"}
+        out = written.to_dict()
+        try:
+            manager.sync()  # searchable at once, whatever the watcher is doing
+            out["indexed"] = True
+        except Exception as exc:  # the note is written; the next search indexes it
+            out["indexed"] = False
+            out["warning"] = f"written, but not indexed yet: {exc}"
+        return out
 
 
 def build_tools(manager: MemorySearchManager | Callable[[], MemorySearchManager], **kwargs: Any) -> MemoryTools:
