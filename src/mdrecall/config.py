@@ -227,6 +227,7 @@ class MemoryConfig(_Section):
     dreaming: dict[str, Any] = Field(default_factory=dict)
     lancedb: dict[str, Any] = Field(default_factory=dict)
     qmd: dict[str, Any] = Field(default_factory=dict)
+    postgres: dict[str, Any] = Field(default_factory=dict)
     mcp: dict[str, Any] = Field(default_factory=dict)
     # Pre-compaction memory flush (softThresholdTokens, reserveTokensFloor, ...); validated in agent/flush.py.
     flush: dict[str, Any] = Field(default_factory=dict)

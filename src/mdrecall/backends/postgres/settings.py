@@ -1,0 +1,90 @@
+"""The ``postgres`` config section (light: pydantic only, importable without psycopg)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from mdrecall.config import MemoryConfig, _Section
+from mdrecall.errors import ConfigError
+
+
+class HnswSettings(_Section):
+    # Build parameters of the HNSW index (pgvector defaults); changing them applies to a rebuilt index.
+    m: int = Field(default=16, ge=2, le=100)
+    efConstruction: int = Field(default=64, ge=4, le=1000)
+    # Query-time candidate list; pgvector's default is 40.
+    efSearch: int = Field(default=100, ge=1, le=1000)
+    # pgvector >= 0.8: keep scanning the graph until enough rows pass the visibility filter.
+    iterativeScan: Literal["off", "relaxed_order", "strict_order"] = "relaxed_order"
+    maxScanTuples: int = Field(default=20_000, ge=1)
+
+
+class PostgresSettings(_Section):
+    #: libpq connection string or URI. The role it logs in as is the agent (see docs/scale-out.md).
+    dsn: str | None = None
+    #: The agent this workspace belongs to; checked against the role's mapping (None: take the role's).
+    agentId: str | None = None
+    #: The agent's team; checked like agentId.
+    teamId: str | None = None
+    #: Folders (workspace-relative) whose memory files the whole team sees.
+    sharedFolders: list[str] = Field(default_factory=lambda: ["memory/shared/"])
+    #: The DSN is the store owner's: apply migrations, register the agent (and its role) on open and
+    #: act as that role on every connection (SET ROLE). For development and tests; production gives
+    #: each agent its own login role (``mdrecall postgres add-agent``).
+    provision: bool = False
+    poolMin: int = Field(default=1, ge=0)
+    poolMax: int = Field(default=4, ge=1)
+    statementTimeoutMs: int = Field(default=15_000, ge=0)
+    #: How long a sync waits for another process syncing the same agent (ms).
+    lockTimeoutMs: int = Field(default=10_000, ge=0)
+    #: Team-wide cap on the shared embedding cache (None: no cap).
+    cacheMaxEntries: int | None = Field(default=None, ge=1)
+    #: Text-search configuration for keywords (stemming); CJK is indexed per character either way.
+    textSearchConfig: str = "english"
+    hnsw: HnswSettings = Field(default_factory=HnswSettings)
+
+    @field_validator("sharedFolders")
+    @classmethod
+    def _folders(cls, value: list[str]) -> list[str]:
+        out = []
+        for raw in value:
+            folder = raw.strip().replace("\\", "/").strip("/")
+            if not folder or ".." in folder.split("/"):
+                raise ValueError(f"invalid shared folder {raw!r}")
+            out.append(folder + "/")
+        return out
+
+    @field_validator("textSearchConfig")
+    @classmethod
+    def _ts_config(cls, value: str) -> str:
+        if not value.replace("_", "").isalnum():
+            raise ValueError(f"invalid text search configuration name {value!r}")
+        return value
+
+    @field_validator("agentId", "teamId")
+    @classmethod
+    def _ident(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or len(value) > 200 or "\x00" in value):
+            raise ValueError("must be a non-empty name of at most 200 characters")
+        return value
+
+
+def load_settings(config: MemoryConfig) -> PostgresSettings:
+    """The validated ``postgres`` section of ``config`` (ConfigError naming the key when invalid)."""
+    from pydantic import ValidationError
+
+    raw: Any = getattr(config, "postgres", None) or {}
+    try:
+        settings = PostgresSettings.model_validate(raw)
+    except ValidationError as exc:
+        details = "; ".join(
+            f"postgres.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        raise ConfigError(f"invalid postgres settings: {details}") from None
+    if not settings.dsn:
+        raise ConfigError("backend 'postgres' needs postgres.dsn (a libpq connection string or postgresql:// URI)")
+    if settings.poolMin > settings.poolMax:
+        raise ConfigError(f"postgres.poolMin ({settings.poolMin}) must not exceed postgres.poolMax ({settings.poolMax})")
+    return settings

@@ -1,0 +1,475 @@
+"""The Postgres store: the same reads and writes as ``mdrecall.store.db.IndexDB``, for one agent.
+
+``mdrecall.sync.Indexer`` drives it unchanged (files, skipped, record_skipped, touch_file,
+replace_file, remove_file, the embedding cache, meta), so incremental sync by content hash is the
+builtin's code. Every method acts as the connection's role: row-level security (schema.py) limits it
+to this agent's rows (and the team's shared ones for reads); the explicit ``agent_id`` filters below
+only keep an agent's sync from looking at rows it may read but does not own.
+
+Atomicity: each file's rows are replaced in one transaction; a sync holds a session-level advisory
+lock for its agent (``agent_lock``), so two processes of one agent never interleave their syncs,
+while different agents write at once. The embedding cache is shared by the team and deduplicated
+by its key; inserts take keys in sorted order so concurrent writers cannot deadlock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Sequence
+
+import numpy as np
+import psycopg
+from psycopg import sql
+from psycopg_pool import ConnectionPool
+
+from mdrecall.backends.postgres.schema import SCHEMA, check_version, migrate, add_agent, role_name_for
+from mdrecall.backends.postgres.settings import PostgresSettings
+from mdrecall.backends.postgres.visibility import classify
+from mdrecall.errors import StoreError
+from mdrecall.store.db import META_KEY, ChunkRow, FileRow
+
+S = SCHEMA
+#: meta.agent_id of the team's own keys.
+TEAM_KEYS = ""
+TEAM_IDENTITY_KEY = "embedding_identity"
+
+
+@dataclass
+class Capabilities:
+    """What the builtin's ``IndexDB.caps`` says, for code that reads it (search pipeline, status)."""
+
+    fts_available: bool = True
+    fts_error: str | None = None
+    vector_available: bool = True
+    vector_error: str | None = None
+    vec_version: str | None = None
+
+
+@dataclass(frozen=True)
+class Identity:
+    role: str
+    agent_id: str
+    team_id: str
+
+
+def _int64(text: str) -> int:
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big", signed=True)
+
+
+def _blob_to_array(blob: bytes) -> np.ndarray:
+    return np.frombuffer(blob, dtype=np.float32)
+
+
+def _array_to_blob(value: Any) -> bytes:
+    return np.asarray(value.to_numpy() if hasattr(value, "to_numpy") else value, dtype=np.float32).tobytes()
+
+
+class _Atomic:
+    """``with store.conn:`` as the Indexer writes it: every store method is already atomic on its own."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class PgStore:
+    """One agent's view of the team store, over a connection pool. Thread-safe."""
+
+    def __init__(self, settings: PostgresSettings, *, agent_id: str | None = None, team_id: str | None = None,
+                 application_name: str = "mdrecall") -> None:
+        self.settings = settings
+        self.caps = Capabilities()
+        self._staged: dict[str, str] = {}
+        self._staged_lock = threading.Lock()
+        self._set_role: str | None = None
+        wanted_agent = agent_id or settings.agentId
+        wanted_team = team_id or settings.teamId
+        try:
+            if settings.provision:
+                self._set_role = self._provision(wanted_agent, wanted_team, application_name)
+            self.pool = ConnectionPool(
+                settings.dsn or "",
+                min_size=settings.poolMin,
+                max_size=settings.poolMax,
+                kwargs={"autocommit": True, "application_name": application_name},
+                configure=self._configure,
+                open=False,
+                name=f"mdrecall-{wanted_agent or 'agent'}",
+            )
+            self.pool.open(wait=True, timeout=max(5.0, settings.statementTimeoutMs / 1000.0))
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot connect to the Postgres store: {exc}") from exc
+        except Exception as exc:  # psycopg_pool.PoolTimeout and friends
+            if isinstance(exc, StoreError):
+                raise
+            raise StoreError(f"cannot connect to the Postgres store: {type(exc).__name__}: {exc}") from exc
+        try:
+            with self.pool.connection() as conn:
+                self.schema_version = check_version(conn)
+                row = conn.execute(
+                    f"SELECT current_user, {S}.current_agent(), {S}.current_team()"
+                ).fetchone()
+                self.caps.vec_version = conn.execute(
+                    "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+                ).fetchone()[0]
+        except BaseException:
+            self.pool.close()
+            raise
+        role, agent, team = row
+        if agent is None:
+            self.pool.close()
+            raise StoreError(
+                f"Postgres role {role!r} is not registered as an mdrecall agent: run "
+                "`mdrecall postgres add-agent AGENT --team TEAM` with the store owner's DSN"
+            )
+        for label, want, got in (("agentId", wanted_agent, agent), ("teamId", wanted_team, team)):
+            if want is not None and want != got:
+                self.pool.close()
+                raise StoreError(f"postgres.{label} is {want!r} but role {role!r} belongs to {got!r}")
+        self.identity = Identity(role, agent, team)
+
+    # -- connections -----------------------------------------------------------------------------
+    def _provision(self, agent_id: str | None, team_id: str | None, application_name: str) -> str:
+        """Owner DSN (development): migrate, register the agent, act as its role from now on."""
+        if not agent_id or not team_id:
+            raise StoreError("postgres.provision needs postgres.agentId and postgres.teamId")
+        with psycopg.connect(self.settings.dsn or "", autocommit=True, application_name=application_name) as conn:
+            migrate(conn)
+            login = conn.execute("SELECT current_user").fetchone()[0]
+            return add_agent(conn, agent_id, team_id, role=role_name_for(agent_id, team_id), login=False, grant_to=login)
+
+    def _configure(self, conn: psycopg.Connection) -> None:
+        from pgvector.psycopg import register_vector
+
+        if self._set_role:
+            conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(self._set_role)))
+        hnsw = self.settings.hnsw
+        conn.execute(sql.SQL("SET statement_timeout = {}").format(sql.Literal(self.settings.statementTimeoutMs)))
+        conn.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(hnsw.efSearch)))
+        conn.execute(sql.SQL("SET hnsw.iterative_scan = {}").format(sql.Literal(hnsw.iterativeScan)))
+        conn.execute(sql.SQL("SET hnsw.max_scan_tuples = {}").format(sql.Literal(hnsw.maxScanTuples)))
+        try:
+            register_vector(conn)
+        except psycopg.ProgrammingError:
+            pass  # no vector type yet (schema not migrated): check_version reports it next
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection]:
+        try:
+            with self.pool.connection() as conn:
+                yield conn
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise StoreError(f"the Postgres store refused: {exc}") from exc
+
+    def close(self) -> None:
+        self.pool.close()
+
+    @property
+    def conn(self) -> _Atomic:
+        return _Atomic()
+
+    def transaction(self) -> _Atomic:
+        return _Atomic()
+
+    @contextmanager
+    def agent_lock(self, timeout: float | None) -> Iterator[bool]:
+        """Hold this agent's sync lock (session-level advisory lock) for the block; False on timeout."""
+        key = _int64(f"mdrecall-sync\x00{self.identity.team_id}\x00{self.identity.agent_id}")
+        with self.connection() as conn:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while True:
+                got = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]
+                if got or (deadline is not None and time.monotonic() >= deadline):
+                    break
+                time.sleep(0.05)
+            try:
+                yield bool(got)
+            finally:
+                if got:
+                    conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+    # -- meta ------------------------------------------------------------------------------------
+    def get_kv(self, key: str, *, team: bool = False) -> str | None:
+        with self.connection() as conn:
+            row = conn.execute(
+                f"SELECT value FROM {S}.meta WHERE team_id = {S}.current_team() AND agent_id = %s AND key = %s",
+                (TEAM_KEYS if team else self.identity.agent_id, key),
+            ).fetchone()
+        return row[0] if row else None
+
+    def set_kv(self, key: str, value: str, *, team: bool = False) -> None:
+        with self.connection() as conn:
+            conn.execute(
+                f"INSERT INTO {S}.meta(agent_id, key, value) VALUES (%s, %s, %s) "
+                "ON CONFLICT (team_id, agent_id, key) DO UPDATE SET value = excluded.value",
+                (TEAM_KEYS if team else self.identity.agent_id, key, value),
+            )
+
+    def claim_team_kv(self, key: str, value: str) -> str:
+        """Set a team key unless it is set; returns the value in force (first writer wins)."""
+        with self.connection() as conn:
+            conn.execute(
+                f"INSERT INTO {S}.meta(agent_id, key, value) VALUES (%s, %s, %s) "
+                "ON CONFLICT (team_id, agent_id, key) DO NOTHING",
+                (TEAM_KEYS, key, value),
+            )
+            row = conn.execute(
+                f"SELECT value FROM {S}.meta WHERE team_id = {S}.current_team() AND agent_id = %s AND key = %s",
+                (TEAM_KEYS, key),
+            ).fetchone()
+        return str(row[0])
+
+    def read_meta(self) -> dict[str, Any] | None:
+        raw = self.get_kv(META_KEY)
+        if raw is None:
+            return None
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            return None
+        return value if isinstance(value, dict) else None
+
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        self.set_kv(META_KEY, json.dumps(meta, sort_keys=True))
+
+    # -- vectors ---------------------------------------------------------------------------------
+    def vec_dims(self) -> int | None:
+        """The size of this agent's stored vectors (None: none stored yet)."""
+        with self.connection() as conn:
+            row = conn.execute(
+                f"SELECT vector_dims(embedding) FROM {S}.chunks WHERE team_id = {S}.current_team() "
+                f"AND agent_id = {S}.current_agent() AND embedding IS NOT NULL LIMIT 1"
+            ).fetchone()
+        return int(row[0]) if row else None
+
+    def ensure_vec_table(self, dims: int) -> None:
+        """The HNSW index for vectors of ``dims`` (created by an owner-run function, once per size)."""
+        hnsw = self.settings.hnsw
+        with self.connection() as conn:
+            conn.execute(f"SELECT {S}.ensure_vector_index(%s, %s, %s)", (dims, hnsw.m, hnsw.efConstruction))
+
+    def vector_index_sizes(self) -> list[int]:
+        with self.connection() as conn:
+            rows = conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND indexname LIKE 'chunks_hnsw_%%'", (S,)
+            ).fetchall()
+        return sorted(int(r[0].rsplit("_", 1)[1]) for r in rows)
+
+    # -- files -----------------------------------------------------------------------------------
+    _OWN = f"team_id = {S}.current_team() AND agent_id = {S}.current_agent()"
+
+    def files(self, source: str | None = None) -> dict[str, FileRow]:
+        query = f"SELECT path, source, hash, mtime, size FROM {S}.files WHERE {self._OWN}"
+        args: tuple[Any, ...] = ()
+        if source is not None:
+            query += " AND source = %s"
+            args = (source,)
+        with self.connection() as conn:
+            return {r[0]: FileRow(*r) for r in conn.execute(query, args)}
+
+    def skipped(self) -> dict[str, tuple[str, str, int, int]]:
+        with self.connection() as conn:
+            rows = conn.execute(f"SELECT path, source, reason, mtime, size FROM {S}.skipped_files WHERE {self._OWN}")
+            return {r[0]: (r[1], r[2], r[3], r[4]) for r in rows}
+
+    def stage(self, path: str, text: str) -> None:
+        """The text a pending ``replace_file(path)`` was chunked from (visibility, shared content)."""
+        with self._staged_lock:
+            self._staged[path] = text
+
+    def _lock_file(self, conn: psycopg.Connection, path: str) -> None:
+        key = _int64(f"mdrecall-file\x00{self.identity.team_id}\x00{self.identity.agent_id}\x00{path}")
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+
+    def _delete_file_rows(self, conn: psycopg.Connection, path: str) -> None:
+        for table in ("chunks", "files", "skipped_files"):
+            conn.execute(f"DELETE FROM {S}.{table} WHERE {self._OWN} AND path = %s", (path,))
+
+    def record_skipped(self, path: str, source: str, reason: str, mtime: int, size: int) -> None:
+        with self.connection() as conn, conn.transaction():
+            self._lock_file(conn, path)
+            self._delete_file_rows(conn, path)
+            conn.execute(
+                f"INSERT INTO {S}.skipped_files(path, source, reason, mtime, size) VALUES (%s, %s, %s, %s, %s)",
+                (path, source, reason, mtime, size),
+            )
+
+    def touch_file(self, path: str, mtime: int, size: int) -> None:
+        with self.connection() as conn:
+            conn.execute(f"UPDATE {S}.files SET mtime = %s, size = %s WHERE {self._OWN} AND path = %s", (mtime, size, path))
+
+    def remove_file(self, path: str) -> None:
+        with self.connection() as conn, conn.transaction():
+            self._lock_file(conn, path)
+            self._delete_file_rows(conn, path)
+
+    def replace_file(self, file: FileRow, chunks: Sequence[ChunkRow], model: str, *,
+                     text: str | None = None, now: int | None = None) -> None:
+        """Atomically replace everything stored for one file. The text staged for it (or ``text``)
+        decides its visibility; a team file's text is kept for other agents' reads."""
+        with self._staged_lock:
+            staged = self._staged.pop(file.path, None)
+        text = text if text is not None else staged
+        visibility = classify(file.path, file.source, text, self.settings.sharedFolders)
+        now = int(time.time()) if now is None else now
+        cfg = self.settings.textSearchConfig
+        rows = [
+            (c.id, c.path, c.source, c.start_line, c.end_line, c.hash, model, c.text,
+             _blob_to_array(c.embedding) if c.embedding is not None else None, c.embed_hash or c.hash,
+             c.fts_text, visibility, now)
+            for c in chunks
+        ]
+        with self.connection() as conn, conn.transaction():
+            self._lock_file(conn, file.path)
+            self._delete_file_rows(conn, file.path)
+            conn.execute(
+                f"INSERT INTO {S}.files(path, source, hash, mtime, size, indexed_at, visibility, content) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                (file.path, file.source, file.hash, file.mtime, file.size, now, visibility,
+                 text if visibility == "team" else None),
+            )
+            if rows:
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        f"INSERT INTO {S}.chunks(chunk_id, path, source, start_line, end_line, hash, model, text, "
+                        "embedding, embed_hash, fts, visibility, updated_at) VALUES "
+                        f"(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, to_tsvector('{cfg}', %s), %s, %s) "
+                        "ON CONFLICT (team_id, agent_id, chunk_id) DO NOTHING",  # repeated text in one file: keep one
+                        rows,
+                    )
+
+    # -- counts ----------------------------------------------------------------------------------
+    def counts(self) -> dict[str, dict[str, int]]:
+        """This agent's own files and chunks per source (what its workspace put in the store)."""
+        out: dict[str, dict[str, int]] = {}
+        with self.connection() as conn:
+            for source, n in conn.execute(f"SELECT source, count(*) FROM {S}.files WHERE {self._OWN} GROUP BY source"):
+                out.setdefault(source, {"files": 0, "chunks": 0})["files"] = n
+            for source, n in conn.execute(f"SELECT source, count(*) FROM {S}.chunks WHERE {self._OWN} GROUP BY source"):
+                out.setdefault(source, {"files": 0, "chunks": 0})["chunks"] = n
+        return out
+
+    def visible_counts(self) -> dict[str, int]:
+        """Everything this agent can read (own rows plus the team's shared ones), as the database sees it."""
+        with self.connection() as conn:
+            own_files, team_files = conn.execute(
+                f"SELECT count(*) FILTER (WHERE agent_id = {S}.current_agent()), "
+                f"count(*) FILTER (WHERE agent_id <> {S}.current_agent()) FROM {S}.files"
+            ).fetchone()
+            own_chunks, team_chunks = conn.execute(
+                f"SELECT count(*) FILTER (WHERE agent_id = {S}.current_agent()), "
+                f"count(*) FILTER (WHERE agent_id <> {S}.current_agent()) FROM {S}.chunks"
+            ).fetchone()
+            shared = conn.execute(
+                f"SELECT count(*) FROM {S}.files WHERE {self._OWN} AND visibility = 'team'"
+            ).fetchone()[0]
+        return {"ownFiles": own_files, "ownChunks": own_chunks, "ownSharedFiles": shared,
+                "teamFiles": team_files, "teamChunks": team_chunks}
+
+    def chunk_count(self) -> int:
+        with self.connection() as conn:
+            return int(conn.execute(f"SELECT count(*) FROM {S}.chunks WHERE {self._OWN}").fetchone()[0])
+
+    def shared_file(self, agent_id: str, path: str) -> str | None:
+        """The stored text of another agent's team file (None when absent or not visible)."""
+        with self.connection() as conn:
+            row = conn.execute(
+                f"SELECT content FROM {S}.files WHERE team_id = {S}.current_team() AND agent_id = %s AND path = %s "
+                "AND visibility = 'team'",
+                (agent_id, path),
+            ).fetchone()
+        return row[0] if row else None
+
+    # -- embedding cache (shared by the team) -----------------------------------------------------
+    def cache_get(self, provider: str, model: str, key: str, hashes: Iterable[str]) -> dict[str, bytes]:
+        wanted = sorted(set(hashes))
+        found: dict[str, bytes] = {}
+        with self.connection() as conn:
+            for start in range(0, len(wanted), 1000):
+                rows = conn.execute(
+                    f"SELECT hash, embedding FROM {S}.embedding_cache WHERE team_id = {S}.current_team() "
+                    "AND provider = %s AND model = %s AND provider_key = %s AND hash = ANY(%s)",
+                    (provider, model, key, wanted[start : start + 1000]),
+                ).fetchall()
+                found.update((h, _array_to_blob(e)) for h, e in rows)
+        return found
+
+    def cache_touch(self, provider: str, model: str, key: str, hashes: Sequence[str]) -> None:
+        if not hashes:
+            return
+        # Recency is advisory: rows another writer holds are skipped rather than waited for.
+        with self.connection() as conn:
+            conn.execute(
+                f"UPDATE {S}.embedding_cache SET updated_at = %s WHERE (team_id, provider, model, provider_key, hash) IN "
+                f"(SELECT team_id, provider, model, provider_key, hash FROM {S}.embedding_cache "
+                f"WHERE team_id = {S}.current_team() AND provider = %s AND model = %s AND provider_key = %s "
+                "AND hash = ANY(%s) FOR UPDATE SKIP LOCKED)",
+                (time.time_ns(), provider, model, key, sorted(set(hashes))),
+            )
+
+    def cache_put(self, provider: str, model: str, key: str, items: Sequence[tuple[str, bytes]]) -> None:
+        if not items:
+            return
+        now = time.time_ns()
+        rows = sorted({h: blob for h, blob in items}.items())  # one key order for every writer: no deadlocks
+        with self.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.executemany(
+                f"INSERT INTO {S}.embedding_cache(provider, model, provider_key, hash, embedding, dims, updated_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                [(provider, model, key, h, _blob_to_array(blob), len(blob) // 4, now) for h, blob in rows],
+            )
+
+    def cache_prune(self, max_entries: int | None) -> int:
+        # The cache is the team's: its cap is postgres.cacheMaxEntries, not one workspace's cache.maxEntries.
+        cap = self.settings.cacheMaxEntries
+        if cap is None:
+            return 0
+        with self.connection() as conn:
+            count = self.cache_size()
+            if count <= cap:
+                return 0
+            cur = conn.execute(
+                f"DELETE FROM {S}.embedding_cache WHERE ctid IN (SELECT ctid FROM {S}.embedding_cache "
+                f"WHERE team_id = {S}.current_team() ORDER BY updated_at LIMIT %s FOR UPDATE SKIP LOCKED)",
+                (count - cap,),
+            )
+            return cur.rowcount
+
+    def cache_size(self) -> int:
+        with self.connection() as conn:
+            return int(conn.execute(
+                f"SELECT count(*) FROM {S}.embedding_cache WHERE team_id = {S}.current_team()"
+            ).fetchone()[0])
+
+    # -- health ----------------------------------------------------------------------------------
+    def health(self) -> dict[str, Any]:
+        with self.connection() as conn:
+            server = conn.execute("SHOW server_version").fetchone()[0]
+            level = conn.execute(f"SELECT coalesce(max(version), 0) FROM {S}.schema_migrations").fetchone()[0]
+        stats = self.pool.get_stats()
+        return {
+            "serverVersion": server,
+            "pgvectorVersion": self.caps.vec_version,
+            "schemaVersion": level,
+            "role": self.identity.role,
+            "agentId": self.identity.agent_id,
+            "teamId": self.identity.team_id,
+            "vectorIndexes": self.vector_index_sizes(),
+            "pool": {
+                "min": self.pool.min_size,
+                "max": self.pool.max_size,
+                "size": stats.get("pool_size"),
+                "available": stats.get("pool_available"),
+                "waiting": stats.get("requests_waiting", 0),
+            },
+        }
+
+
+__all__ = ["PgStore", "Identity", "TEAM_IDENTITY_KEY"]
