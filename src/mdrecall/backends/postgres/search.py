@@ -1,8 +1,10 @@
 """Candidate retrieval in one round trip: pgvector HNSW (cosine) and Postgres full-text search.
 
 One statement returns both candidate lists; fusion, decay, MMR, the character budget and citations
-are the builtin's (``mdrecall.search.pipeline.rank_candidates``). Row-level security applies to both
-branches, so another agent's private chunk is never a candidate, whatever the query says.
+are the builtin's (``mdrecall.search.pipeline.rank_candidates``). Every returned row is read from
+``chunks`` under row-level security, so another agent's private chunk is never a candidate, whatever
+the query says; the keyword ranking itself runs in ``keyword_candidates`` (schema.py), which applies
+the same rule explicitly so that it can use the GIN index.
 
 Keywords: the query is reduced to the builtin's terms (``text.query_terms``: stop words dropped, CJK
 as bigrams) and ORed. Chunks are indexed with CJK characters spaced out (``text.fts_index_text``),
@@ -78,13 +80,13 @@ def retrieve(
         )
         args += [query_vec, *scope_args, query_vec, limit]
     if tsq is not None:
+        # Ranked by an owner-run function that can use the GIN index (schema.py says why).
         branches.append(
             f"""k AS MATERIALIZED (
-                  SELECT c.id, ts_rank_cd(c.fts, q.tsq) AS rank
-                  FROM {S}.chunks c, to_tsquery('{ts_config}', %s) AS q(tsq)
-                  WHERE c.fts @@ q.tsq{clause} ORDER BY rank DESC LIMIT %s)"""
+                  SELECT f.id, f.rank FROM {S}.keyword_candidates(current_user, to_tsquery('{ts_config}', %s), %s,
+                                                                  %s, %s) AS f)"""
         )
-        args += [tsq, *scope_args, limit]
+        args += [tsq, limit, list(scope.sources) if scope.sources is not None else None, scope.transcripts_prefix]
     if not branches:
         return [], []
     cols = "c.id, c.agent_id, c.path, c.source, c.start_line, c.end_line, c.text"
