@@ -27,18 +27,28 @@ from mdrecall.text import CJK_CHAR, query_terms
 S = SCHEMA
 
 
-def tsquery_text(query: str) -> str | None:
-    """The ``to_tsquery`` input for a natural-language query (terms ORed), or None when it has none."""
+#: Most rows matching only common words that one keyword search ranks (schema.keyword_candidates).
+MAX_RANKED = 1000
+
+
+def tsquery_terms(query: str) -> list[str]:
+    """One ``to_tsquery`` input per query term (stop words dropped, CJK bigrams as phrases)."""
     parts = []
     for term in query_terms(query):
         clean = term.replace("\\", "").replace("'", "")
         if not clean:
             continue
-        if CJK_CHAR.match(clean):
-            parts.append("(" + " <-> ".join(f"'{ch}'" for ch in clean) + ")" if len(clean) > 1 else f"'{clean}'")
+        if CJK_CHAR.match(clean) and len(clean) > 1:
+            parts.append(" <-> ".join(f"'{ch}'" for ch in clean))
         else:
             parts.append(f"'{clean}'")
-    return " | ".join(parts) if parts else None
+    return parts
+
+
+def tsquery_text(query: str) -> str | None:
+    """The whole query as one ``to_tsquery`` input (terms ORed), or None when it has none."""
+    terms = tsquery_terms(query)
+    return " | ".join(f"({t})" for t in terms) if terms else None
 
 
 def _scope_sql(scope: Scope) -> tuple[str, tuple[Any, ...]]:
@@ -65,7 +75,7 @@ def retrieve(
     keywords: bool = True,
 ) -> tuple[list[Candidate], list[Candidate]]:
     """(keyword candidates, vector candidates), each best first, from one statement."""
-    tsq = tsquery_text(query) if keywords else None
+    terms = tsquery_terms(query) if keywords else []
     clause, scope_args = _scope_sql(scope)
     branches: list[str] = []
     args: list[Any] = []
@@ -79,21 +89,21 @@ def retrieve(
                   ORDER BY (c.embedding::vector({dims})) <=> %s::vector({dims}) LIMIT %s)"""
         )
         args += [query_vec, *scope_args, query_vec, limit]
-    if tsq is not None:
+    if terms:
         # Ranked by an owner-run function that can use the GIN index (schema.py says why).
         branches.append(
             f"""k AS MATERIALIZED (
-                  SELECT f.id, f.rank FROM {S}.keyword_candidates(current_user, to_tsquery('{ts_config}', %s), %s,
-                                                                  %s, %s) AS f)"""
+                  SELECT f.id, f.rank FROM {S}.keyword_candidates(current_user, %s, %s::regconfig, %s, %s, %s, %s) AS f)"""
         )
-        args += [tsq, limit, list(scope.sources) if scope.sources is not None else None, scope.transcripts_prefix]
+        args += [terms, ts_config, limit, list(scope.sources) if scope.sources is not None else None,
+                 scope.transcripts_prefix, MAX_RANKED]
     if not branches:
         return [], []
     cols = "c.id, c.agent_id, c.path, c.source, c.start_line, c.end_line, c.text"
     selects = []
     if query_vec is not None:
         selects.append(f"SELECT 'v', {cols}, 1 - v.dist FROM v JOIN {S}.chunks c ON c.id = v.id")
-    if tsq is not None:
+    if terms:
         selects.append(f"SELECT 'k', {cols}, k.rank FROM k JOIN {S}.chunks c ON c.id = k.id")
     statement = "WITH " + ", ".join(branches) + " " + " UNION ALL ".join(selects)
     keyword: list[Candidate] = []
@@ -106,4 +116,4 @@ def retrieve(
     return keyword, vector
 
 
-__all__ = ["retrieve", "tsquery_text"]
+__all__ = ["MAX_RANKED", "retrieve", "tsquery_terms", "tsquery_text"]
