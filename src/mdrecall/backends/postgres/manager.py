@@ -243,7 +243,8 @@ class PostgresMemoryManager:
         indexer = TeamIndexer(self.workspace, self.config, self.store, ctx, progress, self.extra_sources,
                               defer_sessions=defer_sessions and not full)
         report = indexer.run(full=full)
-        self.store.write_meta(desired)
+        if stored != desired:
+            self.store.write_meta(desired)
         self.store.set_kv(LAST_SYNC_KEY, repr(time.time()))
         if full:
             report.rebuild_reason = "forced" if force and mismatch is None else mismatch
