@@ -35,7 +35,8 @@ class PostgresSettings(_Section):
     #: each agent its own login role (``mdrecall postgres add-agent``).
     provision: bool = False
     poolMin: int = Field(default=1, ge=0)
-    poolMax: int = Field(default=4, ge=1)
+    # At least 2: a sync holds one connection for its agent lock and writes through another.
+    poolMax: int = Field(default=4, ge=2)
     statementTimeoutMs: int = Field(default=15_000, ge=0)
     #: How long a sync waits for another process syncing the same agent (ms).
     lockTimeoutMs: int = Field(default=10_000, ge=0)
