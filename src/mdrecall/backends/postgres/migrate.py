@@ -3,8 +3,8 @@
 Files, chunks (text, vectors, keyword text), skipped files and the embedding cache are copied as
 this agent, in one transaction under the agent's sync lock: other agents see the agent's old rows
 until the copy commits, then the new ones. Visibility is decided as a sync would, from each file's
-text in the workspace when that text still has the indexed hash (otherwise from its path alone; the
-next sync re-reads the changed file anyway). When the SQLite index was built with the embedding
+text in the workspace when that text still has the indexed hash (otherwise the file stays private
+until the next sync, which re-reads the changed file anyway). When the SQLite index was built with the embedding
 model this agent is configured for, its meta is rewritten in the Postgres backend's form, so the next
 sync is incremental (nothing to re-chunk, nothing to embed).
 """
