@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-CitationsMode = Literal["auto", "on", "off"]
+from mdrecall.config import CitationsMode
 
 MEMORY_SEARCH_TOOL = "memory_search"
 MEMORY_GET_TOOL = "memory_get"
@@ -113,7 +113,7 @@ class InjectedMemory:
     citation: str | None = None
 
     @classmethod
-    def coerce(cls, item: Any) -> "InjectedMemory":
+    def coerce(cls, item: Any) -> InjectedMemory:
         """Accept an InjectedMemory, a plain string, a mapping, or a search result."""
         if isinstance(item, InjectedMemory):
             return item
@@ -122,7 +122,7 @@ class InjectedMemory:
         if isinstance(item, Mapping):
             text = item.get("text", item.get("snippet", ""))
             return cls(str(text), item.get("category"), item.get("citation") or None)
-        # SearchResult-like objects: snippet + citation; a transcript hit is labelled as such.
+        # SearchHit-like objects: snippet + citation; a transcript hit is labelled as such.
         snippet = getattr(item, "snippet", None)
         if snippet is not None:
             category = getattr(item, "category", None) or ("session" if getattr(item, "source", None) == "sessions" else None)

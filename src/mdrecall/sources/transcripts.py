@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from mdrecall.redact import redact_secrets
+from mdrecall.sources.redact import redact_secrets
 
 SESSIONS_SOURCE = "sessions"
 DEFAULT_SESSIONS_DIR = ".openclaw/sessions"

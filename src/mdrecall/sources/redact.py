@@ -9,7 +9,7 @@ Redaction is idempotent (markers never match again).
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 MARKER = "[REDACTED:{kind}]"
 

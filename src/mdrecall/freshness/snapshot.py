@@ -24,12 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mdrecall.config import MemoryConfig
-from mdrecall.sync import RACY_WINDOW_COARSE_NS, RACY_WINDOW_NS
-
-
-def _racy(mtime_ns: int, observed_ns: int) -> bool:
-    window = RACY_WINDOW_COARSE_NS if mtime_ns % 1_000_000_000 == 0 else RACY_WINDOW_NS
-    return observed_ns - mtime_ns < window
+from mdrecall.freshness.roots import IGNORED_SEGMENTS, watch_roots
+from mdrecall.index.indexer import is_racy
 
 
 @dataclass
@@ -62,8 +58,6 @@ def scan_dirs(workspace: Path, config: MemoryConfig) -> tuple[dict[str, int], bo
 
     Call this *before* listing files: a file created after the listing then moves a recorded mtime.
     """
-    from mdrecall.watch import IGNORED_SEGMENTS, watch_roots
-
     dirs: dict[str, int] = {}
     racy = False
 
@@ -74,7 +68,7 @@ def scan_dirs(workspace: Path, config: MemoryConfig) -> tuple[dict[str, int], bo
         except OSError:
             return False
         dirs[str(path)] = mtime
-        racy = racy or _racy(mtime, time.time_ns())
+        racy = racy or is_racy(mtime, time.time_ns())
         return True
 
     def nearest_existing(path: Path) -> None:
@@ -124,7 +118,7 @@ def scan_dirs(workspace: Path, config: MemoryConfig) -> tuple[dict[str, int], bo
 
 def make_snapshot(dirs: dict[str, int], dirs_racy: bool, observed: dict[str, tuple[int, int, int]]) -> Snapshot:
     """Build a snapshot from recorded directories and files observed as ``path -> (mtime, size, seen_ns)``."""
-    racy = dirs_racy or any(_racy(m, seen) for m, _s, seen in observed.values())
+    racy = dirs_racy or any(is_racy(m, seen) for m, _s, seen in observed.values())
     return Snapshot(files={p: (m, s) for p, (m, s, _seen) in observed.items()}, dirs=dirs, racy=racy)
 
 

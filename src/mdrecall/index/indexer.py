@@ -21,20 +21,19 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
-from mdrecall.chunking import Chunk, chunk_id, chunk_lines, chunk_markdown, fit_to_model, heading_trails
 from mdrecall.config import MemoryConfig
 from mdrecall.crashpoints import crash_point
 from mdrecall.embeddings.base import EmbeddingProvider
-from mdrecall.store.db import ChunkRow, FileRow, IndexDB, vector_to_blob
+from mdrecall.index.chunking import Chunk, chunk_id, chunk_lines, chunk_markdown, fit_to_model, heading_trails
+from mdrecall.sources.base import SourceAdapter
+from mdrecall.sources.workspace import MemoryFile, discover_memory_files
+from mdrecall.store.db import ChunkRow, FileRow, IndexDB, SkipRecord, vector_to_blob
 from mdrecall.text import fts_index_text
-from mdrecall.types import SyncProgress, SyncReport
-from mdrecall.workspace import MemoryFile, discover_memory_files
-
-ProgressCallback = Callable[[SyncProgress], None]
+from mdrecall.types import ProgressCallback, SyncProgress, SyncReport
 
 #: Texts embedded per call; large calls keep the model at its raw throughput.
 EMBED_GROUP = 512
@@ -47,7 +46,8 @@ RACY_WINDOW_COARSE_NS = 2_000_000_000
 RACY_MAX_WAIT_S = 2.5
 
 
-def _is_racy(mtime_ns: int, checked_ns: int) -> bool:
+def is_racy(mtime_ns: int, checked_ns: int) -> bool:
+    """Whether a file seen at ``checked_ns`` could still change without its mtime moving."""
     window = RACY_WINDOW_COARSE_NS if mtime_ns % 1_000_000_000 == 0 else RACY_WINDOW_NS
     return checked_ns - mtime_ns < window
 
@@ -112,7 +112,7 @@ class Indexer:
         db: IndexDB,
         ctx: SyncContext,
         progress: ProgressCallback | None = None,
-        extra_sources: Sequence["SourceAdapter"] = (),
+        extra_sources: Sequence[SourceAdapter] = (),
         *,
         defer_sessions: bool = False,
     ) -> None:
@@ -135,7 +135,7 @@ class Indexer:
             files.extend(adapter.discover())
         return files
 
-    def _adapter_for(self, source: str) -> "SourceAdapter | None":
+    def _adapter_for(self, source: str) -> SourceAdapter | None:
         for adapter in self.extra_sources:
             if adapter.source == source:
                 return adapter
@@ -151,10 +151,7 @@ class Indexer:
             chunks, line_map = chunk_markdown(text, tokens, overlap), None
         provider = self.ctx.provider
         if provider is not None and chunks:
-            counter = getattr(provider, "count_tokens_many", None)
-            if counter is None:
-                counter = lambda texts: [provider.count_tokens(t) for t in texts]  # noqa: E731
-            chunks = fit_to_model(chunks, counter, provider.max_input_tokens)
+            chunks = fit_to_model(chunks, provider.count_tokens_many, provider.max_input_tokens)
         return chunks, line_map
 
     # -- main ------------------------------------------------------------------------------------
@@ -196,7 +193,7 @@ class Indexer:
         self,
         file: MemoryFile,
         existing: dict[str, FileRow],
-        skipped: dict[str, tuple[str, str, int, int]],
+        skipped: dict[str, SkipRecord],
         full: bool,
         report: SyncReport,
         racy: list[tuple[MemoryFile, int]],
@@ -220,13 +217,13 @@ class Indexer:
             report.files_skipped += 1
             return None
         adapter = self._adapter_for(file.source)
-        text, raw, reason = _read_text(file.path, self.config.limits.maxFileBytes, lenient=getattr(adapter, "lenient_decode", False))
-        is_racy = _is_racy(mtime, checked_ns)
+        text, raw, reason = _read_text(file.path, self.config.limits.maxFileBytes, lenient=adapter is not None and adapter.lenient_decode)
+        racy_now = is_racy(mtime, checked_ns)
         if reason is not None or text is None or raw is None:
             self.db.record_skipped(file.rel_path, file.source, reason or "unreadable", mtime, size)
             if not verify:
                 report.files_skipped += 1
-            if is_racy:
+            if racy_now:
                 racy.append((file, mtime))
             return None
         digest = hashlib.sha256(raw).hexdigest()
@@ -235,7 +232,7 @@ class Indexer:
                 self.db.touch_file(file.rel_path, mtime, size)
             if not verify:
                 report.files_unchanged += 1
-            if is_racy:
+            if racy_now:
                 racy.append((file, mtime))
             return None
         if (
@@ -244,13 +241,13 @@ class Indexer:
             and old is not None
             and old.source == file.source
             and len(raw) > old.size
-            and getattr(adapter, "defer_growth", None) is not None
-            and adapter.defer_growth(raw, old.size)  # type: ignore[union-attr]
+            and adapter is not None
+            and adapter.defer_growth(raw, old.size)
             and hashlib.sha256(raw[: old.size]).hexdigest() == old.hash  # a pure append, nothing rewritten
         ):
             report.files_deferred += 1
             return None
-        if is_racy:
+        if racy_now:
             racy.append((file, mtime))
         chunks, line_map = self._chunk(file, text)
         contexts = heading_trails(text, chunks) if line_map is None else []
@@ -299,7 +296,7 @@ class Indexer:
         if cached:
             self.db.cache_touch(provider.id, provider.model, ctx.provider_key, list(cached))
         for item in pending:
-            for i, chunk in enumerate(item.chunks):
+            for i in range(len(item.chunks)):
                 blob = cached.get(item.embed_key(i))
                 if blob is not None:
                     item.vectors[i] = blob
@@ -330,16 +327,12 @@ class Indexer:
         hashes = list(unique)
         vectors: dict[str, bytes] = {}
         if hashes:
-            embedder = getattr(provider, "embed_documents_batched", None)
             texts = [unique[h] for h in hashes]
-            if embedder is not None:
-                raw_vectors = embedder(
-                    texts,
-                    lambda done, _total: self._emit(embedded + done, total, "Embedding chunks…"),
-                    on_batch=lambda indexes, vecs: self._cache_batch([hashes[i] for i in indexes], vecs),
-                )
-            else:
-                raw_vectors = provider.embed_documents(texts)
+            raw_vectors = provider.embed_documents_batched(
+                texts,
+                lambda done, _total: self._emit(embedded + done, total, "Embedding chunks…"),
+                on_batch=lambda indexes, vecs: self._cache_batch([hashes[i] for i in indexes], vecs),
+            )
             if len(raw_vectors) != len(texts):
                 raise RuntimeError(f"provider {provider.id} returned {len(raw_vectors)} vectors for {len(texts)} texts")
             for h, vec in zip(hashes, raw_vectors):
@@ -392,19 +385,6 @@ class Indexer:
         crash_point("index:file-written")
 
 
-class SourceAdapter:
-    """A non-Markdown source (session transcripts): discovers its files and renders them to lines."""
-
-    source: str = ""
-
-    def discover(self) -> list[MemoryFile]:
-        raise NotImplementedError
-
-    def render(self, file: MemoryFile, text: str) -> tuple[list[str], list[int]]:
-        """(rendered lines, 1-based source line per rendered line)."""
-        raise NotImplementedError
-
-
 def seed_cache_from(db: IndexDB, old_path: Path) -> None:
     """Copy reusable embeddings from the live index into a database being rebuilt."""
     if not old_path.exists():
@@ -438,4 +418,4 @@ def seed_cache_from(db: IndexDB, old_path: Path) -> None:
             pass
 
 
-__all__ = ["Indexer", "SourceAdapter", "SyncContext", "seed_cache_from", "EMBED_GROUP"]
+__all__ = ["EMBED_GROUP", "Indexer", "SyncContext", "seed_cache_from"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 from mdrecall.config import MemoryConfig
@@ -59,7 +59,7 @@ def note_date(rel_path: str) -> date | None:
 
 def note_timestamp(rel_path: str) -> datetime | None:
     day = note_date(rel_path)
-    return datetime(day.year, day.month, day.day, tzinfo=timezone.utc) if day else None
+    return datetime(day.year, day.month, day.day, tzinfo=UTC) if day else None
 
 
 def is_evergreen(rel_path: str, source: str = "memory") -> bool:

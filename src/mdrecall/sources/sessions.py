@@ -15,9 +15,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from mdrecall.config import MemoryConfig
-from mdrecall.sync import SourceAdapter
-from mdrecall.transcripts import list_transcripts, render_transcript, sessions_root
-from mdrecall.workspace import MemoryFile, rel_path_for
+from mdrecall.sources.base import SourceAdapter
+from mdrecall.sources.transcripts import list_transcripts, render_transcript, sessions_root
+from mdrecall.sources.workspace import MemoryFile, rel_path_for
 
 
 class SessionSource(SourceAdapter):
@@ -40,15 +40,9 @@ class SessionSource(SourceAdapter):
         return rendered.lines, list(rendered.line_map)
 
     def below_thresholds(self, appended_bytes: int, appended_lines: int) -> bool:
-        """True while an append is too small to re-index (``sync.sessions.delta*``; 0 = any growth counts)."""
+        """True while an append is too small to re-index."""
         deltas = self.config.sync.sessions
-        if appended_bytes <= 0:
-            return False
-        if deltas.deltaBytes <= 0 or appended_bytes >= deltas.deltaBytes:
-            return False
-        if deltas.deltaMessages <= 0 or appended_lines >= deltas.deltaMessages:
-            return False
-        return True
+        return appended_bytes > 0 and not delta_reached(deltas.deltaBytes, deltas.deltaMessages, appended_bytes, appended_lines)
 
     def defer_growth(self, raw: bytes, indexed_size: int) -> bool:
         """Whether a sync may leave this transcript's appended tail (``raw[indexed_size:]``) for later."""
@@ -68,6 +62,16 @@ class SessionSource(SourceAdapter):
         return self.below_thresholds(len(tail), tail.count(b"\n"))
 
 
+def delta_reached(delta_bytes: int, delta_messages: int, appended_bytes: int, appended_lines: int) -> bool:
+    """Whether a transcript's append is large enough to re-index now (``sync.sessions.deltaBytes`` /
+    ``deltaMessages``; a threshold of 0 means any growth counts)."""
+    if appended_bytes <= 0:
+        return False
+    if delta_bytes <= 0 or appended_bytes >= delta_bytes:
+        return True
+    return delta_messages <= 0 or appended_lines >= delta_messages
+
+
 def session_key_of(rel_path: str, config: MemoryConfig) -> str | None:
     """The session key of a stored transcript path, or None for anything else."""
     prefix = Path(config.sessions.dir).as_posix().strip("/") + "/"
@@ -85,4 +89,4 @@ def transcripts_prefix(session_key: str, config: MemoryConfig) -> str:
     return Path(config.sessions.dir).as_posix().strip("/") + f"/{session_key}/transcripts/"
 
 
-__all__ = ["SessionSource", "session_key_of", "sessions_root", "transcripts_prefix"]
+__all__ = ["SessionSource", "delta_reached", "session_key_of", "sessions_root", "transcripts_prefix"]
