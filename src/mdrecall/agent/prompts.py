@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from mdrecall.config import CitationsMode
+from mdrecall.types import SearchHit
 
 MEMORY_SEARCH_TOOL = "memory_search"
 MEMORY_GET_TOOL = "memory_get"
@@ -122,11 +123,9 @@ class InjectedMemory:
         if isinstance(item, Mapping):
             text = item.get("text", item.get("snippet", ""))
             return cls(str(text), item.get("category"), item.get("citation") or None)
-        # SearchHit-like objects: snippet + citation; a transcript hit is labelled as such.
-        snippet = getattr(item, "snippet", None)
-        if snippet is not None:
-            category = getattr(item, "category", None) or ("session" if getattr(item, "source", None) == "sessions" else None)
-            return cls(str(snippet), category, getattr(item, "citation", None) or None)
+        # A search hit: snippet + citation; a transcript hit is labelled as such.
+        if isinstance(item, SearchHit):
+            return cls(item.snippet, "session" if item.source == "sessions" else None, item.citation or None)
         raise TypeError(f"cannot inject a {type(item).__name__} as a memory")
 
 

@@ -44,7 +44,7 @@ from mdrecall.dreaming.entry import MAX_QUERY_HASHES, MAX_RECALL_DAYS, RecallEnt
 from mdrecall.dreaming.paths import is_short_term, normalize_path
 from mdrecall.dreaming.scoring import clamp01
 from mdrecall.dreaming.store import RecallStore
-from mdrecall.types import SearchResponse
+from mdrecall.types import SearchHit, SearchResponse
 
 if TYPE_CHECKING:
     from mdrecall.contract import MemorySearchManager
@@ -90,15 +90,12 @@ class RecordSummary:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
 
 
-def _as_hit(result: Any) -> Hit | None:
+def _as_hit(result: SearchHit | Mapping[str, Any]) -> Hit | None:
+    """A search hit, or its JSON shape (snake_case or camelCase keys, as tools and replays give it)."""
+    data: Mapping[str, Any] = result.to_dict() if isinstance(result, SearchHit) else result
+
     def get(*names: str) -> Any:
-        for name in names:
-            if isinstance(result, Mapping):
-                if name in result:
-                    return result[name]
-            elif hasattr(result, name):
-                return getattr(result, name)
-        return None
+        return next((data[name] for name in names if name in data), None)
 
     path = get("path")
     if not isinstance(path, str) or not path:
