@@ -35,14 +35,15 @@ import shutil
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from speed import COMMON, TEMPLATES, _percentiles, _vocabulary, _zipf_weights  # noqa: E402
+from speed import COMMON, TEMPLATES, _percentiles, _vocabulary, _zipf_weights
 
 DIMS = 384
 AGENTS_DEFAULT = 10
@@ -155,7 +156,7 @@ def _plan(config: Any, query: str) -> Any:
     from mdrecall.search.scope import Scope
 
     return SearchPlan(query=query, max_results=config.query.maxResults, min_score=0.0, scope=Scope(),
-                      now=datetime.now(timezone.utc))
+                      now=datetime.now(UTC))
 
 
 # --- Postgres -----------------------------------------------------------------------------------
@@ -303,7 +304,7 @@ def bench_sqlite(corpus: Corpus, size: int, queries: list[Any], work: Path) -> d
     def hybrid(q: Any) -> None:
         target, text, vec = q
         plan = SearchPlan(query=text, max_results=config.query.maxResults, min_score=0.0, scope=Scope(),
-                          now=datetime.now(timezone.utc))
+                          now=datetime.now(UTC))
         outcome = run_search(db, config, plan, lambda _q: vec, knn, [])
         _agent, rel, line, _vis = layout(target, 1)
         found.append(any(r.path == rel and r.start_line <= line <= r.end_line for r in outcome.results[:10]))
@@ -311,7 +312,7 @@ def bench_sqlite(corpus: Corpus, size: int, queries: list[Any], work: Path) -> d
     def keyword_only(q: Any) -> None:
         _target, text, _vec = q
         plan = SearchPlan(query=text, max_results=config.query.maxResults, min_score=0.0, scope=Scope(),
-                          now=datetime.now(timezone.utc))
+                          now=datetime.now(UTC))
         run_search(db, config, plan, None, None, [])
 
     started = _timer()
@@ -347,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work or Path(tempfile.mkdtemp(prefix="mdrecall-scale-"))
     work.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-                              "started": datetime.now(timezone.utc).isoformat()}
+                              "started": datetime.now(UTC).isoformat()}
     started = _timer()
     corpus = Corpus(max(args.pg_chunks, args.sqlite_chunks), args.topics)
     result["generate"] = _since(started)

@@ -21,6 +21,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from mdrecall.backends.postgres.settings import PostgresSettings
 from mdrecall.errors import ConfigError
 from mdrecall.types import MemorySource
 
@@ -356,6 +357,8 @@ class MemoryConfig(_Section):
     dreaming: DreamingConfig = Field(default_factory=DreamingConfig)
     flush: FlushConfig = Field(default_factory=FlushConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
+    # backend: postgres (docs/scale-out.md); the model lives with the backend, which owns its meaning.
+    postgres: PostgresSettings = Field(default_factory=PostgresSettings)
     # Settings of third-party plugins, one mapping per plugin name; each plugin validates its own.
     plugins: dict[str, dict[str, Any]] = Field(default_factory=dict)
 

@@ -8,7 +8,8 @@ checks every row; run as the store owner (the benchmark), they are given explici
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from mdrecall.backends.postgres.schema import SCHEMA
 

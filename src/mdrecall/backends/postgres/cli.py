@@ -1,4 +1,4 @@
-"""Click commands of the Postgres backend (the lead registers them on the main CLI).
+"""Click commands of the Postgres backend, added to ``mdrecall`` by its plugin (plugin.py).
 
 * ``mdrecall migrate-store -w WS [-c KEY=VALUE] [--from INDEX.sqlite] [--json]``: copy the workspace's
   builtin SQLite index into its Postgres store, without re-embedding.
@@ -15,7 +15,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -26,7 +26,7 @@ def _emit(data: dict[str, Any], as_json: bool, text: str) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True) if as_json else text)
 
 
-def _fail(exc: BaseException, code: int) -> None:
+def _fail(exc: BaseException, code: int) -> NoReturn:
     click.echo(f"error: {exc}", err=True)
     sys.exit(code)
 
@@ -39,7 +39,7 @@ def _fail(exc: BaseException, code: int) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def migrate_store(workspace: str, overrides: tuple[str, ...], source: str | None, as_json: bool) -> None:
     """Copy a builtin SQLite index into the Postgres store (backend: postgres), without re-embedding."""
-    from mdrecall.cli import parse_overrides
+    from mdrecall.cli.options import parse_overrides
     from mdrecall.config import load_config
     from mdrecall.store import default_store_path
 
@@ -64,7 +64,7 @@ def migrate_store(workspace: str, overrides: tuple[str, ...], source: str | None
     except MdrecallError as exc:
         _fail(exc, 1)
     try:
-        report = migrate_sqlite(sqlite_path, manager.store, root, manager._desired_meta(),
+        report = migrate_sqlite(sqlite_path, manager.store, root, manager.desired_meta(),
                                 lock_timeout=manager.settings.lockTimeoutMs / 1000.0)
     except MdrecallError as exc:
         _fail(exc, 1)

@@ -26,7 +26,7 @@ from mdrecall.backends.postgres.schema import SCHEMA
 from mdrecall.backends.postgres.store import TEAM_IDENTITY_KEY, PgStore
 from mdrecall.backends.postgres.visibility import classify
 from mdrecall.errors import StoreError
-from mdrecall.manager import LAST_SYNC_KEY
+from mdrecall.index.syncing import LAST_SYNC_KEY
 from mdrecall.store.db import META_KEY
 
 S = SCHEMA
@@ -73,7 +73,7 @@ def migrate_sqlite(sqlite_path: Path, store: PgStore, workspace: Path, desired_m
             raise StoreError(f"{sqlite_path} is not an mdrecall index")
         meta_row = src.execute("SELECT value FROM meta WHERE key = ?", (META_KEY,)).fetchone()
         meta = json.loads(meta_row[0]) if meta_row else None
-        files = src.execute("SELECT path, source, hash, mtime, size, indexed_at FROM files").fetchall()
+        files: list[tuple[Any, ...]] = src.execute("SELECT path, source, hash, mtime, size, indexed_at FROM files").fetchall()
         has_fts = "chunks_fts" in tables
         chunk_sql = (
             "SELECT c.id, c.path, c.source, c.start_line, c.end_line, c.hash, c.model, c.text, c.embedding, "
@@ -81,7 +81,7 @@ def migrate_sqlite(sqlite_path: Path, store: PgStore, workspace: Path, desired_m
             "FROM chunks c" + (" LEFT JOIN chunks_fts f ON f.rowid = c.rowid" if has_fts else "")
         )
         skipped = src.execute("SELECT path, source, reason, mtime, size FROM skipped_files").fetchall()
-        cache = (src.execute("SELECT provider, model, provider_key, hash, embedding, updated_at FROM embedding_cache").fetchall()
+        cache: list[tuple[Any, ...]] = (src.execute("SELECT provider, model, provider_key, hash, embedding, updated_at FROM embedding_cache").fetchall()
                  if "embedding_cache" in tables else [])
 
         visibility: dict[str, str] = {}

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from mdrecall.errors import ConfigError, StoreError
 
@@ -171,7 +172,7 @@ def _base_schema() -> list[str]:
     # the common ones; only when those give fewer than ten rows are rows matching one common term
     # added, at most ``max_ranked`` of them. Candidates are ranked against the whole query.
     statements.append(f"ALTER TABLE {s}.chunks ALTER COLUMN fts SET STATISTICS 1000")
-    visible = f"""c.team_id = me.team_id AND (c.agent_id = me.agent_id OR c.visibility = 'team')
+    visible = """c.team_id = me.team_id AND (c.agent_id = me.agent_id OR c.visibility = 'team')
                   AND (sources IS NULL OR c.source = ANY (sources))
                   AND (transcripts_prefix IS NULL OR c.source <> 'sessions'
                        OR (transcripts_prefix <> '' AND starts_with(c.path, transcripts_prefix)))"""
@@ -321,7 +322,7 @@ _ROLE_SAFE = re.compile(r"[^a-z0-9_]")
 def role_name_for(agent_id: str, team_id: str) -> str:
     """A valid, unique role name for an agent (63 bytes at most)."""
     base = _ROLE_SAFE.sub("_", f"{team_id}_{agent_id}".lower())[:40]
-    digest = hashlib.sha256(f"{team_id}\x00{agent_id}".encode("utf-8")).hexdigest()[:10]
+    digest = hashlib.sha256(f"{team_id}\x00{agent_id}".encode()).hexdigest()[:10]
     return f"mdr_{base}_{digest}"
 
 
@@ -351,7 +352,7 @@ def add_agent(
             raise ConfigError(f"agent {agent_id!r} of team {team_id!r} is already mapped to role {mapped[0]!r}")
         exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
         if not exists:
-            options = sql.SQL("LOGIN" if login else "NOLOGIN")
+            options: sql.Composable = sql.SQL("LOGIN" if login else "NOLOGIN")
             if password is not None:
                 options = sql.SQL("{} PASSWORD {}").format(options, sql.Literal(password))
             conn.execute(sql.SQL("CREATE ROLE {} {}").format(sql.Identifier(role), options))

@@ -68,7 +68,7 @@ def retrieve(
     *,
     me: str,
     query: str,
-    query_vec: np.ndarray | None,
+    query_vec: np.ndarray[Any, np.dtype[np.float32]] | None,
     limit: int,
     scope: Scope,
     ts_config: str,

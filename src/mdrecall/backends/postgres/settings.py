@@ -1,13 +1,24 @@
-"""The ``postgres`` config section (light: pydantic only, importable without psycopg)."""
+"""The ``postgres`` config section: a typed part of the one config tree (``MemoryConfig.postgres``).
+
+Light on purpose: pydantic only, importable without psycopg and without :mod:`mdrecall.config`
+(which imports this module), so the config tree can hold it without an import cycle.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from mdrecall.config import MemoryConfig, _Section
 from mdrecall.errors import ConfigError
+
+if TYPE_CHECKING:
+    from mdrecall.config import MemoryConfig
+
+
+class _Section(BaseModel):
+    # The same rules as every section of mdrecall.config: unknown keys are errors.
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True)
 
 
 class HnswSettings(_Section):
@@ -35,7 +46,8 @@ class PostgresSettings(_Section):
     #: each agent its own login role (``mdrecall postgres add-agent``).
     provision: bool = False
     poolMin: int = Field(default=1, ge=0)
-    # At least 2: a sync holds one connection for its agent lock and writes through another.
+    # At least 2: a sync holds one connection for its agent lock and writes, the team's embedding
+    # cache is written through another.
     poolMax: int = Field(default=4, ge=2)
     statementTimeoutMs: int = Field(default=15_000, ge=0)
     #: How long a sync waits for another process syncing the same agent (ms).
@@ -71,21 +83,22 @@ class PostgresSettings(_Section):
             raise ValueError("must be a non-empty name of at most 200 characters")
         return value
 
+    @field_validator("poolMax")
+    @classmethod
+    def _pool(cls, value: int, info: ValidationInfo) -> int:
+        # On the field, not the model: an error about the whole section would echo the DSN (a password).
+        low = info.data.get("poolMin")
+        if isinstance(low, int) and low > value:
+            raise ValueError(f"must be at least poolMin ({low})")
+        return value
 
-def load_settings(config: MemoryConfig) -> PostgresSettings:
-    """The validated ``postgres`` section of ``config`` (ConfigError naming the key when invalid)."""
-    from pydantic import ValidationError
 
-    raw: Any = getattr(config, "postgres", None) or {}
-    try:
-        settings = PostgresSettings.model_validate(raw)
-    except ValidationError as exc:
-        details = "; ".join(
-            f"postgres.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )
-        raise ConfigError(f"invalid postgres settings: {details}") from None
+def connection_settings(config: MemoryConfig) -> PostgresSettings:
+    """``config.postgres``, checked for what opening the store needs (a DSN)."""
+    settings = config.postgres
     if not settings.dsn:
         raise ConfigError("backend 'postgres' needs postgres.dsn (a libpq connection string or postgresql:// URI)")
-    if settings.poolMin > settings.poolMax:
-        raise ConfigError(f"postgres.poolMin ({settings.poolMin}) must not exceed postgres.poolMax ({settings.poolMax})")
     return settings
+
+
+__all__ = ["HnswSettings", "PostgresSettings", "connection_settings"]

@@ -1,15 +1,25 @@
-"""The Postgres store: the same reads and writes as ``mdrecall.store.db.IndexDB``, for one agent.
+"""The Postgres store: one agent's view of the team store, an :class:`~mdrecall.store.protocol.IndexStore`.
 
-``mdrecall.sync.Indexer`` drives it unchanged (files, skipped, record_skipped, touch_file,
-replace_file, remove_file, the embedding cache, meta), so incremental sync by content hash is the
-builtin's code. Every method acts as the connection's role: row-level security (schema.py) limits it
-to this agent's rows (and the team's shared ones for reads); the explicit ``agent_id`` filters below
-only keep an agent's sync from looking at rows it may read but does not own.
+:class:`mdrecall.index.indexer.Indexer` drives it exactly as it drives the builtin's SQLite index
+(files, skipped, record_skipped, touch_file, replace_file, remove_file, the embedding cache), so
+incremental sync by content hash is the builtin's code. Every method acts as the connection's role:
+row-level security (schema.py) limits it to this agent's rows (and the team's shared ones for reads);
+the explicit ``agent_id`` filters below only keep an agent's sync from looking at rows it may read but
+does not own.
 
-Atomicity: each file's rows are replaced in one transaction; a sync holds a session-level advisory
-lock for its agent (``agent_lock``), so two processes of one agent never interleave their syncs,
-while different agents write at once. The embedding cache is shared by the team and deduplicated
-by its key; inserts take keys in sorted order so concurrent writers cannot deadlock.
+Connections and atomicity:
+
+* Each file's rows are replaced in one transaction, so readers see a file's old rows or its new ones.
+* A sync holds this agent's session-level advisory lock (:meth:`PgStore.agent_lock`): two processes
+  of one agent never interleave their syncs, while different agents write at once. Every write of an
+  agent's rows happens under that lock.
+* While the lock is held, the thread's store calls go through the lock's connection, so a sync can
+  wrap a whole rebuild in one transaction (:meth:`PgStore.transaction`): other connections see the
+  old rows until it commits (each file's replacement is then a savepoint inside it).
+* The embedding cache is the team's: it is always written on a connection of its own and committed
+  at once (another agent inserting the same key must never wait on a rebuild, and a finished
+  embedding is kept even if the sync fails later). Inserts take keys in sorted order, so concurrent
+  writers cannot deadlock.
 """
 
 from __future__ import annotations
@@ -18,30 +28,34 @@ import hashlib
 import json
 import threading
 import time
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
-from mdrecall.backends.postgres.schema import SCHEMA, check_version, migrate, add_agent, role_name_for
+from mdrecall.backends.postgres.schema import SCHEMA, add_agent, check_version, migrate, role_name_for
 from mdrecall.backends.postgres.settings import PostgresSettings
-from mdrecall.backends.postgres.visibility import classify
+from mdrecall.backends.postgres.visibility import Visibility, classify
 from mdrecall.errors import StoreError
-from mdrecall.store.db import META_KEY, ChunkRow, FileRow
+from mdrecall.sources.workspace import MemoryFile
+from mdrecall.store.db import META_KEY, ChunkRow, FileRow, SkipRecord
 
 S = SCHEMA
 #: meta.agent_id of the team's own keys.
 TEAM_KEYS = ""
 TEAM_IDENTITY_KEY = "embedding_identity"
 
+Connection = psycopg.Connection[tuple[Any, ...]]
+
 
 @dataclass
 class Capabilities:
-    """What the builtin's ``IndexDB.caps`` says, for code that reads it (search pipeline, status)."""
+    """The store's search capabilities, as the builtin's ``IndexDB.caps`` reports its own."""
 
     fts_available: bool = True
     fts_error: str | None = None
@@ -61,7 +75,7 @@ def _int64(text: str) -> int:
     return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big", signed=True)
 
 
-def _blob_to_array(blob: bytes) -> np.ndarray:
+def _blob_to_array(blob: bytes) -> np.ndarray[Any, np.dtype[np.float32]]:
     return np.frombuffer(blob, dtype=np.float32)
 
 
@@ -69,14 +83,19 @@ def _array_to_blob(value: Any) -> bytes:
     return np.asarray(value.to_numpy() if hasattr(value, "to_numpy") else value, dtype=np.float32).tobytes()
 
 
-class _Atomic:
-    """``with store.conn:`` as the Indexer writes it: every store method is already atomic on its own."""
+def scalar(conn: Connection, query: Any, args: Sequence[Any] = ()) -> Any:
+    """The first column of the one row ``query`` returns."""
+    row = conn.execute(query, args).fetchone()
+    if row is None:
+        raise StoreError(f"the Postgres store returned no row for {query!r}")
+    return row[0]
 
-    def __enter__(self) -> None:
-        return None
 
-    def __exit__(self, *exc: object) -> None:
-        return None
+@dataclass(frozen=True)
+class _Staged:
+    visibility: Visibility
+    #: The text as indexed, kept for team files only (what other agents' memory_get serves).
+    content: str | None
 
 
 class PgStore:
@@ -86,15 +105,16 @@ class PgStore:
                  application_name: str = "mdrecall") -> None:
         self.settings = settings
         self.caps = Capabilities()
-        self._staged: dict[str, str] = {}
+        self._staged: dict[str, _Staged] = {}
         self._staged_lock = threading.Lock()
+        self._local = threading.local()
         self._set_role: str | None = None
         wanted_agent = agent_id or settings.agentId
         wanted_team = team_id or settings.teamId
         try:
             if settings.provision:
                 self._set_role = self._provision(wanted_agent, wanted_team, application_name)
-            self.pool = ConnectionPool(
+            self.pool: ConnectionPool[Connection] = ConnectionPool(
                 settings.dsn or "",
                 min_size=settings.poolMin,
                 max_size=settings.poolMax,
@@ -104,25 +124,21 @@ class PgStore:
                 name=f"mdrecall-{wanted_agent or 'agent'}",
             )
             self.pool.open(wait=True, timeout=max(5.0, settings.statementTimeoutMs / 1000.0))
+        except StoreError:
+            raise
         except psycopg.Error as exc:
             raise StoreError(f"cannot connect to the Postgres store: {exc}") from exc
         except Exception as exc:  # psycopg_pool.PoolTimeout and friends
-            if isinstance(exc, StoreError):
-                raise
             raise StoreError(f"cannot connect to the Postgres store: {type(exc).__name__}: {exc}") from exc
         try:
             with self.pool.connection() as conn:
                 self.schema_version = check_version(conn)
-                row = conn.execute(
-                    f"SELECT current_user, {S}.current_agent(), {S}.current_team()"
-                ).fetchone()
-                self.caps.vec_version = conn.execute(
-                    "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
-                ).fetchone()[0]
+                row = conn.execute(f"SELECT current_user, {S}.current_agent(), {S}.current_team()").fetchone()
+                self.caps.vec_version = scalar(conn, "SELECT extversion FROM pg_extension WHERE extname = 'vector'")
         except BaseException:
             self.pool.close()
             raise
-        role, agent, team = row
+        role, agent, team = row if row is not None else (None, None, None)
         if agent is None:
             self.pool.close()
             raise StoreError(
@@ -133,7 +149,7 @@ class PgStore:
             if want is not None and want != got:
                 self.pool.close()
                 raise StoreError(f"postgres.{label} is {want!r} but role {role!r} belongs to {got!r}")
-        self.identity = Identity(role, agent, team)
+        self.identity = Identity(str(role), str(agent), str(team))
 
     # -- connections -----------------------------------------------------------------------------
     def _provision(self, agent_id: str | None, team_id: str | None, application_name: str) -> str:
@@ -142,10 +158,10 @@ class PgStore:
             raise StoreError("postgres.provision needs postgres.agentId and postgres.teamId")
         with psycopg.connect(self.settings.dsn or "", autocommit=True, application_name=application_name) as conn:
             migrate(conn)
-            login = conn.execute("SELECT current_user").fetchone()[0]
+            login = str(scalar(conn, "SELECT current_user"))
             return add_agent(conn, agent_id, team_id, role=role_name_for(agent_id, team_id), login=False, grant_to=login)
 
-    def _configure(self, conn: psycopg.Connection) -> None:
+    def _configure(self, conn: Connection) -> None:
         from pgvector.psycopg import register_vector
 
         if self._set_role:
@@ -161,36 +177,62 @@ class PgStore:
             pass  # no vector type yet (schema not migrated): check_version reports it next
 
     @contextmanager
-    def connection(self) -> Iterator[psycopg.Connection]:
+    def _pooled(self) -> Iterator[Connection]:
         try:
             with self.pool.connection() as conn:
                 yield conn
         except psycopg.errors.InsufficientPrivilege as exc:
             raise StoreError(f"the Postgres store refused: {exc}") from exc
 
+    @contextmanager
+    def connection(self) -> Iterator[Connection]:
+        """This thread's pinned connection (inside :meth:`agent_lock` or :meth:`transaction`), else
+        one from the pool."""
+        pinned: Connection | None = getattr(self._local, "conn", None)
+        if pinned is not None:
+            yield pinned
+            return
+        with self._pooled() as conn:
+            yield conn
+
+    @contextmanager
+    def _pinned(self) -> Iterator[Connection]:
+        """Route this thread's store calls through one connection for the block."""
+        pinned: Connection | None = getattr(self._local, "conn", None)
+        if pinned is not None:
+            yield pinned
+            return
+        with self._pooled() as conn:
+            self._local.conn = conn
+            try:
+                yield conn
+            finally:
+                self._local.conn = None
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """This thread's writes in the block commit together (a savepoint when nested). The team's
+        embedding cache is not part of it (the module docstring says why)."""
+        with self._pinned() as conn, conn.transaction():
+            yield
+
     def close(self) -> None:
         self.pool.close()
 
-    @property
-    def conn(self) -> _Atomic:
-        return _Atomic()
-
-    def transaction(self) -> _Atomic:
-        return _Atomic()
-
     @contextmanager
     def agent_lock(self, timeout: float | None) -> Iterator[bool]:
-        """Hold this agent's sync lock (session-level advisory lock) for the block; False on timeout."""
+        """Hold this agent's sync lock (a session-level advisory lock) for the block; False when it
+        could not be had within ``timeout`` seconds. The thread's store calls use its connection."""
         key = _int64(f"mdrecall-sync\x00{self.identity.team_id}\x00{self.identity.agent_id}")
-        with self.connection() as conn:
+        with self._pinned() as conn:
             deadline = None if timeout is None else time.monotonic() + timeout
             while True:
-                got = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]
+                got = bool(scalar(conn, "SELECT pg_try_advisory_lock(%s)", (key,)))
                 if got or (deadline is not None and time.monotonic() >= deadline):
                     break
                 time.sleep(0.05)
             try:
-                yield bool(got)
+                yield got
             finally:
                 if got:
                     conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
@@ -202,7 +244,7 @@ class PgStore:
                 f"SELECT value FROM {S}.meta WHERE team_id = {S}.current_team() AND agent_id = %s AND key = %s",
                 (TEAM_KEYS if team else self.identity.agent_id, key),
             ).fetchone()
-        return row[0] if row else None
+        return str(row[0]) if row else None
 
     def set_kv(self, key: str, value: str, *, team: bool = False) -> None:
         with self.connection() as conn:
@@ -220,11 +262,11 @@ class PgStore:
                 "ON CONFLICT (team_id, agent_id, key) DO NOTHING",
                 (TEAM_KEYS, key, value),
             )
-            row = conn.execute(
+            return str(scalar(
+                conn,
                 f"SELECT value FROM {S}.meta WHERE team_id = {S}.current_team() AND agent_id = %s AND key = %s",
                 (TEAM_KEYS, key),
-            ).fetchone()
-        return str(row[0])
+            ))
 
     def read_meta(self) -> dict[str, Any] | None:
         raw = self.get_kv(META_KEY)
@@ -240,15 +282,6 @@ class PgStore:
         self.set_kv(META_KEY, json.dumps(meta, sort_keys=True))
 
     # -- vectors ---------------------------------------------------------------------------------
-    def vec_dims(self) -> int | None:
-        """The size of this agent's stored vectors (None: none stored yet)."""
-        with self.connection() as conn:
-            row = conn.execute(
-                f"SELECT vector_dims(embedding) FROM {S}.chunks WHERE team_id = {S}.current_team() "
-                f"AND agent_id = {S}.current_agent() AND embedding IS NOT NULL LIMIT 1"
-            ).fetchone()
-        return int(row[0]) if row else None
-
     def ensure_vec_table(self, dims: int) -> None:
         """The HNSW index for vectors of ``dims`` (created by an owner-run function, once per size)."""
         hnsw = self.settings.hnsw
@@ -260,7 +293,7 @@ class PgStore:
             rows = conn.execute(
                 "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND indexname LIKE 'chunks_hnsw_%%'", (S,)
             ).fetchall()
-        return sorted(int(r[0].rsplit("_", 1)[1]) for r in rows)
+        return sorted(int(str(r[0]).rsplit("_", 1)[1]) for r in rows)
 
     # -- files -----------------------------------------------------------------------------------
     _OWN = f"team_id = {S}.current_team() AND agent_id = {S}.current_agent()"
@@ -274,27 +307,24 @@ class PgStore:
         with self.connection() as conn:
             return {r[0]: FileRow(*r) for r in conn.execute(query, args)}
 
-    def skipped(self) -> dict[str, tuple[str, str, int, int]]:
+    def skipped(self) -> dict[str, SkipRecord]:
         with self.connection() as conn:
             rows = conn.execute(f"SELECT path, source, reason, mtime, size FROM {S}.skipped_files WHERE {self._OWN}")
-            return {r[0]: (r[1], r[2], r[3], r[4]) for r in rows}
+            return {r[0]: SkipRecord(r[1], r[2], r[3], r[4]) for r in rows}
 
-    def stage(self, path: str, text: str) -> None:
-        """The text a pending ``replace_file(path)`` was chunked from (visibility, shared content)."""
+    def stage(self, file: MemoryFile, text: str) -> None:
+        """The text a pending ``replace_file`` of ``file`` was chunked from (the indexer's ``on_text``):
+        it decides the file's visibility, and a team file's copy is kept for other agents' reads."""
+        visibility = classify(file.rel_path, file.source, text, self.settings.sharedFolders)
         with self._staged_lock:
-            self._staged[path] = text
+            self._staged[file.rel_path] = _Staged(visibility, text if visibility == "team" else None)
 
-    def _lock_file(self, conn: psycopg.Connection, path: str) -> None:
-        key = _int64(f"mdrecall-file\x00{self.identity.team_id}\x00{self.identity.agent_id}\x00{path}")
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
-
-    def _delete_file_rows(self, conn: psycopg.Connection, path: str) -> None:
+    def _delete_file_rows(self, conn: Connection, path: str) -> None:
         for table in ("chunks", "files", "skipped_files"):
             conn.execute(f"DELETE FROM {S}.{table} WHERE {self._OWN} AND path = %s", (path,))
 
     def record_skipped(self, path: str, source: str, reason: str, mtime: int, size: int) -> None:
         with self.connection() as conn, conn.transaction():
-            self._lock_file(conn, path)
             self._delete_file_rows(conn, path)
             conn.execute(
                 f"INSERT INTO {S}.skipped_files(path, source, reason, mtime, size) VALUES (%s, %s, %s, %s, %s)",
@@ -307,33 +337,27 @@ class PgStore:
 
     def remove_file(self, path: str) -> None:
         with self.connection() as conn, conn.transaction():
-            self._lock_file(conn, path)
             self._delete_file_rows(conn, path)
 
-    def replace_file(self, file: FileRow, chunks: Sequence[ChunkRow], model: str, *,
-                     text: str | None = None, now: int | None = None) -> None:
-        """Atomically replace everything stored for one file. The text staged for it (or ``text``)
-        decides its visibility; a team file's text is kept for other agents' reads."""
+    def replace_file(self, file: FileRow, chunks: Sequence[ChunkRow], model: str) -> None:
+        """Atomically replace everything stored for one file. The text staged for it decides its
+        visibility (none staged: private, the narrower choice)."""
         with self._staged_lock:
-            staged = self._staged.pop(file.path, None)
-        text = text if text is not None else staged
-        visibility = classify(file.path, file.source, text, self.settings.sharedFolders)
-        now = int(time.time()) if now is None else now
+            staged = self._staged.pop(file.path, None) or _Staged("private", None)
+        now = int(time.time())
         cfg = self.settings.textSearchConfig
         rows = [
             (c.id, c.path, c.source, c.start_line, c.end_line, c.hash, model, c.text,
              _blob_to_array(c.embedding) if c.embedding is not None else None, c.embed_hash or c.hash,
-             c.fts_text, visibility, now)
+             c.fts_text, staged.visibility, now)
             for c in chunks
         ]
         with self.connection() as conn, conn.transaction():
-            self._lock_file(conn, file.path)
             self._delete_file_rows(conn, file.path)
             conn.execute(
                 f"INSERT INTO {S}.files(path, source, hash, mtime, size, indexed_at, visibility, content) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                (file.path, file.source, file.hash, file.mtime, file.size, now, visibility,
-                 text if visibility == "team" else None),
+                (file.path, file.source, file.hash, file.mtime, file.size, now, staged.visibility, staged.content),
             )
             if rows:
                 with conn.cursor() as cur:
@@ -359,23 +383,18 @@ class PgStore:
     def visible_counts(self) -> dict[str, int]:
         """Everything this agent can read (own rows plus the team's shared ones), as the database sees it."""
         with self.connection() as conn:
-            own_files, team_files = conn.execute(
+            files = conn.execute(
                 f"SELECT count(*) FILTER (WHERE agent_id = {S}.current_agent()), "
                 f"count(*) FILTER (WHERE agent_id <> {S}.current_agent()) FROM {S}.files"
             ).fetchone()
-            own_chunks, team_chunks = conn.execute(
+            chunks = conn.execute(
                 f"SELECT count(*) FILTER (WHERE agent_id = {S}.current_agent()), "
                 f"count(*) FILTER (WHERE agent_id <> {S}.current_agent()) FROM {S}.chunks"
             ).fetchone()
-            shared = conn.execute(
-                f"SELECT count(*) FROM {S}.files WHERE {self._OWN} AND visibility = 'team'"
-            ).fetchone()[0]
-        return {"ownFiles": own_files, "ownChunks": own_chunks, "ownSharedFiles": shared,
-                "teamFiles": team_files, "teamChunks": team_chunks}
-
-    def chunk_count(self) -> int:
-        with self.connection() as conn:
-            return int(conn.execute(f"SELECT count(*) FROM {S}.chunks WHERE {self._OWN}").fetchone()[0])
+            shared = scalar(conn, f"SELECT count(*) FROM {S}.files WHERE {self._OWN} AND visibility = 'team'")
+        assert files is not None and chunks is not None  # aggregates always return a row
+        return {"ownFiles": files[0], "ownChunks": chunks[0], "ownSharedFiles": shared,
+                "teamFiles": files[1], "teamChunks": chunks[1]}
 
     def shared_file(self, agent_id: str, path: str) -> str | None:
         """The stored text of another agent's team file (None when absent or not visible)."""
@@ -385,13 +404,13 @@ class PgStore:
                 "AND visibility = 'team'",
                 (agent_id, path),
             ).fetchone()
-        return row[0] if row else None
+        return str(row[0]) if row and row[0] is not None else None
 
-    # -- embedding cache (shared by the team) -----------------------------------------------------
+    # -- embedding cache (shared by the team; never on the pinned connection) ---------------------
     def cache_get(self, provider: str, model: str, key: str, hashes: Iterable[str]) -> dict[str, bytes]:
         wanted = sorted(set(hashes))
         found: dict[str, bytes] = {}
-        with self.connection() as conn:
+        with self._pooled() as conn:
             for start in range(0, len(wanted), 1000):
                 rows = conn.execute(
                     f"SELECT hash, embedding FROM {S}.embedding_cache WHERE team_id = {S}.current_team() "
@@ -405,7 +424,7 @@ class PgStore:
         if not hashes:
             return
         # Recency is advisory: rows another writer holds are skipped rather than waited for.
-        with self.connection() as conn:
+        with self._pooled() as conn:
             conn.execute(
                 f"UPDATE {S}.embedding_cache SET updated_at = %s WHERE (team_id, provider, model, provider_key, hash) IN "
                 f"(SELECT team_id, provider, model, provider_key, hash FROM {S}.embedding_cache "
@@ -419,7 +438,7 @@ class PgStore:
             return
         now = time.time_ns()
         rows = sorted({h: blob for h, blob in items}.items())  # one key order for every writer: no deadlocks
-        with self.connection() as conn, conn.transaction(), conn.cursor() as cur:
+        with self._pooled() as conn, conn.transaction(), conn.cursor() as cur:
             cur.executemany(
                 f"INSERT INTO {S}.embedding_cache(provider, model, provider_key, hash, embedding, dims, updated_at) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
@@ -431,8 +450,8 @@ class PgStore:
         cap = self.settings.cacheMaxEntries
         if cap is None:
             return 0
-        with self.connection() as conn:
-            count = self.cache_size()
+        with self._pooled() as conn:
+            count = int(scalar(conn, f"SELECT count(*) FROM {S}.embedding_cache WHERE team_id = {S}.current_team()"))
             if count <= cap:
                 return 0
             cur = conn.execute(
@@ -443,16 +462,14 @@ class PgStore:
             return cur.rowcount
 
     def cache_size(self) -> int:
-        with self.connection() as conn:
-            return int(conn.execute(
-                f"SELECT count(*) FROM {S}.embedding_cache WHERE team_id = {S}.current_team()"
-            ).fetchone()[0])
+        with self._pooled() as conn:
+            return int(scalar(conn, f"SELECT count(*) FROM {S}.embedding_cache WHERE team_id = {S}.current_team()"))
 
     # -- health ----------------------------------------------------------------------------------
     def health(self) -> dict[str, Any]:
         with self.connection() as conn:
-            server = conn.execute("SHOW server_version").fetchone()[0]
-            level = conn.execute(f"SELECT coalesce(max(version), 0) FROM {S}.schema_migrations").fetchone()[0]
+            server = scalar(conn, "SHOW server_version")
+            level = scalar(conn, f"SELECT coalesce(max(version), 0) FROM {S}.schema_migrations")
         stats = self.pool.get_stats()
         return {
             "serverVersion": server,
@@ -472,4 +489,4 @@ class PgStore:
         }
 
 
-__all__ = ["PgStore", "Identity", "TEAM_IDENTITY_KEY"]
+__all__ = ["TEAM_IDENTITY_KEY", "Capabilities", "Identity", "PgStore", "scalar"]

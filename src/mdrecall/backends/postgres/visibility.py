@@ -9,7 +9,8 @@ says ``visibility: private`` keeps a file in a shared folder private: the narrow
 from __future__ import annotations
 
 import re
-from typing import Literal, Sequence
+from collections.abc import Sequence
+from typing import Literal
 
 Visibility = Literal["private", "team"]
 
