@@ -1,6 +1,6 @@
-"""The behaviour every backend shares (the future tests/contract/ suite), run against Postgres:
-index the example workspace, find a planted fact with a correct citation, read the citation back,
-status fields, an idempotent sync, close."""
+"""The Postgres backend beyond the shared contract suite (tests/contract/, which runs against it too):
+the example workspace indexed, searched, cited, read back; status and its store health; incremental
+syncs; CJK keywords; a forced rebuild that other connections see only once it is complete."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from mdrecall import open_manager
-from mdrecall.errors import MdrecallError, PathError
-
+from mdrecall import PathError, ReadResult, Status, open_manager
+from mdrecall.errors import MdrecallError
+from mdrecall.types import SyncProgress
 from pghelpers import PgDatabase, pg_config
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "workspace"
@@ -45,18 +45,21 @@ def test_index_search_cite_read_status_idempotent_close(workspace: Path, pg_db: 
         assert hit.citation == f"MEMORY.md#L{hit.start_line}-L{hit.end_line}"
 
         got = manager.read_file(hit.path, hit.start_line, hit.end_line - hit.start_line + 1)
-        assert got["text"] == "\n".join(lines[hit.start_line - 1 : hit.end_line]) and got["path"] == "MEMORY.md"
+        assert isinstance(got, ReadResult)
+        assert got.text == "\n".join(lines[hit.start_line - 1 : hit.end_line]) and got.path == "MEMORY.md"
         with pytest.raises(PathError) as err:
             manager.read_file("../../etc/passwd")
         assert err.value.code == "outside_workspace"
 
         status = manager.status()
-        for key in ("backend", "workspaceDir", "files", "chunks", "provider", "model", "searchMode", "modeReasons",
-                    "clean", "lastSyncAt", "lastError"):
-            assert key in status
-        assert status["backend"] == "postgres" and status["files"] == on_disk and status["clean"] is True
-        assert status["postgres"]["schemaVersion"] >= 1 and status["postgres"]["serverVersion"].startswith("18")
-        assert status["postgres"]["pgvectorVersion"] and status["postgres"]["pool"]["max"] == 2
+        assert isinstance(status, Status)
+        assert status.backend == "postgres" and status.files == on_disk and status.clean is True
+        assert status.search_mode == "keyword-only" and status.last_error is None and status.last_sync_at
+        assert status.location is not None and "password" not in status.location and pg_db.name in status.location
+        health = status.details["postgres"]
+        assert health["schemaVersion"] >= 1 and health["serverVersion"].startswith("18")
+        assert health["pgvectorVersion"] and health["pool"]["max"] == 2 and health["agentId"] == "mira"
+        assert status.to_dict()["postgres"] == health  # details are top-level keys of the JSON shape
 
         again = manager.sync()
         assert again.files_indexed == 0 and again.files_unchanged == on_disk and again.files_removed == 0
@@ -66,11 +69,24 @@ def test_index_search_cite_read_status_idempotent_close(workspace: Path, pg_db: 
         changed = manager.sync()
         assert (changed.files_indexed, changed.files_removed) == (1, 1)
         assert manager.search("zebu retrospective").results[0].path == "memory/2026-11-16.md"
-        assert manager.status()["files"] == on_disk
+        assert manager.status().files == on_disk
     finally:
         manager.close()
     with pytest.raises(MdrecallError):
         manager.search("anything")
+
+
+def test_searches_resync_changed_files_as_the_builtin_does(tmp_path: Path, pg_db: PgDatabase) -> None:
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text("# Memory\n- The walrus enclosure opens at nine.\n")
+    config = pg_config(pg_db.add_agent("sam", "zoo"), "sam")  # sync.onSearch is on by default
+    with open_manager(ws, config, use_global_config=False) as manager:
+        assert manager.search("walrus enclosure").results[0].path == "MEMORY.md"  # first search indexes
+        (ws / "memory" / "otters.md").write_text("- The otter pool drains on Tuesdays.\n")
+        response = manager.search("otter pool")
+        assert response.results[0].path == "memory/otters.md" and not response.stale
+        assert response.freshness.files_indexed == 2
 
 
 def test_cjk_keywords(tmp_path: Path, pg_db: PgDatabase) -> None:
@@ -86,3 +102,35 @@ def test_cjk_keywords(tmp_path: Path, pg_db: PgDatabase) -> None:
         assert manager.search("사무실", min_score=0).results[0].path == "MEMORY.md"
         assert manager.search("红茶咖啡馆", min_score=0).results[0].path == "memory/团队.md"  # 咖啡 matches
         assert manager.search("上海", min_score=0).results == []
+
+
+def test_a_forced_rebuild_is_seen_whole_or_not_at_all(tmp_path: Path, pg_db: PgDatabase) -> None:
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    for i in range(6):
+        (ws / "memory" / f"topic{i}.md").write_text(f"# Topic {i}\n- Heron note {i}.\n")
+    dsn = pg_db.add_agent("rae", "birds")
+
+    def chunk_ids() -> set[int]:
+        with pg_db.admin() as conn:
+            return {r[0] for r in conn.execute("SELECT id FROM mdrecall.chunks WHERE agent_id = 'rae'")}
+
+    with open_manager(ws, pg_config(dsn, "rae"), use_global_config=False) as manager:
+        manager.sync()
+        before = chunk_ids()
+        seen_during: list[set[int]] = []
+        other_agent_view: list[set[str]] = []
+
+        def progress(p: SyncProgress) -> None:
+            if p.label.startswith("Indexing") and p.completed in (1, 5):  # files rewritten, not committed
+                seen_during.append(chunk_ids())
+                other_agent_view.append({h.path for h in reader.search("heron note", min_score=0, max_results=20)})
+
+        with open_manager(ws, pg_config(dsn, "rae", sync={"watch": False, "onSearch": False}),
+                          use_global_config=False) as reader:
+            report = manager.sync(force=True, progress=progress)
+        assert report.full_rebuild and report.rebuild_reason == "forced" and report.files_indexed == 6
+        after = chunk_ids()
+    assert len(seen_during) == 2 and all(ids == before for ids in seen_during)  # the old rows, untouched
+    assert all(paths == {f"memory/topic{i}.md" for i in range(6)} for paths in other_agent_view)
+    assert len(after) == len(before) and not after & before  # then every row replaced at once

@@ -6,13 +6,16 @@ import json
 from pathlib import Path
 
 import numpy as np
-import psycopg
+import pytest
 from click.testing import CliRunner
-from pghelpers import PgDatabase, pg_config
 
 from mdrecall import open_manager
 from mdrecall.backends.postgres.cli import migrate_store, postgres
 from mdrecall.backends.postgres.schema import LATEST
+from mdrecall.cli import main
+from pghelpers import PgDatabase, pg_config
+
+psycopg = pytest.importorskip("psycopg")
 
 
 def _workspace(root: Path) -> Path:
@@ -85,3 +88,10 @@ def test_cli_errors_and_admin_commands(tmp_path: Path, pg_db: PgDatabase) -> Non
         conn.execute("INSERT INTO mdrecall.schema_migrations(version, name) VALUES (%s, 'future')", (LATEST + 1,))
     newer = runner.invoke(postgres, ["add-agent", "cy", "--team", "ops", "--dsn", pg_db.admin_dsn])
     assert newer.exit_code == 1 and "newer than this mdrecall" in newer.output
+
+
+def test_the_plugin_adds_the_commands_to_mdrecall(pg_db: PgDatabase, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["postgres", "migrate", "--dsn", pg_db.admin_dsn, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"applied": [], "version": LATEST}
+    assert main(["migrate-store", "--help"]) == 0
+    assert "without re-embedding" in capsys.readouterr().out

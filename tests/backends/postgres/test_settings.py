@@ -4,25 +4,45 @@ from __future__ import annotations
 
 import pytest
 
-from mdrecall.backends.postgres.settings import load_settings
+from mdrecall.backends.postgres.settings import PostgresSettings, connection_settings
+from mdrecall.backends.postgres.status import redacted_dsn
 from mdrecall.backends.postgres.visibility import classify
-from mdrecall.config import parse_config
+from mdrecall.config import load_config, parse_config
 from mdrecall.errors import ConfigError
 
 
-def _load(section: dict) -> object:  # type: ignore[type-arg]
-    return load_settings(parse_config({"backend": "postgres", "postgres": section}))
+def _load(section: dict) -> PostgresSettings:  # type: ignore[type-arg]
+    return connection_settings(parse_config({"backend": "postgres", "postgres": section}))
 
 
 def test_settings_validate_with_clear_errors() -> None:
     settings = _load({"dsn": "postgresql:///x", "sharedFolders": ["team/", "/memory/shared"]})
-    assert settings.sharedFolders == ["team/", "memory/shared/"] and settings.hnsw.efSearch == 100  # type: ignore[attr-defined]
+    assert settings.sharedFolders == ["team/", "memory/shared/"] and settings.hnsw.efSearch == 100
     for section, message in (({}, "postgres.dsn"), ({"dsn": "x", "poolMin": 5, "poolMax": 2}, "poolMin"),
                              ({"dsn": "x", "sharedFolders": ["../other"]}, "sharedFolders"),
                              ({"dsn": "x", "poolMax": 1}, "poolMax"), ({"dsn": "x", "hnsw": {"ef": 1}}, "hnsw.ef"),
                              ({"dsn": "x", "textSearchConfig": "english; drop"}, "textSearchConfig")):
         with pytest.raises(ConfigError, match=message):
             _load(section)
+
+
+def test_the_section_is_part_of_the_one_config_tree(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / ".mdrecall.yaml").write_text("backend: postgres\npostgres:\n  dsn: postgresql:///team\n  poolMax: 8\n")
+    config = load_config(tmp_path, {"postgres": {"hnsw": {"efSearch": 200}}}, use_global=False)
+    assert isinstance(config.postgres, PostgresSettings)
+    assert (config.postgres.dsn, config.postgres.poolMax, config.postgres.hnsw.efSearch) == ("postgresql:///team", 8, 200)
+    assert parse_config({}).postgres.dsn is None  # other backends need nothing of it
+    with pytest.raises(ConfigError, match="did you mean 'sharedFolders'"):
+        parse_config({"postgres": {"sharedFolder": ["x/"]}})
+    with pytest.raises(ConfigError) as err:  # a bad value never echoes the DSN's password
+        parse_config({"postgres": {"dsn": "postgresql://a:s3cret@h/db", "poolMin": 5, "poolMax": 2}})
+    assert "s3cret" not in str(err.value) and "poolMax" in str(err.value)
+
+
+def test_status_shows_the_dsn_without_its_password() -> None:
+    assert redacted_dsn("postgresql://agent:s3cret@db.example:5433/team?sslmode=require") == \
+        "user=agent dbname=team host=db.example port=5433 sslmode=require"
+    assert "s3cret" not in (redacted_dsn("host=/tmp dbname=x user=a password=s3cret") or "")
 
 
 @pytest.mark.parametrize(("path", "source", "text", "expected"), [

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import anyio
 import pytest
-from pghelpers import PgDatabase, pg_config
 
 from mdrecall import open_manager
 from mdrecall.errors import PathError
+from pghelpers import PgDatabase, pg_config
 
 AGENTS = ("alice", "bob", "carol")
 WORKER = Path(__file__).with_name("team_worker.py")
@@ -71,7 +71,7 @@ def test_three_agents_sync_concurrently(tmp_path: Path, new_database) -> None:  
             other = next(o for o in AGENTS if o != agent)
             shared = sorted(p for p in on_disk[other] if p.startswith("memory/shared/"))
             if shared:
-                assert manager.read_file(f"@{other}/{shared[0]}")["text"] == \
+                assert manager.read_file(f"@{other}/{shared[0]}").text == \
                     (workspaces[other] / shared[0]).read_text().rstrip("\n")
             with pytest.raises(PathError):
                 manager.read_file(f"@{other}/MEMORY.md")

@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import psycopg
 import pytest
-from pghelpers import PgDatabase, pg_config
 
 from mdrecall import open_manager
 from mdrecall.errors import PathError
+from pghelpers import PgDatabase, pg_config
+
+psycopg = pytest.importorskip("psycopg")
 
 SESSION = ".openclaw/sessions/main/transcripts/t1.jsonl"
 
@@ -81,8 +82,8 @@ def test_get_serves_team_files_from_the_store_and_nothing_private(team) -> None:
     bob = managers["bob"]
     hit = next(r for r in bob.search("deploys freeze fridays", min_score=0).results if r.path.startswith("@alice/"))
     got = bob.read_file(hit.path, hit.start_line, hit.end_line - hit.start_line + 1)
-    assert got["path"] == "@alice/memory/shared/deploy.md" and "deploys freeze" in got["text"]
-    assert bob.read_file("@alice/memory/roadmap.md")["totalLines"] == 6
+    assert got.path == "@alice/memory/shared/deploy.md" and "deploys freeze" in got.text
+    assert bob.read_file("@alice/memory/roadmap.md").total_lines == 6
     for crafted in ("@alice/MEMORY.md", "@alice/memory/shared/diary.md", "@alice/" + SESSION.replace(".jsonl", ".md"),
                     "@carol/memory/shared/x.md", "@nobody/memory/x.md"):
         with pytest.raises(PathError) as err:
@@ -95,16 +96,16 @@ def test_get_serves_team_files_from_the_store_and_nothing_private(team) -> None:
     with pytest.raises(PathError) as err:
         bob.read_file("../alice/MEMORY.md")  # another workspace on the same disk
     assert err.value.code == "outside_workspace"
-    assert "Bob private" in bob.read_file("@bob/MEMORY.md")["text"]  # one's own, by either name
+    assert "Bob private" in bob.read_file("@bob/MEMORY.md").text  # one's own, by either name
 
 
 def test_status_counts_what_the_agent_may_see(team) -> None:  # type: ignore[no-untyped-def]
     managers, _, _ = team
     alice, bob = managers["alice"].status(), managers["bob"].status()
-    assert alice["files"] == 5 and alice["postgres"]["visible"]["ownSharedFiles"] == 2
-    assert bob["files"] == 2
-    assert bob["postgres"]["visible"]["teamFiles"] == 2  # alice's shared folder file + front matter file
-    assert managers["carol"].status()["postgres"]["visible"]["teamFiles"] == 0
+    assert alice.files == 5 and alice.details["postgres"]["visible"]["ownSharedFiles"] == 2
+    assert bob.files == 2
+    assert bob.details["postgres"]["visible"]["teamFiles"] == 2  # alice's shared folder file + front matter file
+    assert managers["carol"].status().details["postgres"]["visible"]["teamFiles"] == 0
 
 
 def test_visibility_follows_edits(team, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
