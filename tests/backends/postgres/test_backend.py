@@ -1,6 +1,7 @@
 """The Postgres backend beyond the shared contract suite (tests/contract/, which runs against it too):
 the example workspace indexed, searched, cited, read back; status and its store health; incremental
-syncs; CJK keywords; a forced rebuild that other connections see only once it is complete."""
+syncs, on search and by the watcher; CJK keywords; a forced rebuild that other connections see only
+once it is complete."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from indexcheck import wait_for
 from mdrecall import PathError, ReadResult, Status, open_manager
 from mdrecall.errors import MdrecallError
 from mdrecall.types import SyncProgress
@@ -87,6 +89,19 @@ def test_searches_resync_changed_files_as_the_builtin_does(tmp_path: Path, pg_db
         response = manager.search("otter pool")
         assert response.results[0].path == "memory/otters.md" and not response.stale
         assert response.freshness.files_indexed == 2
+
+
+def test_the_watcher_keeps_the_store_fresh(tmp_path: Path, pg_db: PgDatabase) -> None:
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text("# Memory\n- Nothing about birds yet.\n")
+    sync = {"watch": True, "onSearch": False, "watchDebounceMs": 100}  # only the watcher may sync
+    with open_manager(ws, pg_config(pg_db.add_agent("kit", "nest"), "kit", sync=sync), use_global_config=False) as manager:
+        manager.sync()
+        assert manager.status().freshness.watcher == "running"
+        (ws / "memory" / "kestrels.md").write_text("- The kestrel box faces east.\n")
+        wait_for(lambda: manager.status().files == 2, what="the watcher's sync of the new note")
+        assert manager.search("kestrel box").results[0].path == "memory/kestrels.md"
 
 
 def test_cjk_keywords(tmp_path: Path, pg_db: PgDatabase) -> None:
