@@ -10,3 +10,5 @@ fi
 # The CPU build of torch: an unpinned torch pulls a multi-GB CUDA build.
 .venv/bin/python -m pip install -q "torch==${MDRECALL_TORCH_VERSION:-2.13.0}"
 .venv/bin/python -m pip install -q -e ".[${MDRECALL_EXTRAS:-dev}]"
+# The example third-party backend (examples/custom-backend): the contract suite selects it by config.
+.venv/bin/python -m pip install -q -e examples/custom-backend

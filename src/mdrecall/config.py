@@ -196,6 +196,9 @@ class StoreConfig(_Section):
     path: str | None = None
     vector: VectorStoreConfig = Field(default_factory=VectorStoreConfig)
     busyTimeoutMs: int = Field(default=10_000, ge=0)
+    # Answer from the index as it is and never write it: how a one-shot keyword-only override
+    # (`mdrecall search -c provider=none`) reads an index another configuration keeps up to date.
+    readOnly: bool = False
 
 
 class LimitsConfig(_Section):

@@ -67,9 +67,17 @@ def _postgres(tmp_path: Path, workspace: Path) -> Iterator[BackendUnderTest]:
         yield BackendUnderTest("postgres", manager, workspace, _markdown_plant(workspace, manager))
 
 
+def _notes(tmp_path: Path, workspace: Path) -> Iterator[BackendUnderTest]:
+    # examples/custom-backend, installed into the test environment by scripts/setup.sh and found
+    # through its entry point: selected purely by config.
+    with open_manager(workspace, {"backend": "notes"}, use_global_config=False) as manager:
+        yield BackendUnderTest("notes", manager, workspace, _markdown_plant(workspace, manager))
+
+
 #: name -> generator of a BackendUnderTest; other backends add themselves here.
 BACKENDS: dict[str, Callable[[Path, Path], Iterator[BackendUnderTest]]] = {
     "builtin": _builtin,
     "fake": _fake,
+    "notes": _notes,
     "postgres": _postgres,
 }

@@ -27,11 +27,11 @@ from mdrecall.contract import ManagerBase
 from mdrecall.crashpoints import crash_point
 from mdrecall.embeddings.base import EmbeddingProvider
 from mdrecall.errors import EmbeddingError, MdrecallError
-from mdrecall.freshness.monitor import BUSY_OTHER_PROCESS, BUSY_OTHER_THREAD, Comparison, FreshnessMonitor
+from mdrecall.freshness.monitor import BUSY_OTHER_PROCESS, BUSY_OTHER_THREAD, READ_ONLY, Comparison, FreshnessMonitor
 from mdrecall.freshness.snapshot import scan_dirs
 from mdrecall.freshness.watcher import MemoryWatcher
 from mdrecall.index.changes import pending_changes
-from mdrecall.index.identity import identity_mismatch
+from mdrecall.index.identity import EMBEDDING_KEYS, identity_mismatch
 from mdrecall.index.recovery import IndexHandle
 from mdrecall.index.syncing import LAST_SYNC_KEY, IndexSyncer, SyncRun
 from mdrecall.search.pipeline import SearchPlan, VectorSearch, run_search
@@ -114,6 +114,8 @@ class BuiltinMemoryManager(ManagerBase):
         or gives up after ``lock_timeout`` seconds and returns an empty report whose
         ``rebuild_reason`` is ``BUSY_OTHER_THREAD`` / ``BUSY_OTHER_PROCESS``. ``defer_sessions`` lets
         growing transcripts wait for their delta thresholds (automatic syncs)."""
+        if self.config.store.readOnly:
+            return SyncReport(rebuild_reason=READ_ONLY)
         deadline = None if lock_timeout is None else time.monotonic() + max(0.0, lock_timeout)
         if not self._sync_mutex.acquire(timeout=-1 if lock_timeout is None else max(0.0, lock_timeout)):
             return SyncReport(rebuild_reason=BUSY_OTHER_THREAD)
@@ -172,8 +174,12 @@ class BuiltinMemoryManager(ManagerBase):
         return Comparison(pending, self.stored_identity_mismatch(meta), meta is not None, dirs, dirs_racy, observed)
 
     def stored_identity_mismatch(self, meta: dict[str, object] | None) -> str | None:
-        """Why the stored index does not fit the configuration, or None (unknown dims are not one)."""
-        return identity_mismatch(meta, self.providers.desired_meta(self.workspace), ignore_unknown=True)
+        """Why the stored index does not fit the configuration, or None (unknown dims are not one).
+        Keyword-only over a read-only index reads whatever vectors it holds: only the text must fit."""
+        desired = self.providers.desired_meta(self.workspace)
+        if self.config.store.readOnly and self.providers.provider is None:
+            desired = {k: v for k, v in desired.items() if k not in EMBEDDING_KEYS}
+        return identity_mismatch(meta, desired, ignore_unknown=True)
 
     def _indexed_count(self) -> int:
         with self.index.reading() as db:
@@ -222,6 +228,14 @@ class BuiltinMemoryManager(ManagerBase):
         recovery = self.index.take_recovery_note()
         if recovery:
             notes.append(recovery)
+        building = self._syncer.migration
+        if building is not None:
+            done, total = building.get("completed", 0), building.get("total", 0)
+            what = "first index" if building.get("from") is None else "rebuild"
+            notes.append(
+                f"{what} in progress ({done} of {total} {building.get('label', '')}); results may be incomplete"
+                if total else f"{what} in progress; results may be incomplete"
+            )
         text = (query or "").strip()
         configured = list(self.config.sources)
         wanted = [s for s in sources if s in configured] if sources else configured
@@ -240,14 +254,21 @@ class BuiltinMemoryManager(ManagerBase):
         degraded: list[str] = []
         if provider is None:
             degraded.append(f"keyword-only: {selection.unavailable_reason}")
+        scope = scope_for(self.config, None if set(wanted) == set(configured) else wanted, session_key)
         plan = SearchPlan(
             query=text,
             max_results=max_results or self.config.query.maxResults,
             min_score=self.config.query.minScore if min_score is None else min_score,
-            scope=scope_for(self.config, None if set(wanted) == set(configured) else wanted, session_key),
+            scope=scope,
             now=now,
         )
         with self.index.reading() as db:
+            if "sessions" in wanted and scope.transcripts_prefix == "" and db.has_source("sessions"):
+                response.warnings.append(
+                    "session transcripts are indexed but hidden from a search without a session key "
+                    "(sessions.visibility: own): pass one (--session-key, MDRECALL_SESSION_KEY, "
+                    "mcp.sessionKey) or set sessions.visibility: all"
+                )
             embed = None
             vector_fn: VectorSearch | None = None
             stored = db.read_meta()
@@ -277,9 +298,11 @@ class BuiltinMemoryManager(ManagerBase):
         """The KNN for the next search, and why it is degraded (None when it is not): the in-memory
         matrix while it fits ``store.vector.memoryCacheMiB`` (same ranking, ~40× faster), else
         sqlite-vec; the matrix whatever its size when sqlite-vec is unavailable."""
-        vec_dims = db.vec_dims() if db.caps.vector_available else None
-        if vec_dims is None:
-            return self.vectors.search, f"vectors searched in process: {db.caps.vector_error or 'vector table missing'}"
+        if not db.caps.vector_available:
+            return self.vectors.search, f"vectors searched in process: {db.caps.vector_error}"
+        vec_dims = db.vec_dims()
+        if vec_dims is None:  # nothing embedded yet (an empty or first index): nothing is degraded
+            return self.vectors.search, None
         if self.vectors.fits(db, vec_dims):
             return self.vectors.search, None
         return sqlite_vec_search, None

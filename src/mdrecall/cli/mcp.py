@@ -20,7 +20,7 @@ from mdrecall.mcp import DEFAULT_HOST, DEFAULT_PATH, DEFAULT_PORT
 @click.option("--port", type=int, default=None, help=f"port for --http (default {DEFAULT_PORT})")
 @click.option("--path", default=None, help=f"URL path of the MCP endpoint (default {DEFAULT_PATH})")
 @click.option("--token", default=None, help=f"require 'Authorization: Bearer TOKEN' on HTTP (or set {TOKEN_ENV})")
-@click.option("--session-key", default=None, help="session key of the requester (transcript visibility)")
+@click.option("--session-key", envvar="MDRECALL_SESSION_KEY", default=None, help="session key of the requester (transcript visibility; or set MDRECALL_SESSION_KEY)")
 @click.option("--allow-host", multiple=True, metavar="NAME", help="extra Host name accepted over HTTP (repeatable)")
 @click.option("--allow-origin", multiple=True, metavar="ORIGIN",
               help="extra browser Origin accepted over HTTP, e.g. https://app.example (repeatable)")  # fmt: skip

@@ -53,7 +53,7 @@ def index(workspace: str, overrides: tuple[str, ...], force: bool, as_json: bool
 @click.argument("query")
 @click.option("-n", "max_results", type=int, default=None, help="maximum results (default query.maxResults = 10)")
 @click.option("--min-score", type=float, default=None, help="minimum score in [0,1] (default query.minScore)")
-@click.option("--session-key", default=None, help="include this session's transcript hits")
+@click.option("--session-key", envvar="MDRECALL_SESSION_KEY", default=None, help="who is asking: include this session's transcript hits (or set MDRECALL_SESSION_KEY)")
 @json_option
 def search(
     workspace: str,

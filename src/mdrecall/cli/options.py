@@ -71,15 +71,48 @@ def workspace_path(workspace: str) -> Path:
     return path
 
 
+#: The config sections that decide which vectors an index holds.
+_EMBEDDING_SECTIONS = ("provider", "model", "fallback", "local", "remote", "providers")
+
+
 def load_cli_config(workspace: str, overrides: Sequence[str], **updates: Any) -> MemoryConfig:
     """The workspace's config with ``-c`` overrides. A command runs once and exits: no background
-    watcher (``sync.watch`` is for long-lived processes) unless a command asks for one."""
+    watcher (``sync.watch`` is for long-lived processes) unless a command asks for one.
+
+    One-shot overrides never rewrite the workspace's shared index: when ``-c`` changes the embedding
+    provider or model, the command uses an index of its own beside the shared one; ``-c provider=none``
+    answers keyword-only from the shared index as it is (``store.readOnly``) when there is one.
+    """
     from mdrecall.config import load_config
 
     path = Path(workspace).expanduser()
-    config = load_config(path if path.is_dir() else None, parse_overrides(overrides))
+    root = path if path.is_dir() else None
+    parsed = parse_overrides(overrides)
+    config = load_config(root, parsed)
+    if root is not None and not (parsed.get("store") or {}).get("path"):
+        config = _keep_shared_index(root, load_config(root), config)
     sync = {"watch": False, **updates.pop("sync", {})}
     return config.model_copy(update={"sync": config.sync.model_copy(update=sync), **updates})
+
+
+def _keep_shared_index(root: Path, configured: MemoryConfig, config: MemoryConfig) -> MemoryConfig:
+    import hashlib
+    import json
+
+    from mdrecall.store import default_store_path
+
+    def identity(c: MemoryConfig) -> str:
+        return json.dumps(c.model_dump(include=set(_EMBEDDING_SECTIONS)), sort_keys=True, default=str)
+
+    if identity(configured) == identity(config):
+        return config
+    shared = Path(configured.store.path).expanduser() if configured.store.path else default_store_path(root)
+    if config.provider == "none" and shared.exists():
+        store = config.store.model_copy(update={"path": str(shared), "readOnly": True})
+    else:
+        key = hashlib.sha256(identity(config).encode()).hexdigest()[:12]
+        store = config.store.model_copy(update={"path": str(shared.with_name(f"{shared.stem}.override-{key}.sqlite"))})
+    return config.model_copy(update={"store": store})
 
 
 def open_cli_manager(workspace: str, overrides: Sequence[str], **updates: Any) -> MemorySearchManager:

@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 BUSY_OTHER_PROCESS = "another process is syncing"
 BUSY_OTHER_THREAD = "another sync in this process is running"
 BUSY = (BUSY_OTHER_PROCESS, BUSY_OTHER_THREAD)
+#: ``SyncReport.rebuild_reason`` of a manager that may not write its index (``store.readOnly``).
+READ_ONLY = "the index is read-only here (store.readOnly)"
+NOT_SYNCED = (*BUSY, READ_ONLY)
 
 #: ``reporter(paths, report, seconds)`` after each sync the watcher triggered.
 SyncReporter = Callable[[list[Path], SyncReport, float], None]
@@ -181,6 +184,8 @@ class FreshnessMonitor:
             report = self.target.run_sync(lock_timeout=wait_ms / 1000.0, defer_sessions=not session_start)
         except Exception as exc:  # never let a failing sync break search
             return self._stale_if_pending(f"index could not be refreshed ({type(exc).__name__}: {exc})")
+        if report.rebuild_reason == READ_ONLY:
+            return self._stale_if_pending(READ_ONLY)
         if report.rebuild_reason in BUSY:
             return self._stale_if_pending(f"{report.rebuild_reason} (waited {wait_ms} ms)")
         return False, []

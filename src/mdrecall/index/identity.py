@@ -16,6 +16,9 @@ from mdrecall.embeddings.base import EmbeddingProvider, provider_key
 from mdrecall.sources.workspace import extra_path_roots
 from mdrecall.store.db import SCHEMA_VERSION
 
+#: The meta keys that describe the vectors (the rest describes the text and what was indexed).
+EMBEDDING_KEYS = frozenset({"provider", "model", "providerKey", "vectorDims"})
+
 #: The provider key of a keyword-only index.
 KEYWORD_ONLY_KEY = provider_key({"provider": "none", "model": "fts-only"})
 

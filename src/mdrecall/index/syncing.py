@@ -5,6 +5,10 @@ stored identity no longer fits the configuration (another model, other chunking,
 ``force`` asks for it, the whole index is built in a separate file, seeded with the live index's
 embedding cache (so unchanged chunks are not embedded again), and swapped in with SQLite's backup
 API: readers see the old index until the new one commits.
+
+The very first index has nothing to keep answering from, so it is built in place, its identity
+written first: an interrupted first index (a short-lived MCP client that exits, a killed process)
+keeps every file it finished, and the next sync carries on from there.
 """
 
 from __future__ import annotations
@@ -69,8 +73,12 @@ class IndexSyncer:
         ctx = SyncContext(provider, provider_key, desired["model"])
         writer = IndexDB(self.db_path, self.options)
         try:
-            mismatch = identity_mismatch(writer.read_meta(), desired)
-            if force or mismatch:
+            stored = writer.read_meta()
+            mismatch = identity_mismatch(stored, desired)
+            if stored is None and not writer.files() and not writer.skipped():
+                report, observed = self._first_index(writer, ctx, desired, progress)
+                report.rebuild_reason = mismatch
+            elif force or mismatch:
                 report, observed = self._rebuild(writer, ctx, desired, progress)
                 report.rebuild_reason = "forced" if force and not mismatch else mismatch
             else:
@@ -88,6 +96,41 @@ class IndexSyncer:
             writer.close()
         return SyncRun(report, observed)
 
+    def _progress(self, stored: dict[str, Any] | None, desired: dict[str, Any], progress: ProgressCallback | None) -> ProgressCallback:
+        """Record a full build's progress in ``self.migration`` (status, search warnings) and pass it on."""
+        migration: dict[str, Any] = {
+            "from": {"provider": stored.get("provider"), "model": stored.get("model")} if stored else None,
+            "to": {"provider": desired["provider"], "model": desired["model"]},
+            "completed": 0,
+            "total": 0,
+            "label": "starting",
+        }
+        self.migration = migration
+
+        def track(p: SyncProgress) -> None:
+            migration.update(completed=p.completed, total=p.total, label=p.label)
+            if progress is not None:
+                progress(p)
+
+        return track
+
+    def _first_index(
+        self, writer: IndexDB, ctx: SyncContext, desired: dict[str, Any], progress: ProgressCallback | None
+    ) -> tuple[SyncReport, dict[str, tuple[int, int, int]]]:
+        if ctx.provider is not None and ctx.provider.dims:
+            writer.ensure_vec_table(ctx.provider.dims)
+        with writer.conn:
+            writer.write_meta(desired)
+        try:
+            indexer = Indexer(self.workspace, self.config, writer, ctx, self._progress(None, desired, progress), self.extra_sources)
+            report = indexer.run(full=True)
+            with writer.conn:
+                writer.set_kv(LAST_SYNC_KEY, repr(time.time()))
+        finally:
+            self.migration = None
+        report.full_rebuild = True
+        return report, indexer.observed
+
     def _rebuild(
         self, live: IndexDB, ctx: SyncContext, desired: dict[str, Any], progress: ProgressCallback | None
     ) -> tuple[SyncReport, dict[str, tuple[int, int, int]]]:
@@ -98,21 +141,7 @@ class IndexSyncer:
             crash_point("rebuild:seeded")
             if ctx.provider is not None and ctx.provider.dims:
                 built.ensure_vec_table(ctx.provider.dims)
-            stored = live.read_meta() or {}
-            migration: dict[str, Any] = {
-                "from": {"provider": stored.get("provider"), "model": stored.get("model")} if stored else None,
-                "to": {"provider": desired["provider"], "model": desired["model"]},
-                "completed": 0,
-                "total": 0,
-                "label": "starting",
-            }
-            self.migration = migration
-
-            def track(p: SyncProgress) -> None:
-                migration.update(completed=p.completed, total=p.total, label=p.label)
-                if progress is not None:
-                    progress(p)
-
+            track = self._progress(live.read_meta() or None, desired, progress)
             indexer = Indexer(self.workspace, self.config, built, ctx, track, self.extra_sources)
             report = indexer.run(full=True)
             with built.conn:

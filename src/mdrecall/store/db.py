@@ -442,6 +442,10 @@ class IndexDB:
             out.setdefault(source, {"files": 0, "chunks": 0})["chunks"] = n
         return out
 
+    def has_source(self, source: str) -> bool:
+        """Whether any chunk of ``source`` is indexed (one lookup in idx_chunks_source)."""
+        return self.conn.execute("SELECT 1 FROM chunks WHERE source = ? LIMIT 1", (source,)).fetchone() is not None
+
     def chunk_count(self) -> int:
         return int(self.conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
 
