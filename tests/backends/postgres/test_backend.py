@@ -104,6 +104,22 @@ def test_the_watcher_keeps_the_store_fresh(tmp_path: Path, pg_db: PgDatabase) ->
         assert manager.search("kestrel box").results[0].path == "memory/kestrels.md"
 
 
+def test_a_read_only_manager_never_writes_the_store(tmp_path: Path, pg_db: PgDatabase) -> None:
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text("# Memory\n- The heron pond freezes in January.\n")
+    dsn = pg_db.add_agent("lee", "pond")
+    with open_manager(ws, pg_config(dsn, "lee"), use_global_config=False) as writer:
+        writer.sync()
+    (ws / "memory" / "new.md").write_text("- Unsynced heron note.\n")
+    with open_manager(ws, pg_config(dsn, "lee", store={"readOnly": True}), use_global_config=False) as reader:
+        assert reader.sync().rebuild_reason == "the index is read-only here (store.readOnly)"
+        response = reader.search("heron")
+        assert {h.path for h in response.results} == {"MEMORY.md"} and response.stale
+        assert any("read-only" in w for w in response.warnings)
+        assert reader.status().files == 1
+
+
 def test_cjk_keywords(tmp_path: Path, pg_db: PgDatabase) -> None:
     ws = tmp_path / "ws"
     (ws / "memory").mkdir(parents=True)

@@ -41,10 +41,10 @@ from mdrecall.builtin.provider import ProviderState
 from mdrecall.config import MemoryConfig
 from mdrecall.contract import ManagerBase
 from mdrecall.errors import MdrecallError, PathError, StoreError
-from mdrecall.freshness.monitor import BUSY_OTHER_PROCESS, BUSY_OTHER_THREAD, Comparison, FreshnessMonitor
+from mdrecall.freshness.monitor import BUSY_OTHER_PROCESS, BUSY_OTHER_THREAD, READ_ONLY, Comparison, FreshnessMonitor
 from mdrecall.freshness.snapshot import scan_dirs
 from mdrecall.index.changes import pending_changes
-from mdrecall.index.identity import identity_mismatch
+from mdrecall.index.identity import EMBEDDING_KEYS, identity_mismatch
 from mdrecall.index.indexer import Indexer, SyncContext
 from mdrecall.index.syncing import LAST_SYNC_KEY, SyncRun
 from mdrecall.search.pipeline import SearchPlan, candidate_limit, rank_candidates, vector_skip_reason
@@ -143,6 +143,8 @@ class PostgresMemoryManager(ManagerBase):
         ``postgres.lockTimeoutMs``) a busy report (``rebuild_reason``) instead of waiting on."""
         if self._closed:
             raise MdrecallError("manager is closed")
+        if self.config.store.readOnly:
+            return SyncReport(rebuild_reason=READ_ONLY)
         timeout = self.settings.lockTimeoutMs / 1000.0 if lock_timeout is None else max(0.0, lock_timeout)
         deadline = time.monotonic() + timeout
         if not self._sync_mutex.acquire(timeout=timeout):
@@ -213,7 +215,11 @@ class PostgresMemoryManager(ManagerBase):
         indexed, skipped, meta = self.store.files(), self.store.skipped(), self.store.read_meta()
         observed: dict[str, tuple[int, int, int]] = {}
         pending = pending_changes(self.workspace, self.config, self.extra_sources, indexed, skipped, observed)
-        mismatch = identity_mismatch(meta, self.desired_meta(), ignore_unknown=True)
+        desired = self.desired_meta()
+        if self.config.store.readOnly and self.providers.provider is None:
+            # Keyword-only over rows it may not write: whatever vectors they hold, only the text must fit.
+            desired = {k: v for k, v in desired.items() if k not in EMBEDDING_KEYS}
+        mismatch = identity_mismatch(meta, desired, ignore_unknown=True)
         return Comparison(pending, mismatch, meta is not None, dirs, dirs_racy, observed)
 
     def index_last_sync_at(self) -> float | None:
