@@ -207,6 +207,7 @@ PUBLIC_API = [
     "PathError",
     "ProbeResult",
     "ReadResult",
+    "Remembered",
     "SearchHit",
     "SearchResponse",
     "SkippedFile",
@@ -217,6 +218,7 @@ PUBLIC_API = [
     "__version__",
     "load_config",
     "open_manager",
+    "remember",
 ]
 
 

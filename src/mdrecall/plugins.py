@@ -52,6 +52,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "mdrecall.embeddings.plugin",
     "mdrecall.builtin.plugin",
     "mdrecall.backends.postgres.plugin",
+    "mdrecall.backends.qmd.plugin",
     "mdrecall.dreaming.plugin",
 )
 

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from mdrecall import MemorySearchManager, open_manager
 from mdrecall.testing import FakeBackend, plugin, registered
 
@@ -74,10 +76,32 @@ def _notes(tmp_path: Path, workspace: Path) -> Iterator[BackendUnderTest]:
         yield BackendUnderTest("notes", manager, workspace, _markdown_plant(workspace, manager))
 
 
+def _qmd(tmp_path: Path, workspace: Path) -> Iterator[BackendUnderTest]:
+    from mdrecall.backends.qmd.layout import find_binary
+    from mdrecall.backends.qmd.settings import QmdSettings
+
+    if find_binary(QmdSettings()) is None:
+        pytest.skip("QMD is not installed: scripts/install-qmd.sh (run by scripts/setup.sh) could not install it; "
+                    "run it to see why (it needs npm and the npm registry)")  # fmt: skip
+    config = {
+        "backend": "qmd",
+        "provider": "none",
+        "store": {"path": str(tmp_path / "fallback.sqlite")},
+        "sync": {"watch": False},
+        "qmd": {"indexDir": str(tmp_path / "qmd")},
+    }
+    with open_manager(workspace, config, use_global_config=False) as manager:
+        yield BackendUnderTest("qmd", manager, workspace, _markdown_plant(workspace, manager))
+        # The contract held through QMD itself, not through its builtin fallback.
+        health = manager.backoff  # type: ignore[attr-defined]
+        assert health.failures == 0 and manager.fallback_state is None, health.to_dict()  # type: ignore[attr-defined]
+
+
 #: name -> generator of a BackendUnderTest; other backends add themselves here.
 BACKENDS: dict[str, Callable[[Path, Path], Iterator[BackendUnderTest]]] = {
     "builtin": _builtin,
     "fake": _fake,
     "notes": _notes,
     "postgres": _postgres,
+    "qmd": _qmd,
 }

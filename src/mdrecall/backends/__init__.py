@@ -11,14 +11,18 @@ import os
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mdrecall import plugins
-from mdrecall.config import MemoryConfig, load_config
-from mdrecall.contract import MemorySearchManager
 from mdrecall.errors import ConfigError, MdrecallError
 
-BackendFactory = Callable[[Path, MemoryConfig], MemorySearchManager]
+if TYPE_CHECKING:
+    # Not at run time: config.py imports the backends' settings modules (mdrecall.backends.<name>.settings),
+    # so this package must be importable before config is.
+    from mdrecall.config import MemoryConfig
+    from mdrecall.contract import MemorySearchManager
+
+BackendFactory = Callable[[Path, "MemoryConfig"], "MemorySearchManager"]
 
 _lock = threading.Lock()
 _factories: dict[str, BackendFactory] = {}
@@ -72,6 +76,8 @@ def open_manager(
     if not root.is_dir():
         raise MdrecallError(f"workspace {root} is not a directory")
     root = Path(os.path.abspath(root))
+    from mdrecall.config import MemoryConfig, load_config
+
     cfg = config if isinstance(config, MemoryConfig) else load_config(root, config, use_global=use_global_config)
     manager = get_backend_factory(cfg.backend)(root, cfg)
     try:
