@@ -2,9 +2,9 @@
 
 * No import cycle between modules.
 * The core (everything but the shells and the features) never imports a shell (``cli``, ``mcp``,
-  ``ui``, any ``cli.py``) or a feature (``agent``, ``dreaming``), except that a backend's ``plugin.py``
-  is wiring: it may import the feature and shell modules whose tools, prompts and commands it
-  registers, and no core module imports it (only the plugin manager loads it, by name).
+  ``ui``, any ``cli.py``) or a feature (``agent``, ``dreaming``), except that a ``plugin.py`` is
+  wiring (a backend's): it may import the feature and shell modules whose tools, prompts and commands
+  it registers, and no core module imports it (only the plugin manager loads it, by name).
 * Features never import a shell, except their ``plugin.py`` wiring, which registers commands.
 * A module over ``MAX_LINES`` says at its top why it is long.
 * The public API (``mdrecall.__all__``) changes only on purpose.
@@ -190,7 +190,7 @@ def test_features_never_import_a_shell_except_their_plugin_wiring() -> None:
     bad = sorted(
         f"{name} -> {target}"
         for name, targets in GRAPH.items()
-        if _is_feature(name) and not name.endswith(".plugin")
+        if _is_feature(name) and not _is_plugin_wiring(name)
         for target in targets
         if _is_shell(target)
     )

@@ -64,6 +64,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "mdrecall.embeddings.plugin",
     "mdrecall.builtin.plugin",
+    "mdrecall.backends.postgres.plugin",
     "mdrecall.backends.qmd.plugin",
     "mdrecall.backends.lancedb.plugin",
     "mdrecall.dreaming.plugin",

@@ -7,6 +7,7 @@ installed here is skipped with the reason; CI installs every one of them.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -56,6 +57,21 @@ def _fake(tmp_path: Path, workspace: Path) -> Iterator[BackendUnderTest]:
     with registered(plugin(backends={"fake": FakeBackend})):
         with open_manager(workspace, {"backend": "fake"}, use_global_config=False) as manager:
             yield BackendUnderTest("fake", manager, workspace, _markdown_plant(workspace, manager))
+
+
+_PG_AGENTS = itertools.count()
+
+
+def _postgres(tmp_path: Path, workspace: Path) -> Iterator[BackendUnderTest]:
+    # The session's one embedded PostgreSQL (skipped, with the reason, where it cannot start); each
+    # test is its own agent in its own team, so row-level security keeps the tests apart.
+    from pghelpers import contract_database, pg_config
+
+    db = contract_database()
+    agent = f"contract{os.getpid()}-{next(_PG_AGENTS)}"
+    dsn = db.add_agent(agent, f"team-{agent}")
+    with open_manager(workspace, pg_config(dsn, agent), use_global_config=False) as manager:
+        yield BackendUnderTest("postgres", manager, workspace, _markdown_plant(workspace, manager))
 
 
 def _notes(tmp_path: Path, workspace: Path) -> Iterator[BackendUnderTest]:
@@ -131,6 +147,7 @@ BACKENDS: dict[str, Callable[[Path, Path], Iterator[BackendUnderTest]]] = {
     "builtin": _builtin,
     "fake": _fake,
     "notes": _notes,
+    "postgres": _postgres,
     "qmd": _qmd,
     "lancedb": _lancedb,
     "lancedb-s3": _lancedb_s3,

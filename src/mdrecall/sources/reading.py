@@ -2,7 +2,8 @@
 
 Paths are checked by :func:`mdrecall.sources.workspace.resolve_memory_path` (memory roots only,
 links resolved). A page holds at most ``read.maxLines`` lines and ``read.maxChars`` characters;
-``next_from`` says where the next page starts.
+``next_from`` says where the next page starts. :func:`window_lines` is the paging alone, for a
+backend that serves a file's text from elsewhere (the Postgres backend's copy of a team file).
 """
 
 from __future__ import annotations
@@ -22,23 +23,23 @@ def read_memory_lines(
     raw = real.read_bytes()
     if len(raw) > config.limits.maxFileBytes:
         raise PathError("invalid_path", f"{normalised} is larger than limits.maxFileBytes")
-    content = raw.decode("utf-8", errors="replace").replace("\r\n", "\n")
-    return page_text(content, normalised, config, from_line, lines)
+    return window_lines(raw.decode("utf-8", errors="replace"), normalised, from_line, lines, config)
 
 
-def page_text(content: str, path: str, config: MemoryConfig, from_line: int | None = None, lines: int | None = None) -> ReadResult:
-    """One page of ``content`` (a file's text, or an entry of a store-backed backend) cited as ``path``."""
+def window_lines(content: str, path: str, from_line: int | None, count: int | None, config: MemoryConfig) -> ReadResult:
+    """One page of ``content`` (a file's text), shown as ``path``: ``count`` lines from ``from_line``
+    (1-based), within ``read.maxLines`` and ``read.maxChars``."""
     limits = config.read
     start = 1 if from_line is None else int(from_line)
     if start < 1:
         raise PathError("invalid_path", f"from must be ≥ 1 (got {from_line})")
-    count = limits.maxLines if lines is None else max(1, min(int(lines), limits.maxLines))
-    all_lines = content.split("\n")
+    wanted = limits.maxLines if count is None else max(1, min(int(count), limits.maxLines))
+    all_lines = content.replace("\r\n", "\n").split("\n")
     if all_lines and all_lines[-1] == "":
         all_lines.pop()
-    selected = all_lines[start - 1 : start - 1 + count]
+    selected = all_lines[start - 1 : start - 1 + wanted]
     text = "\n".join(selected)
-    truncated = start - 1 + count < len(all_lines)
+    truncated = start - 1 + wanted < len(all_lines)
     if len(text) > limits.maxChars:
         kept: list[str] = []
         size = 0

@@ -38,7 +38,7 @@ from mdrecall.contract import ManagerBase
 from mdrecall.embeddings.base import EmbeddingProvider
 from mdrecall.embeddings.registry import ProviderSelection, select_provider
 from mdrecall.errors import MdrecallError, PathError, ProviderUnavailableError
-from mdrecall.sources.reading import page_text
+from mdrecall.sources.reading import window_lines
 from mdrecall.sources.redact import redact_secrets
 from mdrecall.text import cjk_share, query_terms
 from mdrecall.types import Freshness, ProbeResult, ProgressCallback, ReadResult, SearchMode, SearchResponse, Status, SyncReport
@@ -366,7 +366,7 @@ class LanceMemoryManager(ManagerBase):
         row = self.get_entry(memory_id)
         if row is None:
             raise PathError("not_found", f"no long-term memory {rel_path!r} (forgotten, or another agent's)")
-        result = page_text(row.text, results.entry_path(row.id), self.config, from_line, lines)
+        result = window_lines(row.text, results.entry_path(row.id), from_line, lines, self.config)
         self._notify_read(result.path, result.from_line, result.lines, datetime.now(UTC))
         return result
 
