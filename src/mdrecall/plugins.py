@@ -14,6 +14,9 @@ A plugin is a module (or object) with functions marked ``@hookimpl``::
 
 and is installed with an entry point ``[project.entry-points.mdrecall] myplugin = "my_package.plugin"``.
 
+mdrecall's own providers, backends, commands and features are plugins of exactly this kind, listed in
+``DEFAULT_PLUGINS`` (as simonw/llm does).
+
 The hooks (docs/architecture.md has the table):
 
 * ``register_embedding_providers(register)``, ``register_backends(register)``: what ``provider`` and
@@ -26,8 +29,6 @@ The hooks (docs/architecture.md has the table):
 * ``entries_forgotten(manager, paths)``: a backend deleted entries for good; drop every copy kept elsewhere;
 * ``auto_recall(manager, prompt, session_key)`` / ``auto_capture(manager, messages, session_key, success)``:
   what ``MemoryCapability`` injects before a prompt and learns from a finished turn.
-mdrecall's own providers, backends, commands and features are plugins of exactly this kind, listed in
-``DEFAULT_PLUGINS`` (as simonw/llm does).
 
 How a broken plugin fails, always the same way: a plugin that cannot be imported, or whose hook
 raises, contributes nothing; the failure is recorded in :func:`plugin_errors` (shown by
