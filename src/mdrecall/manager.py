@@ -30,13 +30,13 @@ from mdrecall.crashpoints import crash_point
 from mdrecall.embeddings.base import provider_key as compute_provider_key
 from mdrecall.embeddings.registry import ProviderSelection, activate_fallback, select_provider
 from mdrecall.errors import EmbeddingError, MdrecallError, PathError, StoreError
-from mdrecall.freshness import Snapshot, make_snapshot, scan_dirs
+from mdrecall.freshness import Observed, Snapshot, make_snapshot, scan_dirs
 from mdrecall.search.pipeline import SearchPlan, VectorSearch, run_search
 from mdrecall.search.scope import Scope
 from mdrecall.search.vector import InProcessVectors, sqlite_vec_search
 from mdrecall.store import WriterLock, cleanup_stale_rebuilds, default_store_path, rebuild_path, remove_db_files, swap_in
 from mdrecall.store.db import SCHEMA_VERSION, IndexDB, StoreOptions
-from mdrecall.sync import Indexer, ProgressCallback, SourceAdapter, SyncContext, seed_cache_from
+from mdrecall.sync import Indexer, ProgressCallback, SourceAdapter, SyncContext, seed_cache_from, skip_still_holds
 from mdrecall.types import ProbeResult, SearchResponse, SyncProgress, SyncReport
 from mdrecall.workspace import discover_memory_files, resolve_memory_path
 
@@ -130,7 +130,7 @@ class BuiltinMemoryManager:
         self._checked_at: float | None = None  # wall time of the last comparison of files with the index
         self._last_freshness: dict[str, Any] = {}
         self._snapshot: Snapshot | None = None  # what the last full check saw (freshness.py)
-        self._observed: dict[str, tuple[int, int, int]] = {}
+        self._observed: dict[str, Observed] = {}
         self._recovery_reported = False
         self._watcher: Any = None
         self._watcher_error: str | None = None
@@ -471,7 +471,7 @@ class BuiltinMemoryManager:
     def _stale_if_pending(self, reason: str) -> tuple[bool, list[str]]:
         """Compare the files with the index (a walk with mtime+size, no lock) and judge staleness."""
         generation = self._dirty_generation
-        observed: dict[str, tuple[int, int, int]] = {}
+        observed: dict[str, Observed] = {}
         try:
             dirs, dirs_racy = scan_dirs(self.workspace, self.config)
             with self._read_mutex:
@@ -870,7 +870,7 @@ class BuiltinMemoryManager:
         # Always walk: "clean" must describe the files on disk now, not the last sync or event.
         generation = self._dirty_generation
         dirs, dirs_racy = scan_dirs(self.workspace, self.config)
-        observed: dict[str, tuple[int, int, int]] = {}
+        observed: dict[str, Observed] = {}
         pending = self._pending_changes(indexed, skipped, observed)
         mismatch = self._stored_identity_mismatch(meta)
         self._checked_at = time.time()
@@ -962,7 +962,7 @@ class BuiltinMemoryManager:
         return reasons
 
     def _pending_changes(
-        self, indexed: dict[str, Any], skipped: dict[str, Any], observed: dict[str, tuple[int, int, int]] | None = None
+        self, indexed: dict[str, Any], skipped: dict[str, Any], observed: dict[str, Observed] | None = None
     ) -> dict[str, Any]:
         """Walk the files (mtime+size) and compare with the index: what a full sync would do now.
 
@@ -982,7 +982,7 @@ class BuiltinMemoryManager:
                 continue
             on_disk[f.rel_path] = (st.st_mtime_ns, st.st_size, f.abspath, f.source)
             if observed is not None:
-                observed[f.abspath] = (st.st_mtime_ns, st.st_size, time.time_ns())
+                observed[f.abspath] = (st.st_mtime_ns, st.st_size, time.time_ns(), st.st_ctime_ns)
         new: list[str] = []
         changed: list[str] = []
         deferred: list[str] = []
@@ -997,7 +997,7 @@ class BuiltinMemoryManager:
                 if row.source == source and deferrable is not None and deferrable(Path(path), row.size, size):
                     deferred.append(p)
             elif p in skipped:
-                if (skipped[p][2], skipped[p][3]) != (m, size):
+                if not skip_still_holds(skipped[p], path, m, size):
                     changed.append(p)
             else:
                 new.append(p)

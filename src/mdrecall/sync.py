@@ -47,6 +47,33 @@ RACY_WINDOW_COARSE_NS = 2_000_000_000
 RACY_MAX_WAIT_S = 2.5
 
 
+#: Reason prefix of a skip caused by the OS refusing the read (permissions, a lock, an I/O error).
+UNREADABLE = "cannot read"
+
+
+def is_readable(path: str | Path) -> bool:
+    """Whether opening ``path`` for reading succeeds now (one open, no read)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
+def skip_still_holds(record: tuple[str, str, int, int], path: str | Path, mtime: int, size: int) -> bool:
+    """Whether a skipped file (``record``: source, reason, mtime, size) would be skipped again.
+
+    Content reasons (binary, too large, invalid UTF-8) hold while mtime and size do. An unreadable
+    file says nothing about its content, and ``chmod`` moves neither mtime nor size (only ctime):
+    such a skip holds only while the file still cannot be opened, checked on every full comparison
+    (one failed ``open``, as cheap as the ``stat``).
+    """
+    if (record[2], record[3]) != (mtime, size):
+        return False
+    return not record[1].startswith(UNREADABLE) or not is_readable(path)
+
+
 def _is_racy(mtime_ns: int, checked_ns: int) -> bool:
     window = RACY_WINDOW_COARSE_NS if mtime_ns % 1_000_000_000 == 0 else RACY_WINDOW_NS
     return checked_ns - mtime_ns < window
@@ -91,7 +118,7 @@ def _read_text(path: Path, max_bytes: int, lenient: bool = False) -> tuple[str |
             return None, None, f"larger than limits.maxFileBytes ({size} > {max_bytes} bytes)"
         raw = path.read_bytes()
     except OSError as exc:
-        return None, None, f"cannot read: {exc.strerror or exc}"
+        return None, None, f"{UNREADABLE}: {exc.strerror or exc}"
     if len(raw) > max_bytes:
         return None, None, f"larger than limits.maxFileBytes ({len(raw)} > {max_bytes} bytes)"
     if lenient:
@@ -123,8 +150,8 @@ class Indexer:
         self.progress = progress
         self.extra_sources = list(extra_sources)
         self.defer_sessions = defer_sessions
-        #: absolute path -> (mtime_ns, size, when stat ran in ns) for every file looked at (freshness.py).
-        self.observed: dict[str, tuple[int, int, int]] = {}
+        #: absolute path -> (mtime_ns, size, when stat ran in ns, ctime_ns) for every file looked at (freshness.py).
+        self.observed: dict[str, tuple[int, int, int, int]] = {}
 
     # -- discovery -------------------------------------------------------------------------------
     def discover(self) -> list[MemoryFile]:
@@ -209,21 +236,23 @@ class Indexer:
             return None
         checked_ns = time.time_ns()
         mtime, size = st.st_mtime_ns, st.st_size
-        self.observed[file.abspath] = (mtime, size, checked_ns)
+        self.observed[file.abspath] = (mtime, size, checked_ns, st.st_ctime_ns)
         old = existing.get(file.rel_path)
         trust_stat = not full and not verify
         if trust_stat and old is not None and old.mtime == mtime and old.size == size and old.source == file.source:
             report.files_unchanged += 1
             return None
         prev_skip = skipped.get(file.rel_path)
-        if trust_stat and prev_skip is not None and prev_skip[2] == mtime and prev_skip[3] == size:
+        if trust_stat and prev_skip is not None and skip_still_holds(prev_skip, file.abspath, mtime, size):
             report.files_skipped += 1
             return None
         adapter = self._adapter_for(file.source)
         text, raw, reason = _read_text(file.path, self.config.limits.maxFileBytes, lenient=getattr(adapter, "lenient_decode", False))
         is_racy = _is_racy(mtime, checked_ns)
         if reason is not None or text is None or raw is None:
-            self.db.record_skipped(file.rel_path, file.source, reason or "unreadable", mtime, size)
+            record = (file.source, reason or UNREADABLE, mtime, size)
+            if prev_skip != record:  # an unreadable file is retried every sync: no rewrite when nothing changed
+                self.db.record_skipped(file.rel_path, *record)
             if not verify:
                 report.files_skipped += 1
             if is_racy:
