@@ -65,6 +65,12 @@ def test_index_search_get_status(ws: Path, home: Path) -> None:
     assert "--from 8" in got.stderr
     got_json = run(home, "get", "memory/long.md", *common, "--json")
     assert json.loads(got_json.stdout)["nextFrom"] == 121
+    # The citation search printed reads exactly the cited lines.
+    cited = run(home, "get", results[0]["citation"], *common, "--json")
+    assert cited.returncode == 0, cited.stderr
+    cited_json = json.loads(cited.stdout)
+    assert (cited_json["from"], cited_json["lines"]) == (results[0]["startLine"], results[0]["endLine"] - results[0]["startLine"] + 1)
+    assert run(home, "get", "memory/long.md#L5-L6", *common).stdout.strip().split("\n") == ["row 5", "row 6"]
 
     status = run(home, "status", *common, "--json", "--deep")
     assert status.returncode == 0

@@ -164,8 +164,11 @@ def cmd_get(args: argparse.Namespace) -> int:
         print(json.dumps(result, ensure_ascii=False, indent=2))
         return 0
     print(result["text"])
-    if result.get("truncated"):
+    if result.get("nextFrom") is not None:
         print(f"\n… more below: mdrecall get {result['path']} --from {result['nextFrom']}", file=sys.stderr)
+    elif result.get("lineCut"):
+        print(f"\n… line {result['from']} is longer than read.maxChars and was cut: read {result['path']} itself "
+              "for the whole line", file=sys.stderr)
     return 0
 
 
@@ -232,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("get", help="print lines of a memory file")
     _add_common(p)
-    p.add_argument("path")
+    p.add_argument("path", help="a memory file, or a citation from search such as memory/2026-01-31.md#L3-L7")
     p.add_argument("--from", dest="from_line", type=int, default=None, help="first line (1-based)")
     p.add_argument("--lines", type=int, default=None, help="number of lines (default 120)")
     p.add_argument("--json", action="store_true")

@@ -38,7 +38,7 @@ from mdrecall.store import WriterLock, cleanup_stale_rebuilds, default_store_pat
 from mdrecall.store.db import SCHEMA_VERSION, IndexDB, StoreOptions
 from mdrecall.sync import Indexer, ProgressCallback, SourceAdapter, SyncContext, seed_cache_from, skip_still_holds
 from mdrecall.types import ProbeResult, SearchResponse, SyncProgress, SyncReport
-from mdrecall.workspace import discover_memory_files, resolve_memory_path
+from mdrecall.workspace import discover_memory_files, read_memory_file
 
 SearchListener = Callable[[str, SearchResponse, "str | None", datetime], None]
 
@@ -804,48 +804,11 @@ class BuiltinMemoryManager:
 
     # -- read ------------------------------------------------------------------------------------
     def read_file(self, rel_path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]:
-        real, normalised = resolve_memory_path(self.workspace, self.config, rel_path)
-        limits = self.config.read
-        start = 1 if from_line is None else int(from_line)
-        if start < 1:
-            raise PathError("invalid_path", f"from must be ≥ 1 (got {from_line})")
-        count = limits.maxLines if lines is None else max(1, min(int(lines), limits.maxLines))
-        raw = real.read_bytes()
-        if len(raw) > self.config.limits.maxFileBytes:
-            raise PathError("invalid_path", f"{normalised} is larger than limits.maxFileBytes")
-        content = raw.decode("utf-8", errors="replace").replace("\r\n", "\n")
-        all_lines = content.split("\n")
-        if all_lines and all_lines[-1] == "":
-            all_lines.pop()
-        selected = all_lines[start - 1 : start - 1 + count]
-        text = "\n".join(selected)
-        truncated = start - 1 + count < len(all_lines)
-        if len(text) > limits.maxChars:
-            kept: list[str] = []
-            size = 0
-            for line in selected:
-                if size + len(line) + 1 > limits.maxChars:
-                    break
-                kept.append(line)
-                size += len(line) + 1
-            if not kept:  # one huge line: cut it
-                kept = [selected[0][: limits.maxChars]]
-            selected = kept
-            text = "\n".join(kept)
-            truncated = True
-        result: dict[str, Any] = {
-            "text": text,
-            "path": normalised,
-            "from": start,
-            "lines": len(selected),
-            "totalLines": len(all_lines),
-        }
-        if truncated:
-            result["truncated"] = True
-            result["nextFrom"] = start + len(selected)
+        result: dict[str, Any] = read_memory_file(self.workspace, self.config, rel_path, from_line, lines)
+        normalised, start, selected = result["path"], result["from"], result["lines"]
         for listener in list(self._read_listeners):
             try:
-                listener(normalised, start, len(selected), datetime.now(timezone.utc))
+                listener(normalised, start, selected, datetime.now(timezone.utc))
             except Exception:
                 pass  # grounding signals must never break a read
         return result

@@ -39,6 +39,7 @@ from mdrecall.dreaming.recording import read_source_blocks
 from mdrecall.dreaming.scoring import Evaluation, evaluate, rank
 from mdrecall.dreaming.store import RecallStore, StoreState
 from mdrecall.markdown_write import read_markdown, write_markdown
+from mdrecall.redact import redact_secrets
 
 Mode = Literal["approved", "passing"]
 
@@ -371,7 +372,8 @@ def _select(
             done_keys.add(entry.key)
             return
         edited = item is not None and item.edited
-        text = item.text if edited and item is not None else candidate_text(entry, located)
+        # A reviewer's edit is text typed by a person: redacted like everything that reaches MEMORY.md.
+        text = redact_secrets(item.text) if edited and item is not None else candidate_text(entry, located)
         if is_contaminated(text) or not text:
             result.dropped.append(Skipped(entry.key, "contaminated or empty text", text))
             done_keys.add(entry.key)

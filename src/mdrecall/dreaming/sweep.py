@@ -23,7 +23,6 @@ from mdrecall.dreaming.clock import age_days, ensure_aware, from_iso, to_iso
 from mdrecall.dreaming.config import dreaming_config, sessions_dir
 from mdrecall.dreaming.contamination import REPORT_MARKER, is_contaminated
 from mdrecall.dreaming.paths import is_short_term, memory_file_path, queue_path
-from mdrecall.markdown_write import read_markdown, write_markdown
 from mdrecall.dreaming.promotion import (
     ApplyResult,
     Skipped,
@@ -31,12 +30,13 @@ from mdrecall.dreaming.promotion import (
     _apply_into,
     _stage_into,
     read_queue_text,
-    write_queue,
     rehydrate,
+    write_queue,
 )
 from mdrecall.dreaming.recording import read_source_blocks
 from mdrecall.dreaming.scoring import rank
 from mdrecall.dreaming.store import RecallStore
+from mdrecall.markdown_write import read_markdown, write_markdown
 
 
 @dataclass
