@@ -29,13 +29,14 @@ from mdrecall.config import MemoryConfig, load_config
 from mdrecall.crashpoints import crash_point
 from mdrecall.embeddings.base import provider_key as compute_provider_key
 from mdrecall.embeddings.registry import ProviderSelection, activate_fallback, select_provider
-from mdrecall.errors import EmbeddingError, MdrecallError, PathError, StoreError
+from mdrecall.errors import EmbeddingError, MdrecallError, StoreError
 from mdrecall.freshness import Observed, Snapshot, make_snapshot, scan_dirs
 from mdrecall.search.pipeline import SearchPlan, VectorSearch, run_search
 from mdrecall.search.scope import Scope
 from mdrecall.search.vector import InProcessVectors, sqlite_vec_search
 from mdrecall.store import WriterLock, cleanup_stale_rebuilds, default_store_path, rebuild_path, remove_db_files, swap_in
 from mdrecall.store.db import SCHEMA_VERSION, IndexDB, StoreOptions
+from mdrecall.store.errors import clear_write_errors, write_failure
 from mdrecall.sync import Indexer, ProgressCallback, SourceAdapter, SyncContext, seed_cache_from, skip_still_holds
 from mdrecall.types import ProbeResult, SearchResponse, SyncProgress, SyncReport
 from mdrecall.workspace import discover_memory_files, read_memory_file
@@ -191,6 +192,9 @@ class BuiltinMemoryManager:
         try:
             db = IndexDB(self.db_path, self._store_options)
         except StoreError as exc:
+            clear = write_failure(exc, self.db_path, opening=True)
+            if clear is not None:
+                raise clear from exc  # a full disk is not damage: never move a good index aside for it
             return None, str(exc)
         if db.integrity_ok() if full else db.probe_ok():
             return db, None
@@ -334,12 +338,13 @@ class BuiltinMemoryManager:
             try:
                 crash_point("sync:locked")
                 run = lambda: self._sync_locked(force, progress, defer_sessions)  # noqa: E731
-                try:
-                    return self._recovering(run, lock_held=True)
-                except EmbeddingError as exc:
-                    if not self._switch_to_fallback(exc):
-                        raise
-                    return self._recovering(run, lock_held=True)  # new provider identity: a full rebuild
+                with clear_write_errors(self.db_path):  # a full disk: one clear line, the old index stays
+                    try:
+                        return self._recovering(run, lock_held=True)
+                    except EmbeddingError as exc:
+                        if not self._switch_to_fallback(exc):
+                            raise
+                        return self._recovering(run, lock_held=True)  # new provider identity: a full rebuild
             except Exception as exc:
                 self._last_error = f"{type(exc).__name__}: {exc}"
                 raise
