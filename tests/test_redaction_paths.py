@@ -98,3 +98,39 @@ def test_no_planted_secret_reaches_any_output(tmp_path: Path) -> None:
     assert cited["text"].startswith("- Kestrel alerts post to https://hooks.slack.com/[REDACTED:webhook_url]")
     # The files themselves are the user's and stay as written.
     assert (ws / "memory" / "2026-03-02.md").read_text(encoding="utf-8") == NOTE
+
+
+def test_an_index_written_before_redaction_is_rebuilt_without_the_secret(tmp_path: Path) -> None:
+    """Redaction changes what the same bytes index to (sync.CONTENT_VERSION is part of the index's
+    identity): an index written by older code, which kept the secret, is rebuilt, not trusted."""
+    import apsw
+
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "memory" / "2026-03-02.md").write_text(NOTE, encoding="utf-8")
+    db = tmp_path / "index.sqlite"
+    config = {"provider": "none", "store": {"path": str(db)}, "sync": {"watch": False}}
+    with open_manager(ws, config) as m:
+        m.sync()
+    # What an older version left: the raw note in the chunks, under its own identity.
+    con = apsw.Connection(str(db))
+    with con:
+        con.execute("UPDATE chunks SET text = ?", (NOTE,))
+        meta = json.loads(con.execute("SELECT value FROM meta WHERE key = 'memory_index_meta_v1'").fetchone()[0])
+        # The identity the code before redaction computed (no content version in it).
+        from mdrecall.config import MemoryConfig
+        from mdrecall.embeddings.base import provider_key
+
+        limits = MemoryConfig().limits
+        meta["scopeHash"] = provider_key({"extraPaths": [], "maxFileBytes": limits.maxFileBytes,
+                                          "sessionsDir": MemoryConfig().sessions.dir})
+        con.execute("UPDATE meta SET value = ? WHERE key = 'memory_index_meta_v1'", (json.dumps(meta),))
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    assert _leaks(db.read_bytes())
+    with open_manager(ws, config) as m:
+        report = m.sync()
+        assert report.full_rebuild and "scopeHash" in (report.rebuild_reason or "")
+        assert m.search("kestrel alerts", min_score=0).results
+    leaked = [name for name, data in [("index", db.read_bytes()), ("wal", Path(f"{db}-wal").read_bytes() if Path(f"{db}-wal").exists() else b"")] if _leaks(data)]
+    assert leaked == []

@@ -37,7 +37,15 @@ from mdrecall.search.vector import InProcessVectors, sqlite_vec_search
 from mdrecall.store import WriterLock, cleanup_stale_rebuilds, default_store_path, rebuild_path, remove_db_files, swap_in
 from mdrecall.store.db import SCHEMA_VERSION, IndexDB, StoreOptions
 from mdrecall.store.errors import clear_write_errors, write_failure
-from mdrecall.sync import Indexer, ProgressCallback, SourceAdapter, SyncContext, seed_cache_from, skip_still_holds
+from mdrecall.sync import (
+    CONTENT_VERSION,
+    Indexer,
+    ProgressCallback,
+    SourceAdapter,
+    SyncContext,
+    seed_cache_from,
+    skip_still_holds,
+)
 from mdrecall.types import ProbeResult, SearchResponse, SyncProgress, SyncReport
 from mdrecall.workspace import discover_memory_files, read_memory_file
 
@@ -96,7 +104,8 @@ def _scope_hash(workspace: Path, config: MemoryConfig) -> str:
     from mdrecall.workspace import extra_path_roots
 
     roots = sorted(p.as_posix() for p in extra_path_roots(workspace, config))
-    return provider_key({"extraPaths": roots, "maxFileBytes": config.limits.maxFileBytes, "sessionsDir": config.sessions.dir})
+    return provider_key({"extraPaths": roots, "maxFileBytes": config.limits.maxFileBytes, "sessionsDir": config.sessions.dir,
+                         "content": CONTENT_VERSION})
 
 
 class BuiltinMemoryManager:

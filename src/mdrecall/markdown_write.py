@@ -138,6 +138,16 @@ def _apply(base: list[str], start: int, end: int, changes: list[tuple[int, int, 
     return out
 
 
+def _lines(text: str) -> list[str]:
+    """Lines split at "\n" only (as editors and the chunker count them), each ending in "\n"."""
+    if not text:
+        return []
+    parts = text.split("\n")
+    if parts[-1] == "":
+        parts.pop()
+    return [part + "\n" for part in parts]
+
+
 def merge3(base: str, ours: str, theirs: str) -> str:
     """Both sides' line edits of ``base``; where they touch the same lines: theirs, then our new lines.
 
@@ -147,15 +157,8 @@ def merge3(base: str, ours: str, theirs: str) -> str:
         return ours
     if ours == base:
         return theirs
-    b = base.splitlines(keepends=True)
-    if b and not b[-1].endswith("\n"):
-        # A missing final newline would glue an appended line onto the last one.
-        b[-1] += "\n"
-    o = ours.splitlines(keepends=True)
-    t = theirs.splitlines(keepends=True)
-    for lines in (o, t):
-        if lines and not lines[-1].endswith("\n"):
-            lines[-1] += "\n"
+    # A missing final newline would glue an appended line onto the last one: every line ends in "\n".
+    b, o, t = _lines(base), _lines(ours), _lines(theirs)
     mine, other = _changes(b, o), _changes(b, t)
     out: list[str] = []
     pos = i = j = 0

@@ -49,6 +49,11 @@ RACY_WINDOW_COARSE_NS = 2_000_000_000
 RACY_MAX_WAIT_S = 2.5
 
 
+#: What the index holds for the same bytes: bump it when that changes (redaction, transcript
+#: rendering), so existing indexes are rebuilt instead of keeping what the old code stored (a secret
+#: redaction now removes, a sender id now stripped). Part of the index identity (manager._scope_hash).
+CONTENT_VERSION = 2
+
 #: Reason prefix of a skip caused by the OS refusing the read (permissions, a lock, an I/O error).
 UNREADABLE = "cannot read"
 
