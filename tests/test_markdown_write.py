@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import mdrecall.markdown_write as mw
+from mdrecall.errors import StoreError
 from mdrecall.markdown_write import merge3, read_markdown, write_markdown
 from writers import Appender
 
@@ -116,7 +117,7 @@ def test_no_append_lost_under_a_concurrent_appender(tmp_path: Path) -> None:
         appender.stop()
     text = path.read_text()
     lost = appender.lost(text)
-    assert appender.count > 50 and lost == [], f"{len(lost)} of {appender.count} concurrent appends lost"
+    assert appender.count > 20 and lost == [], f"{len(lost)} of {appender.count} concurrent appends lost"
     assert [line for line in ours if line not in text.split("\n")] == []
     assert not list(tmp_path.glob(".MEMORY.md.*"))
 
@@ -169,3 +170,28 @@ def test_without_renameat2_appends_are_still_merged(tmp_path: Path, monkeypatch:
     new = tmp_path / "memory" / "new.md"
     write_markdown(new, "# New\n", base=None)  # creation falls back to link(): never over a file
     assert new.read_text() == "# New\n"
+
+
+def test_a_writer_that_never_pauses_loses_nothing_even_when_we_give_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every swap races (simulated: an append lands in the file each time just before the swap):
+    after the deadline the error names a file holding the merged text, and the live file plus that
+    file hold every line."""
+    path = tmp_path / "MEMORY.md"
+    path.write_text("# Memory\n")
+    real = mw._renameat2
+    appended: list[str] = []
+
+    def racing(src: Path, dst: Path, flags: int) -> bool:
+        if flags == mw._RENAME_EXCHANGE:
+            appended.append(f"- theirs {len(appended)}")
+            with path.open("a") as handle:
+                handle.write(appended[-1] + "\n")
+        return real(src, dst, flags)
+
+    monkeypatch.setattr(mw, "_renameat2", racing)
+    monkeypatch.setattr(mw, "SWAP_DEADLINE_S", 0.5)
+    with pytest.raises(StoreError, match="saved with ours in") as info:
+        write_markdown(path, "# Memory\n- ours\n", base="# Memory\n")
+    aside = Path(str(info.value).rsplit(" in ", 1)[1])
+    everything = set(path.read_text().split("\n")) | set(aside.read_text().split("\n"))
+    assert appended and [line for line in appended if line not in everything] == [] and "- ours" in everything

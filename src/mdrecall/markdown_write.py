@@ -46,8 +46,8 @@ from mdrecall.errors import StoreError
 
 log = logging.getLogger("mdrecall.markdown")
 
-#: Swaps attempted before giving up on a file that keeps changing under us.
-MAX_SWAPS = 50
+#: How long to keep swapping before giving up on a file that keeps changing under us.
+SWAP_DEADLINE_S = 15.0
 #: How long to wait for late writers of a displaced copy to close it.
 SETTLE_TIMEOUT_S = 2.0
 #: How long a displaced copy must stay unchanged, with no writer, before it is compared.
@@ -421,16 +421,20 @@ def write_markdown(path: Path | str, new: str, *, base: str | None) -> WriteResu
     """Replace ``path`` with ``new``, computed by the caller from ``base`` (None: no file existed).
 
     Edits other writers made since ``base`` was read are merged in, never overwritten; returns what
-    the file holds afterwards.
+    the file holds afterwards. Against a writer that never pauses for :data:`SWAP_DEADLINE_S`, it
+    gives up with a StoreError, after saving the merged text beside the file if the file itself
+    lacks an edit at that moment (so even then nothing is lost).
     """
     target = target_of(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     merged = False
+    owed = False  # the file holds our version, without an edit we displaced and merged into ``new``
+    deadline = time.monotonic() + SWAP_DEADLINE_S
     with _directory_lock(target.parent):
         current = base
         candidate: _Candidate | None = None
         try:
-            for _ in range(MAX_SWAPS):
+            while time.monotonic() < deadline:
                 latest = read_markdown(target)
                 if latest != current:
                     # Changed since it was read (or while the candidate was being written): merge.
@@ -458,13 +462,31 @@ def write_markdown(path: Path | str, new: str, *, base: str | None) -> WriteResu
                 # now (ours, plus anything written since: the next round merges that too).
                 assert displaced is None or isinstance(displaced, str)
                 new, current = merge3(current or "", new, displaced or ""), new
-                merged = True
+                merged = owed = True
                 candidate = _Candidate(target)
                 candidate.write(new)  # no fsync yet: it happens once installed, keeping the window short
+                time.sleep(0)  # a fresh time slice: being preempted inside the window is what loses the race
         finally:
             if candidate is not None:
                 candidate.close()
-    raise StoreError(f"{target} kept changing while mdrecall was writing it; nothing was lost, try again")
+        message = f"{target} kept changing for {SWAP_DEADLINE_S:.0f}s while mdrecall was writing it"
+        if owed:
+            aside = target.with_name(f"{target.name}.unmerged-{time.time_ns()}")
+            _write_new_file(aside, new)
+            raise StoreError(f"{message}; it may lack an edit made meanwhile, which is saved with ours in {aside}")
+    raise StoreError(f"{message}; nothing was written, try again")
+
+
+def _write_new_file(path: Path, text: str) -> None:
+    candidate = _Candidate(path)
+    try:
+        candidate.write(text)
+        candidate.sync()
+        os.replace(candidate.path, path)
+        candidate.installed = True
+        _fsync_dir(path.parent)
+    finally:
+        candidate.close()
 
 
 __all__ = ["WriteResult", "merge3", "read_markdown", "target_of", "write_markdown"]
