@@ -311,6 +311,12 @@ _SHORT_FLAG_TOOLS = ("mysql", "mariadb", "sshpass", "login", "redis-cli", "zip",
 _ASSIGNMENT_WORDS = ("pass", "pwd", "secret", "key", "token", "credential")
 
 
+def _assignments(text: str, keep_lines: bool) -> str:
+    if "=" not in text and ":" not in text:
+        return text
+    return _sub(_ASSIGNMENT, _replace_assignment, text, keep_lines)
+
+
 def redact_secrets(text: str, *, keep_lines: bool = False) -> str:
     """Return ``text`` with credentials replaced by ``[REDACTED:<kind>]`` markers.
 
@@ -332,9 +338,9 @@ def redact_secrets(text: str, *, keep_lines: bool = False) -> str:
     if "--" in out:
         out = _on_lines(out, ("--",), lambda t: _LONG_FLAG.sub(_replace_long_flag, t))
     out = _on_lines(out, _SHORT_FLAG_TOOLS, lambda t: _SHORT_FLAG.sub(_replace_flag_pairs, t))
-    # The assignment rule is the slow one: only on lines naming a key (and the line after, for YAML).
-    out = _on_lines(out, _ASSIGNMENT_WORDS, lambda t: _sub(_ASSIGNMENT, _replace_assignment, t, keep_lines),
-                    lowered=True, with_next=True)
+    # The assignment rule is the slow one: only on lines naming a key (and the line after, for YAML)
+    # that have a separator at all.
+    out = _on_lines(out, _ASSIGNMENT_WORDS, lambda t: _assignments(t, keep_lines), lowered=True, with_next=True)
     out = _CARD_CANDIDATE.sub(_replace_card, out)
     return out
 
