@@ -30,10 +30,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from mdrecall import open_manager  # noqa: E402
-from mdrecall.chunking import chunk_markdown  # noqa: E402
-from mdrecall.cli import parse_overrides  # noqa: E402
-from mdrecall.config import MemoryConfig  # noqa: E402
+from mdrecall import open_manager
+from mdrecall.cli import parse_overrides
+from mdrecall.config import MemoryConfig
+from mdrecall.index.chunking import chunk_markdown
 
 DATASETS = {
     "locomo-daily": ("locomo/daily/queries.jsonl", "locomo/daily/workspaces", ["memory"]),

@@ -16,7 +16,7 @@ import random
 import time
 from pathlib import Path
 
-from mdrecall.redact import redact_markdown
+from mdrecall.sources.redact import redact_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 

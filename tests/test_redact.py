@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mdrecall.redact import redact_secrets
+from mdrecall.sources.redact import redact_secrets
 
 # (secret that must vanish, text it is planted in, expected marker kind)
 PLANTED = [
@@ -99,7 +99,7 @@ def test_prose_is_untouched(text: str) -> None:
 
 # --- the catalogue (docs/reliability.md shows it) -------------------------------------------------
 
-from mdrecall.redact import CATALOGUE, catalogue_markdown, redact_markdown  # noqa: E402
+from mdrecall.sources.redact import CATALOGUE, catalogue_markdown, redact_markdown  # noqa: E402
 
 
 @pytest.mark.parametrize("entry", CATALOGUE, ids=[f"{k.kind}-{i}" for i, k in enumerate(CATALOGUE)])
@@ -113,7 +113,7 @@ def test_docs_show_the_catalogue() -> None:
     from pathlib import Path
 
     docs = (Path(__file__).resolve().parents[1] / "docs" / "reliability.md").read_text(encoding="utf-8")
-    assert catalogue_markdown() in docs, "regenerate the table: python -c 'from mdrecall.redact import catalogue_markdown; print(catalogue_markdown())'"
+    assert catalogue_markdown() in docs, "regenerate the table: python -c 'from mdrecall.sources.redact import catalogue_markdown; print(catalogue_markdown())'"
 
 
 @pytest.mark.parametrize(

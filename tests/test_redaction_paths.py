@@ -10,7 +10,7 @@ snippets, ``memory_get``, the recall store, the review queue, MEMORY.md and prom
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from mdrecall import open_manager
@@ -43,7 +43,7 @@ NOTE = f"""# 2026-03-02
 ## Other
 - The quokka migration is done.
 """
-T0 = datetime(2026, 3, 2, 9, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 2, 9, tzinfo=UTC)
 QUERIES = ["kestrel alerts", "kestrel hosting card", "kestrel backups", "kestrel models"]
 
 

@@ -53,7 +53,7 @@ class Appender:
         lines = set(text.split("\n"))
         return [n for n in range(self.count) if f"- {self.tag} {n}" not in lines]
 
-    def __enter__(self) -> "Appender":
+    def __enter__(self) -> Appender:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,12 +1,17 @@
-"""The HTTP transport's guard: Host, Origin and bearer-token checks before any request reaches MCP.
+"""The guard in front of every HTTP endpoint mdrecall serves (MCP over HTTP, the web page).
 
-A page in the user's browser can reach a server on 127.0.0.1 (DNS rebinding, or a plain cross-site
-request), so every request must name this server in ``Host`` and, when it carries an ``Origin``,
-come from a loopback or explicitly allowed origin. Both headers are parsed strictly: an origin is
-exactly ``scheme://host[:port]`` (RFC 6454), where host is a bracketed IPv6 literal *as a whole* or
-a DNS name or IPv4 address, so ``http://[::1].evil.example`` or ``http://localhost@evil.example``
-never pass for loopback; and a request carrying a header twice (two ``Origin`` or ``Host`` values
-a proxy and a browser may read differently) is refused rather than judged by one of them.
+DNS-rebinding defence and authentication, checked before a request reaches the app. A page in the
+user's browser can reach a server on 127.0.0.1 (DNS rebinding, or a plain cross-site request), so
+the ``Host`` header must name this server (loopback names, the bound address, or names allowed
+explicitly) on its port; an ``Origin``, when a browser sends one, must be loopback or explicitly
+allowed; and when a token is set every request must carry ``Authorization: Bearer <token>``.
+Binding anything but loopback requires a token.
+
+Both headers are parsed strictly: an origin is exactly ``scheme://host[:port]`` (RFC 6454), where
+host is a bracketed IPv6 literal *as a whole* or a DNS name or IPv4 address, so
+``http://[::1].evil.example`` or ``http://localhost@evil.example`` never pass for loopback; and a
+request carrying ``Host``, ``Origin`` or ``Authorization`` twice (values a proxy and a browser may
+read differently) is refused rather than judged by one of them.
 """
 
 from __future__ import annotations
@@ -117,7 +122,7 @@ class HttpSecurity:
         extra_hosts: Sequence[str] = (),
         extra_origins: Sequence[str] = (),
         allow_unauthenticated: bool = False,
-    ) -> "HttpSecurity":
+    ) -> HttpSecurity:
         if not is_loopback_host(host) and not token and not allow_unauthenticated:
             raise ConfigError(
                 f"refusing to serve memories on {host!r} without a bearer token: pass --token (or set "

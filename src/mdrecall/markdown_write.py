@@ -37,10 +37,10 @@ import os
 import stat
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from mdrecall.errors import StoreError
 

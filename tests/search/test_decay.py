@@ -4,9 +4,9 @@ the only answer survive."""
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -14,7 +14,7 @@ from mdrecall import open_manager
 from mdrecall.search.decay import decay_multiplier
 
 BODY = "- The zebra enclosure needs repainting before the spring visitors arrive.\n"
-UTC = timezone.utc
+UTC = UTC
 DECAY = {"temporalDecay": {"enabled": True}}  # opt-in
 
 

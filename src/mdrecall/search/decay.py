@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
-from mdrecall.workspace import note_timestamp
+from mdrecall.sources.workspace import note_timestamp
 
 
 def decay_multiplier(path: str, source: str, now: datetime, half_life_days: float) -> float:

@@ -7,7 +7,8 @@ adjacent bigrams (``text.similarity_tokens``).
 
 from __future__ import annotations
 
-from typing import Callable, Sequence, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from mdrecall.text import similarity_tokens
 

@@ -6,9 +6,9 @@ keyword-only (no provider, or the query embedding failed) → file scan (no FTS5
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from mdrecall.search.mmr import mmr_rerank
 from mdrecall.search.scope import ScopeLike
 from mdrecall.store.db import IndexDB
 from mdrecall.text import cjk_share
-from mdrecall.types import SearchMode, SearchResult
+from mdrecall.types import SearchHit, SearchMode, format_citation
 
 VectorSearch = Callable[[IndexDB, np.ndarray, int, ScopeLike], list[Candidate]]
 
@@ -37,7 +37,7 @@ class SearchPlan:
 
 @dataclass
 class SearchOutcome:
-    results: list[SearchResult]
+    results: list[SearchHit]
     mode: SearchMode
     warnings: list[str] = field(default_factory=list)
     degraded: bool = False
@@ -180,8 +180,8 @@ def _contiguous(item: Scored) -> bool:
     return item.source == "memory" and item.text.count("\n") == item.end_line - item.start_line
 
 
-def _truncate(items: list[Scored], max_results: int, budget: int) -> list[SearchResult]:
-    out: list[SearchResult] = []
+def _truncate(items: list[Scored], max_results: int, budget: int) -> list[SearchHit]:
+    out: list[SearchHit] = []
     used = 0
     for item in items[:max_results]:
         remaining = budget - used
@@ -194,14 +194,14 @@ def _truncate(items: list[Scored], max_results: int, budget: int) -> list[Search
                 break
         used += len(text)
         out.append(
-            SearchResult(
+            SearchHit(
                 path=item.path,
                 start_line=item.start_line,
                 end_line=end_line,
                 score=round(min(1.0, max(0.0, item.score)), 6),
                 snippet=text,
                 source=item.source,
-                citation=citation(item.path, item.start_line, end_line),
+                citation=format_citation(item.path, item.start_line, end_line),
                 vector_score=item.vector_score,
                 text_score=item.text_score,
             )
@@ -225,7 +225,3 @@ def _cut(item: Scored, remaining: int) -> tuple[str, int]:
     if item.end_line - item.start_line + 1 == len(lines):
         return "\n".join(kept), item.start_line + len(kept) - 1
     return "\n".join(kept), item.end_line
-
-
-def citation(path: str, start: int, end: int) -> str:
-    return f"{path}#L{start}" if start == end else f"{path}#L{start}-L{end}"

@@ -1,0 +1,108 @@
+"""The memory tools as a model sees them: names, descriptions and JSON schemas (OpenAI/MCP format)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+MEMORY_SEARCH = "memory_search"
+MEMORY_GET = "memory_get"
+MEMORY_STATUS = "memory_status"
+
+Corpus = Literal["memory", "sessions", "all"]
+
+MAX_RESULTS_CAP = 50
+MAX_LINES_CAP = 2000
+
+MEMORY_SEARCH_DESCRIPTION = (
+    "Mandatory recall step: search long-term memory (MEMORY.md + memory/*.md, plus session transcripts "
+    "when they are indexed) before answering questions about prior work, decisions, dates, people, "
+    "preferences, or todos. Returns ranked snippets with path and line range; then use memory_get to "
+    "read only the lines you need. corpus selects memory files, sessions, or all (default). "
+    "If the response has disabled=true, memory retrieval is unavailable: tell the user, using the "
+    "response's warning and action."
+)
+MEMORY_GET_DESCRIPTION = (
+    "Safe exact excerpt read from MEMORY.md, memory/**/*.md or configured extra memory paths, usually a "
+    "path returned by memory_search. Returns a bounded excerpt (default 120 lines) when lines is omitted; "
+    "when more content exists the result has truncated=true and nextFrom, the line to pass as from to "
+    "continue. Session transcripts cannot be read with this tool."
+)
+MEMORY_STATUS_DESCRIPTION = (
+    "Report the memory index status: workspace, files and chunks indexed, embedding provider and model, "
+    "search mode (hybrid, keyword-only, ...), freshness and any warnings."
+)
+
+MEMORY_SEARCH_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "query": {
+            "type": "string",
+            "description": "What to look for: a question or keywords, e.g. 'database choice for search'.",
+        },
+        "maxResults": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_RESULTS_CAP,
+            "description": "Most results to return (default 10).",
+        },
+        "minScore": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 1,
+            "description": "Drop results scoring below this, from 0 to 1 (default 0.35).",
+        },
+        "corpus": {
+            "type": "string",
+            "enum": ["memory", "sessions", "all"],
+            "description": "memory: MEMORY.md and memory/ files; sessions: past session transcripts; all (default): both.",
+        },
+    },
+    "required": ["query"],
+    "additionalProperties": False,
+}
+
+MEMORY_GET_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "path": {
+            "type": "string",
+            "description": (
+                "Workspace-relative memory file, e.g. 'MEMORY.md' or 'memory/2026-01-31.md', or a citation from "
+                "memory_search such as 'memory/2026-01-31.md#L3-L7' (from/lines default to its range)."
+            ),
+        },
+        "from": {"type": "integer", "minimum": 1, "description": "First line to read, 1-based (default 1)."},
+        "lines": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_LINES_CAP,
+            "description": "How many lines to read (default and cap 120; output is also capped at 12,000 characters).",
+        },
+    },
+    "required": ["path"],
+    "additionalProperties": False,
+}
+
+MEMORY_STATUS_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+    def to_openai(self) -> dict[str, Any]:
+        """The OpenAI-compatible ``tools`` entry (Chat Completions format)."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.input_schema},
+        }
+
+
+TOOL_SPECS: dict[str, ToolSpec] = {
+    MEMORY_SEARCH: ToolSpec(MEMORY_SEARCH, MEMORY_SEARCH_DESCRIPTION, MEMORY_SEARCH_SCHEMA),
+    MEMORY_GET: ToolSpec(MEMORY_GET, MEMORY_GET_DESCRIPTION, MEMORY_GET_SCHEMA),
+    MEMORY_STATUS: ToolSpec(MEMORY_STATUS, MEMORY_STATUS_DESCRIPTION, MEMORY_STATUS_SCHEMA),
+}
