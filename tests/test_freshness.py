@@ -143,17 +143,17 @@ def unreadable_then_readable(ws: str, db: str, watch: bool) -> None:
     with open_manager(ws, config) as m:
         m.sync()
         status = m.status()
-        assert status["clean"] is True  # unreadable: skipped, nothing pending
-        assert [(s["path"], s["reason"]) for s in status["skipped"]] == [("memory/locked.md", "cannot read: Permission denied")]
+        assert status.clean is True  # unreadable: skipped, nothing pending
+        assert [(s.path, s.reason) for s in status.skipped] == [("memory/locked.md", "cannot read: Permission denied")]
         assert _paths(m.search("amber", min_score=0)) == ["MEMORY.md"]
         os.chmod(note, 0o644)
         status = m.status()
-        assert status["clean"] is False and status["pendingChanges"]["changed"] == ["memory/locked.md"]
+        assert status.clean is False and status.details["pendingChanges"]["changed"] == ["memory/locked.md"]
         if watch:
             assert wait_for(lambda: _paths(m.search("ocelot", min_score=0)) == ["memory/locked.md"])
         else:
             assert _paths(m.search("ocelot", min_score=0)) == ["memory/locked.md"]
-        assert m.status()["clean"] is True
+        assert m.status().clean is True
     fresh = db + ".fresh"
     with open_manager(ws, {**config, "store": {"path": fresh}, "sync": {"watch": False}}) as m:
         m.sync()

@@ -211,7 +211,7 @@ def test_hard_links_to_outside_files_are_never_indexed(env) -> None:
     manager = env["manager"]
     manager.sync()
     assert SECRET not in json.dumps([r.to_dict() for r in manager.search("TOPSECRET do not leak", min_score=0).results])
-    skipped = {s["path"]: s["reason"] for s in manager.status()["skipped"]}
+    skipped = {s.path: s.reason for s in manager.status().skipped}
     assert "hard link" in skipped["memory/hardlink.md"] and "hard link" in skipped["notes/hardlink.md"]
     assert "memory/sub/twin-link.md" not in skipped and manager.search("twin note", min_score=0).results
 

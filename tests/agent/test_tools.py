@@ -231,7 +231,8 @@ def test_a_line_longer_than_max_chars_offers_no_continuation_into_it(tmp_path: P
     assert out["truncated"] is True and "nextFrom" not in out and out["lineCut"] is True
     assert out["text"].startswith(long_line[:12_000])
     assert out["text"].endswith("If you need the full raw line, use read on the source file.]")
-    assert raw["lineCut"] is True and "nextFrom" not in raw and len(raw["text"]) == 12_000
+    assert raw.line_cut is True and raw.next_from is None and len(raw.text) == 12_000
+    assert raw.to_dict()["lineCut"] is True and "nextFrom" not in raw.to_dict()
 
 
 def test_get_accepts_the_citations_search_prints(tools: MemoryTools, example_ws: Path) -> None:
