@@ -97,6 +97,25 @@ CATEGORIES: tuple[Category, ...] = (
         (("tests/test_freshness.py", r"sees|readable|stale|does_not_wait|never_clean|missed"),),
     ),
     Category(
+        "Reads by citation and long lines",
+        "`memory_get` given the `path#Lx-Ly` citations search prints, a line longer than `read.maxChars` "
+        "(cut, and no continuation that would skip its rest)",
+        (("tests/agent/test_tools.py", r"citations_search_prints|line_longer"),),
+    ),
+    Category(
+        "One-shot overrides and hidden scope",
+        "`-c provider=none` and `-c provider=<other>` on a shared index (never rewritten; keyword-only "
+        "reads it as is and says when it is stale, another provider gets its own), transcripts hidden "
+        "from a search without a session key (warned), the session key from `MDRECALL_SESSION_KEY`",
+        (("tests/cli/test_one_shot_overrides.py", r"."),),
+    ),
+    Category(
+        "The first index",
+        "a model failing part-way through the first index (what it finished is kept, the next sync "
+        "carries on), a search while it runs (says so, no false 'vector table missing'), an empty index",
+        (("tests/index/test_first_index.py", r"."),),
+    ),
+    Category(
         "Hostile transcripts",
         "malformed and truncated JSONL, invalid UTF-8, huge messages, tool traffic, channel envelopes, "
         "U+2028/U+2029/U+0085 inside strings",
