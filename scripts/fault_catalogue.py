@@ -61,10 +61,11 @@ CATEGORIES: tuple[Category, ...] = (
     ),
     Category(
         "Concurrent edits of user Markdown",
-        "appends and editor saves during promotion and queue writes, symlinked MEMORY.md, merge rules, "
-        "a writer that never pauses, flush notes append-only",
+        "appends and editor saves during promotion, queue writes and review decisions, symlinked MEMORY.md, "
+        "merge rules, a writer that never pauses, flush notes append-only",
         (("tests/test_markdown_write.py", r"."),
          ("tests/dreaming/test_promotion_apply.py", r"appended|symlinked|review_made|atomic"),
+         ("tests/dreaming/test_queue_review.py", r"merged_not_overwritten|did_not_see"),
          ("tests/agent/test_flush.py", r"append_flush_note")),
     ),
     Category(

@@ -8,11 +8,14 @@ from typing import Any, Literal
 MEMORY_SEARCH = "memory_search"
 MEMORY_GET = "memory_get"
 MEMORY_STATUS = "memory_status"
+MEMORY_WRITE = "memory_write"
 
 Corpus = Literal["memory", "sessions", "all"]
 
 MAX_RESULTS_CAP = 50
 MAX_LINES_CAP = 2000
+#: The most characters one memory_write may hold (mdrecall.sources.remember.MAX_TEXT_CHARS).
+MAX_WRITE_CHARS = 8000
 
 MEMORY_SEARCH_DESCRIPTION = (
     "Mandatory recall step: search long-term memory (MEMORY.md + memory/*.md, plus session transcripts "
@@ -31,6 +34,13 @@ MEMORY_GET_DESCRIPTION = (
 MEMORY_STATUS_DESCRIPTION = (
     "Report the memory index status: workspace, files and chunks indexed, embedding provider and model, "
     "search mode (hybrid, keyword-only, ...), freshness and any warnings."
+)
+
+MEMORY_WRITE_DESCRIPTION = (
+    "Save a fact to long-term memory: appends one entry to today's daily note (memory/YYYY-MM-DD.md), "
+    "or to target (MEMORY.md for durable facts, memory/<topic>.md for a topic), with a timestamp. "
+    "Write short, self-contained facts (who, what, when), not conversation. Secrets are redacted. "
+    "Returns the citation of what was written; it is searchable with memory_search at once."
 )
 
 MEMORY_SEARCH_SCHEMA: dict[str, Any] = {
@@ -86,12 +96,32 @@ MEMORY_GET_SCHEMA: dict[str, Any] = {
 
 MEMORY_STATUS_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
 
+MEMORY_WRITE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "text": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_WRITE_CHARS,
+            "description": "The fact to remember, e.g. 'Deploys need a green canary for 30 minutes (decided 2026-11-05)'.",
+        },
+        "target": {
+            "type": "string",
+            "description": "Memory file to append to: MEMORY.md or memory/<name>.md (default: today's memory/YYYY-MM-DD.md).",
+        },
+    },
+    "required": ["text"],
+    "additionalProperties": False,
+}
+
 
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
     name: str
     description: str
     input_schema: dict[str, Any]
+    #: False for tools that change memory files (MCP clients show them as such).
+    read_only: bool = True
 
     def to_openai(self) -> dict[str, Any]:
         """The OpenAI-compatible ``tools`` entry (Chat Completions format)."""
@@ -105,4 +135,5 @@ TOOL_SPECS: dict[str, ToolSpec] = {
     MEMORY_SEARCH: ToolSpec(MEMORY_SEARCH, MEMORY_SEARCH_DESCRIPTION, MEMORY_SEARCH_SCHEMA),
     MEMORY_GET: ToolSpec(MEMORY_GET, MEMORY_GET_DESCRIPTION, MEMORY_GET_SCHEMA),
     MEMORY_STATUS: ToolSpec(MEMORY_STATUS, MEMORY_STATUS_DESCRIPTION, MEMORY_STATUS_SCHEMA),
+    MEMORY_WRITE: ToolSpec(MEMORY_WRITE, MEMORY_WRITE_DESCRIPTION, MEMORY_WRITE_SCHEMA, read_only=False),
 }

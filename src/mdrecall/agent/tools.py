@@ -13,6 +13,10 @@ act on it, but cannot recover from an exception in the host. The shapes:
   refused path ``{path, text: "", error, code, hint}`` with ``code`` one of ``not_memory_path``,
   ``outside_workspace``, ``not_found``, ``invalid_path``.
 - ``memory_status {}`` -> the manager's status.
+- ``memory_write {text, target?}`` -> ``{path, startLine, endLine, citation, text, redacted, created,
+  indexed}`` (the entry appended to today's daily note or ``target``, re-indexed at once); on a refused
+  target ``{error, code, hint}`` with the ``memory_get`` codes. Not in the default tool set: a host
+  opts in with ``tools=(..., MEMORY_WRITE)`` (``mdrecall mcp`` does, unless ``--read-only``).
 
 The session key (who is asking) comes from the host, never from the model: it is a constructor
 argument or a per-call keyword, not a schema property, so a model cannot widen its own scope.
@@ -31,12 +35,15 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from mdrecall.agent.specs import (
     MAX_LINES_CAP,
     MAX_RESULTS_CAP,
+    MAX_WRITE_CHARS,
     MEMORY_GET,
     MEMORY_GET_SCHEMA,
     MEMORY_SEARCH,
     MEMORY_SEARCH_SCHEMA,
     MEMORY_STATUS,
     MEMORY_STATUS_SCHEMA,
+    MEMORY_WRITE,
+    MEMORY_WRITE_SCHEMA,
     TOOL_SPECS,
     Corpus,
     ToolSpec,
@@ -218,6 +225,19 @@ def parse_get_args(args: Mapping[str, Any]) -> tuple[str, int | None, int | None
     return path, _int_arg(args, "from", 1, 10**9), _int_arg(args, "lines", 1, MAX_LINES_CAP)
 
 
+def parse_write_args(args: Mapping[str, Any]) -> tuple[str, str | None]:
+    _check_known(args, MEMORY_WRITE_SCHEMA, MEMORY_WRITE)
+    text = args.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise ToolInputError("text is required: a non-empty string, the fact to remember")
+    if len(text) > MAX_WRITE_CHARS:
+        raise ToolInputError(f"text must be at most {MAX_WRITE_CHARS} characters (got {len(text)})")
+    target = args.get("target")
+    if target is not None and (not isinstance(target, str) or not target.strip()):
+        raise ToolInputError("target must be a memory file path such as MEMORY.md or memory/projects.md")
+    return text, target.strip() if isinstance(target, str) else None
+
+
 # --- handlers --------------------------------------------------------------------------------------
 
 
@@ -295,7 +315,8 @@ class MemoryTools:
         args = arguments or {}
         if name not in self.names:
             return {"error": f"unknown tool {name!r}; available: {', '.join(self.names)}"}
-        handler = {MEMORY_SEARCH: self.memory_search, MEMORY_GET: self.memory_get, MEMORY_STATUS: self.memory_status}[name]
+        handler = {MEMORY_SEARCH: self.memory_search, MEMORY_GET: self.memory_get, MEMORY_STATUS: self.memory_status,
+                   MEMORY_WRITE: self.memory_write}[name]  # fmt: skip
         return handler(args, session_key=session_key)
 
     async def acall(
@@ -424,6 +445,35 @@ class MemoryTools:
         status.setdefault("available", True)
         status["citations"] = self.citations_mode()
         return status
+
+
+    # -- memory_write
+
+    def memory_write(self, args: Mapping[str, Any], *, session_key: str | None = None) -> dict[str, Any]:
+        from mdrecall.sources.remember import RememberError, remember
+
+        try:
+            text, target = parse_write_args(args)
+        except ToolInputError as exc:
+            return {"error": str(exc), "code": "invalid_arguments"}
+        try:
+            manager = self.manager()
+            written = remember(manager.workspace, text, config=manager.config, target=target, via="agent")
+        except PathError as exc:
+            return {"path": target, "error": str(exc), "code": exc.code,
+                    "hint": "memory_write appends to MEMORY.md or memory/**/*.md; omit target for today's daily note."}  # fmt: skip
+        except RememberError as exc:
+            return {"error": str(exc), "code": "invalid_arguments"}
+        except Exception as exc:  # a read-only disk, a broken backend: report, don't crash the turn
+            return {"error": str(exc) or type(exc).__name__, "code": "write_failed"}
+        out = written.to_dict()
+        try:
+            manager.sync()  # searchable at once, whatever the watcher is doing
+            out["indexed"] = True
+        except Exception as exc:  # the note is written; the next search indexes it
+            out["indexed"] = False
+            out["warning"] = f"written, but not indexed yet: {exc}"
+        return out
 
 
 def build_tools(manager: MemorySearchManager | Callable[[], MemorySearchManager], **kwargs: Any) -> MemoryTools:

@@ -1,18 +1,20 @@
-"""What every command shares: ``-w/--workspace``, ``-c KEY=VALUE`` overrides, opening the manager,
-a progress line on the terminal."""
+"""What every command shares: ``-w/--workspace``, ``-c KEY=VALUE`` overrides, ``--json``, opening the
+manager (with the embedding model's load shown), progress lines on the terminal, JSON output."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import click
 
-from mdrecall.errors import ConfigError, MdrecallError
+from mdrecall.errors import ConfigError
 from mdrecall.types import SyncProgress
 
 if TYPE_CHECKING:
@@ -40,34 +42,89 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-def workspace_options(func: F) -> F:
-    """``-w/--workspace`` and repeatable ``-c KEY=VALUE``, as ``workspace`` and ``overrides``."""
-    func = click.option(
-        "-c",
-        "--config",
-        "overrides",
-        multiple=True,
-        metavar="KEY=VALUE",
-        help="override a config key, e.g. -c provider=none -c query.maxResults=5 (repeatable)",
-    )(func)
-    func = click.option(
-        "-w",
-        "--workspace",
-        default=lambda: os.environ.get("MDRECALL_WORKSPACE", "."),
-        show_default="$MDRECALL_WORKSPACE or the current directory",
-        help="agent workspace holding MEMORY.md and memory/",
-    )(func)
-    return func
+def _existing_workspace(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    path = Path(value).expanduser()
+    if not path.is_dir():
+        hint = " (create it with `mdrecall init`)" if not path.exists() else ""
+        raise click.BadParameter(f"workspace {path} is not a directory{hint}", ctx=ctx, param=param)
+    return value
+
+
+@overload
+def workspace_options(func: F) -> F: ...
+@overload
+def workspace_options(*, must_exist: bool = True) -> Callable[[F], F]: ...
+def workspace_options(func: F | None = None, *, must_exist: bool = True) -> F | Callable[[F], F]:
+    """``-w/--workspace`` and repeatable ``-c KEY=VALUE``, as ``workspace`` and ``overrides``.
+
+    A workspace that is not a directory is a usage error (exit 2), except for ``init``."""
+
+    def decorate(f: F) -> F:
+        f = click.option(
+            "-c",
+            "--config",
+            "overrides",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="override a config key, e.g. -c provider=none -c query.maxResults=5 (repeatable)",
+        )(f)
+        f = click.option(
+            "-w",
+            "--workspace",
+            default=lambda: os.environ.get("MDRECALL_WORKSPACE", "."),
+            show_default="$MDRECALL_WORKSPACE or the current directory",
+            callback=_existing_workspace if must_exist else None,
+            help="agent workspace holding MEMORY.md and memory/",
+        )(f)
+        return f
+
+    return decorate(func) if func is not None else decorate
 
 
 def json_option(func: F) -> F:
-    return click.option("--json", "as_json", is_flag=True, help="machine-readable output")(func)
+    return click.option("--json", "as_json", is_flag=True, help="machine-readable output (JSON)")(func)
+
+
+def session_key_option(func: F) -> F:
+    return click.option(
+        "--session-key",
+        envvar="MDRECALL_SESSION_KEY",
+        default=None,
+        metavar="KEY",
+        help="who is asking: that session's transcripts are visible (or $MDRECALL_SESSION_KEY)",
+    )(func)
+
+
+def parse_now(ctx: click.Context | None, param: click.Parameter | None, value: str | None) -> datetime | None:
+    """``--now 2026-11-05`` or ``--now 2026-11-05T14:00:00+01:00`` (no zone: local time)."""
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not an ISO date or time, e.g. 2026-11-05 or 2026-11-05T14:00", ctx=ctx, param=param) from None
+    return parsed.astimezone() if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+def now_option(func: F) -> F:
+    return click.option(
+        "--now", callback=parse_now, metavar="WHEN",
+        help="answer as of this date/time (ISO, e.g. 2026-11-05): temporal decay is measured from it",
+    )(func)  # fmt: skip
+
+
+def dumps(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, indent=2, default=str)
+
+
+def echo_json(data: Any) -> None:
+    click.echo(dumps(data))
 
 
 def workspace_path(workspace: str) -> Path:
     path = Path(workspace).expanduser()
     if not path.is_dir():
-        raise MdrecallError(f"workspace {path} is not a directory")
+        raise click.BadParameter(f"workspace {path} is not a directory", param_hint="'-w' / '--workspace'")
     return path
 
 
@@ -122,14 +179,43 @@ def open_cli_manager(workspace: str, overrides: Sequence[str], **updates: Any) -
     return open_manager(root, load_cli_config(workspace, overrides, **updates))
 
 
+def load_model(manager: MemorySearchManager, *, quiet: bool = False) -> None:
+    """Choose (and load) the embedding provider now, saying so on a terminal: loading a local model
+    takes seconds, and a bare "Scanning memory files…" meanwhile looks like a hang."""
+    from mdrecall.builtin.manager import BuiltinMemoryManager
+
+    if not isinstance(manager, BuiltinMemoryManager) or manager.config.provider == "none":
+        return
+    line = ProgressLine()
+    show = line.tty and not quiet
+    if show:
+        line.note(f"loading the embedding model ({manager.config.provider})…")
+    started = time.monotonic()
+    provider = manager.providers.selection.provider
+    if show:
+        what = f"{provider.id}/{provider.model}" if provider else "none available: keyword-only"
+        line.note(f"embedding model: {what} ({time.monotonic() - started:.1f}s)")
+        line.done()
+
+
 class ProgressLine:
-    """One self-overwriting line on a terminal; plain lines otherwise."""
+    """One self-overwriting line on a terminal (stderr); plain lines every few seconds otherwise."""
 
     def __init__(self, stream: Any = None) -> None:
         # Look sys.stderr up now, not at import: callers (and pytest) may have replaced it since.
         self.stream = stream if stream is not None else sys.stderr
-        self.tty = self.stream.isatty()
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self._last = 0.0
+        self._started = time.monotonic()
+        self._drawn = False
+
+    def note(self, text: str) -> None:
+        if self.tty:
+            self.stream.write(f"\r{text[:96]:<96}")
+            self.stream.flush()
+            self._drawn = True
+        else:
+            print(text, file=self.stream)
 
     def __call__(self, p: SyncProgress) -> None:
         now = time.monotonic()
@@ -138,15 +224,19 @@ class ProgressLine:
                 print(p.label, file=self.stream)
                 self._last = now
             return
+        elapsed = f"{now - self._started:5.1f}s"
         if p.total:
-            width = 30
+            width = 24
             filled = int(width * p.completed / max(1, p.total))
             bar = "#" * filled + "-" * (width - filled)
-            self.stream.write(f"\r[{bar}] {p.label[:60]:<60}")
+            self.stream.write(f"\r[{bar}] {p.completed}/{p.total} {elapsed} {p.label[:50]:<50}")
         else:
-            self.stream.write(f"\r{p.label[:90]:<92}")
+            self.stream.write(f"\r{elapsed} {p.label[:84]:<86}")
         self.stream.flush()
+        self._drawn = True
 
     def done(self) -> None:
-        if self.tty:
+        if self.tty and self._drawn:
             self.stream.write("\n")
+            self.stream.flush()
+            self._drawn = False

@@ -13,6 +13,7 @@ keeps every file it finished, and the next sync carries on from there.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ from mdrecall.types import ProgressCallback, SyncProgress, SyncReport
 
 #: Where the index records when any process last finished a sync (epoch seconds).
 LAST_SYNC_KEY = "last_sync_at"
+#: The workspace (real path) the index was built for: ``mdrecall gc`` finds indexes of deleted workspaces.
+WORKSPACE_KEY = "workspace_dir"
 
 
 @dataclass(slots=True)
@@ -107,6 +110,7 @@ class IndexSyncer:
                 observed = indexer.observed
                 with writer.conn:
                     writer.set_kv(LAST_SYNC_KEY, repr(time.time()))
+                    writer.set_kv(WORKSPACE_KEY, os.path.realpath(self.workspace))
                 crash_point("sync:before-finish")
         finally:
             writer.close()
@@ -142,6 +146,7 @@ class IndexSyncer:
             report = indexer.run(full=True)
             with writer.conn:
                 writer.set_kv(LAST_SYNC_KEY, repr(time.time()))
+                writer.set_kv(WORKSPACE_KEY, os.path.realpath(self.workspace))
         finally:
             self.migration = None
         report.full_rebuild = True
@@ -163,6 +168,7 @@ class IndexSyncer:
             with built.conn:
                 built.write_meta(desired)
                 built.set_kv(LAST_SYNC_KEY, repr(time.time()))
+                built.set_kv(WORKSPACE_KEY, os.path.realpath(self.workspace))
             crash_point("rebuild:built")
             live.close()
             swap_in(built, self.db_path, self.options.busy_timeout_ms)

@@ -1,7 +1,7 @@
 """``mdrecall mcp``: the memory tools over the Model Context Protocol (official ``mcp`` SDK).
 
-A thin shell over :mod:`mdrecall.agent`: tools ``memory_search``, ``memory_get`` and
-``memory_status``; prompts ``memory_recall`` (the system-prompt section), ``memory_flush`` (today's
+A thin shell over :mod:`mdrecall.agent`: tools ``memory_search``, ``memory_get``,
+``memory_status`` and ``memory_write`` (not with ``read_only``); prompts ``memory_recall`` (the system-prompt section), ``memory_flush`` (today's
 flush prompts) and ``relevant_memories`` (a ``<relevant-memories>`` block for a query); the Memory
 Recall section is also sent as the server's ``instructions``.
 
@@ -34,7 +34,7 @@ from typing import Any
 
 from mdrecall.agent.flush import build_flush_plan
 from mdrecall.agent.plugin import MemoryCapability, create_memory_capability
-from mdrecall.agent.specs import MEMORY_GET, MEMORY_SEARCH
+from mdrecall.agent.specs import MEMORY_GET, MEMORY_SEARCH, MEMORY_STATUS, MEMORY_WRITE
 from mdrecall.errors import MdrecallError
 from mdrecall.http_guard import TOKEN_ENV, HttpSecurity, RequestGuard
 from mdrecall.mcp import DEFAULT_HOST, DEFAULT_PATH, DEFAULT_PORT
@@ -89,9 +89,9 @@ def build_server(capability: MemoryCapability, *, session_key: str | None = None
                     input_schema=spec.input_schema,
                     annotations=types.ToolAnnotations(
                         title=spec.name.replace("_", " "),
-                        read_only_hint=True,
-                        destructive_hint=False,
-                        idempotent_hint=True,
+                        read_only_hint=spec.read_only,
+                        destructive_hint=False,  # memory_write only appends
+                        idempotent_hint=spec.read_only,
                         open_world_hint=False,
                     ),
                 )
@@ -238,6 +238,8 @@ class ServeOptions:
     allow_unauthenticated: bool = False
     #: False: no file watcher (``sync.watch: false``); None: as configured.
     watch: bool | None = None
+    #: True: no ``memory_write`` (clients can search and read, not write).
+    read_only: bool = False
 
 
 def warm_up(capability: MemoryCapability) -> threading.Thread:
@@ -268,7 +270,8 @@ def serve(options: ServeOptions) -> int:
     overrides = dict(options.overrides)
     if options.watch is False:
         overrides["sync"] = {**dict(overrides.get("sync") or {}), "watch": False}
-    capability = create_memory_capability(workspace, overrides or None)
+    tools = (MEMORY_SEARCH, MEMORY_GET, MEMORY_STATUS) + (() if options.read_only else (MEMORY_WRITE,))
+    capability = create_memory_capability(workspace, overrides or None, tools=tools)
     try:
         settings = capability.runtime.config.mcp
         session_key = options.session_key or settings.sessionKey
