@@ -51,6 +51,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "mdrecall.embeddings.plugin",
     "mdrecall.builtin.plugin",
+    "mdrecall.backends.postgres.plugin",
     "mdrecall.backends.qmd.plugin",
     "mdrecall.dreaming.plugin",
 )

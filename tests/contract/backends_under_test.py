@@ -7,6 +7,8 @@ installed here is skipped with the reason; CI installs every one of them.
 
 from __future__ import annotations
 
+import itertools
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +54,21 @@ def _fake(tmp_path: Path, workspace: Path) -> Iterator[BackendUnderTest]:
             yield BackendUnderTest("fake", manager, workspace, _markdown_plant(workspace, manager))
 
 
+_PG_AGENTS = itertools.count()
+
+
+def _postgres(tmp_path: Path, workspace: Path) -> Iterator[BackendUnderTest]:
+    # The session's one embedded PostgreSQL (skipped, with the reason, where it cannot start); each
+    # test is its own agent in its own team, so row-level security keeps the tests apart.
+    from pghelpers import contract_database, pg_config
+
+    db = contract_database()
+    agent = f"contract{os.getpid()}-{next(_PG_AGENTS)}"
+    dsn = db.add_agent(agent, f"team-{agent}")
+    with open_manager(workspace, pg_config(dsn, agent), use_global_config=False) as manager:
+        yield BackendUnderTest("postgres", manager, workspace, _markdown_plant(workspace, manager))
+
+
 def _notes(tmp_path: Path, workspace: Path) -> Iterator[BackendUnderTest]:
     # examples/custom-backend, installed into the test environment by scripts/setup.sh and found
     # through its entry point: selected purely by config.
@@ -85,5 +102,6 @@ BACKENDS: dict[str, Callable[[Path, Path], Iterator[BackendUnderTest]]] = {
     "builtin": _builtin,
     "fake": _fake,
     "notes": _notes,
+    "postgres": _postgres,
     "qmd": _qmd,
 }

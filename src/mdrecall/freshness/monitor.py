@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from mdrecall.config import MemoryConfig
 from mdrecall.freshness.deltas import SessionDeltaTracker
@@ -70,6 +70,13 @@ class FreshnessTarget(Protocol):
     def compare_with_files(self) -> Comparison: ...
 
     def index_last_sync_at(self) -> float | None: ...
+
+
+@runtime_checkable
+class Monitored(Protocol):
+    """A manager kept fresh by a FreshnessMonitor (the builtin engine, QMD, Postgres)."""
+
+    monitor: FreshnessMonitor
 
 
 def _iso(epoch: float | None) -> str | None:

@@ -21,7 +21,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +35,7 @@ from mdrecall.sources.base import SourceAdapter
 from mdrecall.sources.redact import redact_markdown
 from mdrecall.sources.workspace import MemoryFile, allowed_roots, discover_memory_files, read_memory_bytes
 from mdrecall.store.db import ChunkRow, FileRow, IndexDB, SkipRecord, vector_to_blob
+from mdrecall.store.protocol import IndexStore
 from mdrecall.text import fts_index_text
 from mdrecall.types import ProgressCallback, SyncProgress, SyncReport
 
@@ -111,17 +112,28 @@ def _decode_text(raw: bytes, max_bytes: int, lenient: bool = False) -> tuple[str
         return None, raw, f"not valid UTF-8 (byte {exc.start})"
 
 
+#: ``on_text(file, text)``: the exact text a file is about to be chunked from.
+TextObserver = Callable[[MemoryFile, str], None]
+
+
 class Indexer:
+    """One sync of ``db`` (any :class:`~mdrecall.store.protocol.IndexStore`) with the files.
+
+    ``on_text`` sees each file's text before it is chunked and written: a store that decides who may
+    see a file from its content, or keeps a copy of it (the Postgres backend), takes it there.
+    """
+
     def __init__(
         self,
         workspace: Path,
         config: MemoryConfig,
-        db: IndexDB,
+        db: IndexStore,
         ctx: SyncContext,
         progress: ProgressCallback | None = None,
         extra_sources: Sequence[SourceAdapter] = (),
         *,
         defer_sessions: bool = False,
+        on_text: TextObserver | None = None,
     ) -> None:
         self.workspace = workspace
         self.config = config
@@ -130,6 +142,7 @@ class Indexer:
         self.progress = progress
         self.extra_sources = list(extra_sources)
         self.defer_sessions = defer_sessions
+        self.on_text = on_text
         #: absolute path -> (mtime_ns, size, when stat ran in ns, ctime_ns) for every file looked at (freshness/snapshot.py).
         self.observed: dict[str, Observed] = {}
         self._discovered: list[MemoryFile] = []
@@ -264,6 +277,8 @@ class Indexer:
             return None
         if racy_now:
             racy.append((file, mtime))
+        if self.on_text is not None:
+            self.on_text(file, text)
         chunks, line_map = self._chunk(file, text)
         contexts = heading_trails(text, chunks) if line_map is None else []
         return PendingFile(file, FileRow(file.rel_path, file.source, digest, mtime, size), chunks, line_map, contexts)
@@ -391,7 +406,7 @@ class Indexer:
                 vectors[h] = vector_to_blob(vec)
             report.chunks_embedded += len(hashes)
             if self.config.cache.enabled:
-                with self.db.conn:
+                with self.db.transaction():
                     self.db.cache_put(provider.id, provider.model, self.ctx.provider_key, list(vectors.items()))
         for item in group:
             for i in item.missing:
@@ -411,7 +426,7 @@ class Indexer:
         if provider is None or not self.config.cache.enabled:
             return
         items = [(h, vector_to_blob(v)) for h, v in zip(hashes, vectors)]
-        with self.db.conn:
+        with self.db.transaction():
             self.db.cache_put(provider.id, provider.model, self.ctx.provider_key, items)
 
     def _write(self, item: PendingFile, report: SyncReport) -> None:
@@ -470,4 +485,4 @@ def seed_cache_from(db: IndexDB, old_path: Path) -> None:
             pass
 
 
-__all__ = ["EMBED_GROUP", "Indexer", "SyncContext", "seed_cache_from"]
+__all__ = ["EMBED_GROUP", "Indexer", "SyncContext", "TextObserver", "seed_cache_from"]

@@ -9,7 +9,9 @@ index, line by line, so line numbers stay those of the file.
 A page holds at most ``read.maxLines`` lines and ``read.maxChars`` characters; ``next_from`` says
 where the next page starts. A single line longer than ``read.maxChars`` is cut, and then there is no
 ``next_from`` (continuing would skip the rest of that line): ``line_cut`` says so, and the rest of
-the line can only be read from the file itself (OpenClaw does the same).
+the line can only be read from the file itself (OpenClaw does the same). :func:`window_lines` is the
+paging (and redaction) alone, for a backend that serves a file's text from elsewhere (the Postgres
+backend's copy of a team file).
 """
 
 from __future__ import annotations
@@ -48,20 +50,25 @@ def read_memory_lines(
     if lines is None:
         lines = cited_lines
     real, normalised = resolve_memory_path(workspace, config, path)
+    raw = read_memory_bytes(workspace, config, real, config.limits.maxFileBytes)
+    return window_lines(raw.decode("utf-8", errors="replace"), normalised, from_line, lines, config)
+
+
+def window_lines(content: str, path: str, from_line: int | None, count: int | None, config: MemoryConfig) -> ReadResult:
+    """One page of ``content`` (a file's text), shown as ``path``: ``count`` lines from ``from_line``
+    (1-based), within ``read.maxLines`` and ``read.maxChars``, redacted as the index is (an excerpt
+    shows what its search snippet showed, never a secret)."""
     limits = config.read
     start = 1 if from_line is None else int(from_line)
     if start < 1:
         raise PathError("invalid_path", f"from must be ≥ 1 (got {from_line})")
-    count = limits.maxLines if lines is None else max(1, min(int(lines), limits.maxLines))
-    raw = read_memory_bytes(workspace, config, real, config.limits.maxFileBytes)
-    # Redacted as the index is: an excerpt shows what its search snippet showed, never a secret.
-    content = redact_markdown(raw.decode("utf-8", errors="replace").replace("\r\n", "\n"))
-    all_lines = content.split("\n")
+    wanted = limits.maxLines if count is None else max(1, min(int(count), limits.maxLines))
+    all_lines = redact_markdown(content.replace("\r\n", "\n")).split("\n")
     if all_lines and all_lines[-1] == "":
         all_lines.pop()
-    selected = all_lines[start - 1 : start - 1 + count]
+    selected = all_lines[start - 1 : start - 1 + wanted]
     text = "\n".join(selected)
-    truncated = start - 1 + count < len(all_lines)
+    truncated = start - 1 + wanted < len(all_lines)
     line_cut = False
     if len(text) > limits.maxChars:
         kept: list[str] = []
@@ -79,7 +86,7 @@ def read_memory_lines(
         truncated = True
     return ReadResult(
         text=text,
-        path=normalised,
+        path=path,
         from_line=start,
         lines=len(selected),
         total_lines=len(all_lines),

@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -508,5 +509,5 @@ class IndexDB:
         return int(self.conn.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()[0])
 
     # -- transactions ----------------------------------------------------------------------------
-    def transaction(self) -> Iterator[None]:
-        return self.conn  # type: ignore[return-value]
+    def transaction(self) -> AbstractContextManager[object]:
+        return self.conn  # apsw: the connection as a context manager is one transaction

@@ -129,9 +129,9 @@ def explain_hit(rank: int, hit: SearchHit, matcher: Matcher, now: datetime, conf
     if hit.vector_score is not None:
         reasons.append(f"close in meaning to the query (vector score {hit.vector_score:.3f})")
     if day is not None:
-        # Calendar days: the age in days rounds up after noon (3.5 days old is still 3 days before).
-        before = (now.astimezone(UTC).date() - day).days
-        when = f"dated note of {day.isoformat()}, {before} days before the search date"
+        # Calendar days for people; decay itself uses the exact age.
+        calendar_days = (now.astimezone(UTC).date() - day).days
+        when = f"dated note of {day.isoformat()}, {calendar_days} days before the search date" if age is not None else "dated note"
         if decay is not None:
             reasons.append(f"{when}: score × {decay:.3f} (temporal decay, half-life {decay_cfg.halfLifeDays:g} days)")
         else:
