@@ -283,7 +283,7 @@ def _pread_all(fd: int) -> bytes:
         offset += len(chunk)
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:
@@ -371,7 +371,7 @@ class _Candidate:
         if self.dirty:
             # Rewritten after the first fsync (to keep the race window short): make it durable now.
             self.sync()
-        _fsync_dir(target.parent)
+        fsync_dir(target.parent)
 
     def close(self) -> None:
         os.close(self.fd)
@@ -386,7 +386,7 @@ class _Candidate:
 
 
 @contextmanager
-def _directory_lock(directory: Path) -> Iterator[None]:
+def directory_lock(directory: Path) -> Iterator[None]:
     """Exclusive among mdrecall writers: an flock on the directory itself (no lock file to leave in
     the user's notes)."""
     try:
@@ -430,7 +430,7 @@ def write_markdown(path: Path | str, new: str, *, base: str | None) -> WriteResu
     merged = False
     owed = False  # the file holds our version, without an edit we displaced and merged into ``new``
     deadline = time.monotonic() + SWAP_DEADLINE_S
-    with _directory_lock(target.parent):
+    with directory_lock(target.parent):
         current = base
         candidate: _Candidate | None = None
         try:
@@ -484,7 +484,7 @@ def _write_new_file(path: Path, text: str) -> None:
         candidate.sync()
         os.replace(candidate.path, path)
         candidate.installed = True
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
     finally:
         candidate.close()
 
