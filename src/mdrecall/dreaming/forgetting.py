@@ -12,9 +12,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from mdrecall.config import MemoryConfig
-from mdrecall.dreaming.locking import atomic_write_text
 from mdrecall.dreaming.paths import normalize_path, queue_path
-from mdrecall.dreaming.promotion import read_queue
+from mdrecall.dreaming.promotion import read_queue_text, write_queue
 from mdrecall.dreaming.store import RecallStore
 
 
@@ -35,9 +34,9 @@ def forget_paths(workspace: Path, config: MemoryConfig, paths: Iterable[str]) ->
             if _key_path(key) in gone:
                 del state.entries[key]
                 removed += 1
-        queue = read_queue(workspace)
+        queue, base = read_queue_text(workspace)
         kept = [item for item in queue.items if _key_path(item.key) not in gone]
         if len(kept) != len(queue.items):
             queue.items = kept
-            atomic_write_text(queue_path(workspace), queue.render())
+            write_queue(workspace, queue, base)  # as stage/apply write it: a reviewer's edit is merged
     return removed
