@@ -14,6 +14,7 @@ from mdrecall.backends import open_manager
 from mdrecall.config import MemoryConfig, load_config
 from mdrecall.contract import ManagerBase, MemorySearchManager
 from mdrecall.errors import ConfigError, EmbeddingError, MdrecallError, PathError, StoreError
+from mdrecall.sources.remember import Remembered, remember
 from mdrecall.types import (
     Freshness,
     ProbeResult,
@@ -39,6 +40,7 @@ __all__ = [
     "PathError",
     "ProbeResult",
     "ReadResult",
+    "Remembered",
     "SearchHit",
     "SearchResponse",
     "SkippedFile",
@@ -49,4 +51,5 @@ __all__ = [
     "__version__",
     "load_config",
     "open_manager",
+    "remember",
 ]

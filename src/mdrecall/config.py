@@ -20,9 +20,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-# The QMD backend's section is typed here like every other; that module imports only pydantic (no
-# cycle). It is imported while mdrecall.backends initialises (mdrecall/__init__ imports it first),
-# so it must never import mdrecall.backends or this module.
+# The QMD, Postgres and LanceDB backends' sections are typed here like every other; those modules
+# import only pydantic (no cycle). They are imported while mdrecall.backends initialises
+# (mdrecall/__init__ imports it first), so they must never import mdrecall.backends or this module.
+from mdrecall.backends.lancedb.settings import LanceDBSettings
+from mdrecall.backends.postgres.settings import PostgresSettings
 from mdrecall.backends.qmd.settings import QmdSettings
 from mdrecall.errors import ConfigError
 from mdrecall.types import MemorySource
@@ -364,6 +366,10 @@ class MemoryConfig(_Section):
     mcp: McpConfig = Field(default_factory=McpConfig)
     # backend: qmd (docs/qmd.md).
     qmd: QmdSettings = Field(default_factory=QmdSettings)
+    # backend: postgres (docs/scale-out.md).
+    postgres: PostgresSettings = Field(default_factory=PostgresSettings)
+    # backend: lancedb (docs/lancedb.md); the model lives with the backend, which owns its meaning.
+    lancedb: LanceDBSettings = Field(default_factory=LanceDBSettings)
     # Settings of third-party plugins, one mapping per plugin name; each plugin validates its own.
     plugins: dict[str, dict[str, Any]] = Field(default_factory=dict)
 

@@ -93,3 +93,15 @@ def test_the_session_key_comes_from_the_environment(
     found = json.loads(capsys.readouterr().out)
     assert found["results"][0]["source"] == "sessions"
     assert not any("hidden" in w for w in found["warnings"])
+
+
+def test_on_a_shared_store_backend_keyword_only_reads_and_another_model_is_refused(workspace: Path) -> None:
+    from mdrecall.cli.options import load_cli_config
+    from mdrecall.errors import ConfigError
+
+    (workspace / ".mdrecall.yaml").write_text("provider: fake\nbackend: postgres\n", encoding="utf-8")
+    config = load_cli_config(str(workspace), ["provider=none"])
+    assert config.store.readOnly is True and config.backend == "postgres"
+    with pytest.raises(ConfigError, match="would rewrite the shared store"):
+        load_cli_config(str(workspace), ["provider=other"])
+    assert load_cli_config(str(workspace), []).store.readOnly is False  # no override: the config as it is

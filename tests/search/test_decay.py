@@ -27,6 +27,9 @@ def test_multiplier_formula() -> None:
     assert decay_multiplier("MEMORY.md", "memory", now, 30) == 1.0
     assert decay_multiplier("memory/people.md", "memory", now, 30) == 1.0
     assert decay_multiplier("memory/2020-01-01.md", "sessions", now, 30) == 1.0
+    # Another agent's team note (the Postgres backend's "@agent/path" citations) decays by its own path.
+    assert decay_multiplier("@bob/memory/2026-03-01.md", "memory", now, 30) == pytest.approx(0.5)
+    assert decay_multiplier("@bob/MEMORY.md", "memory", now, 30) == 1.0
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ and the fixes `mdrecall doctor` names (its findings, when mdrecall.doctor is ins
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import re
 from collections.abc import Iterator
@@ -16,8 +15,6 @@ from uihelpers import demo_config, demo_files, serving, write_workspace
 
 from mdrecall import open_manager
 from mdrecall.ui import inspector_config
-
-HAS_DOCTOR = importlib.util.find_spec("mdrecall.doctor") is not None
 
 
 @pytest.fixture
@@ -51,7 +48,6 @@ def test_recent_errors_list_what_mdrecall_logged_escaped(served: tuple[str, Any,
     assert "watcher lost &lt;b&gt;events&lt;/b&gt;" in section and "(mdrecall.test)" in section
 
 
-@pytest.mark.skipif(not HAS_DOCTOR, reason="mdrecall.doctor (the newcomer work) is not merged into this branch yet")
 def test_the_fixes_are_doctors(served: tuple[str, Any, Path]) -> None:
     from mdrecall.doctor import diagnose
 
@@ -61,10 +57,3 @@ def test_the_fixes_are_doctors(served: tuple[str, Any, Path]) -> None:
     page = httpx.get(url + "/health").text
     assert set(re.findall(r'data-state="([\w-]+)"', page)) == expected
     assert "Fix: " in page
-
-
-@pytest.mark.skipif(HAS_DOCTOR, reason="mdrecall.doctor is installed: test_the_fixes_are_doctors covers the page")
-def test_without_doctor_the_page_says_so(served: tuple[str, Any, Path]) -> None:
-    url, _, _ = served
-    page = httpx.get(url + "/health").text
-    assert "mdrecall doctor is not part of this version" in page

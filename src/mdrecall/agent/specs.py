@@ -77,7 +77,10 @@ MEMORY_GET_SCHEMA: dict[str, Any] = {
     "properties": {
         "path": {
             "type": "string",
-            "description": "Workspace-relative memory file, e.g. 'MEMORY.md' or 'memory/2026-01-31.md'.",
+            "description": (
+                "Workspace-relative memory file, e.g. 'MEMORY.md' or 'memory/2026-01-31.md', or a citation from "
+                "memory_search such as 'memory/2026-01-31.md#L3-L7' (from/lines default to its range)."
+            ),
         },
         "from": {"type": "integer", "minimum": 1, "description": "First line to read, 1-based (default 1)."},
         "lines": {
@@ -117,8 +120,11 @@ class ToolSpec:
     name: str
     description: str
     input_schema: dict[str, Any]
-    #: False for tools that change memory files (MCP clients show them as such).
+    #: The MCP annotations: False for tools that change memory (memory_write, memory_store), which
+    #: clients show as such; ``destructive`` for tools that delete (memory_forget). A read-only tool
+    #: is also idempotent.
     read_only: bool = True
+    destructive: bool = False
 
     def to_openai(self) -> dict[str, Any]:
         """The OpenAI-compatible ``tools`` entry (Chat Completions format)."""

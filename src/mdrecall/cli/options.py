@@ -163,6 +163,15 @@ def _keep_shared_index(root: Path, configured: MemoryConfig, config: MemoryConfi
 
     if identity(configured) == identity(config):
         return config
+    if config.backend != "builtin":
+        # A shared store (Postgres rows, a QMD or LanceDB index) has no index "beside" it: keyword-only
+        # reads it as it is; another model would rewrite it, which a one-shot command must not do.
+        if config.provider == "none":
+            return config.model_copy(update={"store": config.store.model_copy(update={"readOnly": True})})
+        raise ConfigError(
+            f"-c cannot switch the embedding provider for one command on the {config.backend} backend: it would "
+            "rewrite the shared store; change the provider in the config file instead"
+        )
     shared = Path(configured.store.path).expanduser() if configured.store.path else default_store_path(root)
     if config.provider == "none" and shared.exists():
         store = config.store.model_copy(update={"path": str(shared), "readOnly": True})

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from mdrecall.builtin.manager import BuiltinMemoryManager
 from mdrecall.cli.options import open_cli_manager, workspace_options
 from mdrecall.errors import MdrecallError
+from mdrecall.freshness.monitor import Monitored
 from mdrecall.types import SyncReport
 
 
@@ -51,8 +51,8 @@ def watch(workspace: str, overrides: tuple[str, ...], debounce_ms: int | None, p
     if polling:
         sync["watchPolling"] = True
     with open_cli_manager(workspace, overrides, sync=sync) as manager:
-        if not isinstance(manager, BuiltinMemoryManager):
-            raise MdrecallError(f"the {manager.backend} backend keeps itself fresh; `mdrecall watch` is for the builtin engine")
+        if not isinstance(manager, Monitored):
+            raise MdrecallError(f"the {manager.backend} backend keeps itself fresh; `mdrecall watch` has nothing to watch for it")
         monitor = manager.monitor
         root = manager.workspace
 

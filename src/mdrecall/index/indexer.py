@@ -15,12 +15,10 @@ lines reach ``sync.sessions.deltaBytes`` / ``deltaMessages`` (checked against th
 hash, so only true appends are deferred); explicit syncs and rebuilds index everything.
 
 What the indexer asks of a store, all of it: ``files``, ``skipped``, ``record_skipped``,
-``touch_file``, ``remove_file``, ``replace_file(file, chunks, model, space)``, ``cache_get``,
-``cache_touch``, ``cache_put``, ``cache_prune`` and ``transaction``. Vectors cross that boundary as
-float32 bytes (``vector_to_blob``); how a store keeps them is its own affair (the SQLite index:
-float16). ``space`` names the embedding space the chunk vectors belong to (provider, model,
-provider key; None without a provider); ``cache_prune(n)`` keeps at most ``n`` vectors that no chunk
-uses (0 when the cache is off), never one in use.
+``touch_file``, ``remove_file``, ``replace_file``, ``cache_get``, ``cache_touch``, ``cache_put``,
+``cache_prune`` and ``transaction`` (:class:`~mdrecall.store.protocol.IndexStore`). Vectors cross
+that boundary as float32 bytes (``vector_to_blob``), each chunk's with its embedding space
+(``ChunkRow.space``); how a store keeps them is its own affair (the SQLite index: float16, once).
 """
 
 from __future__ import annotations
@@ -28,17 +26,21 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mdrecall.config import MemoryConfig
 from mdrecall.crashpoints import crash_point
 from mdrecall.embeddings.base import EmbeddingProvider
+from mdrecall.errors import PathError
+from mdrecall.index.changes import UNREADABLE, Observed, skip_still_holds
 from mdrecall.index.chunking import Chunk, chunk_id, chunk_lines, chunk_markdown, fit_to_model, heading_trails
 from mdrecall.sources.base import SourceAdapter
-from mdrecall.sources.workspace import MemoryFile, discover_memory_files
+from mdrecall.sources.redact import redact_markdown
+from mdrecall.sources.workspace import MemoryFile, allowed_roots, discover_memory_files, read_memory_bytes
 from mdrecall.store.db import ChunkRow, FileRow, IndexDB, SkipRecord, VectorSpace, vector_to_blob
+from mdrecall.store.protocol import IndexStore
 from mdrecall.text import fts_index_text
 from mdrecall.types import ProgressCallback, SyncProgress, SyncReport
 
@@ -98,7 +100,11 @@ def _read_text(path: Path, max_bytes: int, lenient: bool = False) -> tuple[str |
             return None, None, f"larger than limits.maxFileBytes ({size} > {max_bytes} bytes)"
         raw = path.read_bytes()
     except OSError as exc:
-        return None, None, f"cannot read: {exc.strerror or exc}"
+        return None, None, f"{UNREADABLE}: {exc.strerror or exc}"
+    return _decode_text(raw, max_bytes, lenient)
+
+
+def _decode_text(raw: bytes, max_bytes: int, lenient: bool = False) -> tuple[str | None, bytes | None, str | None]:
     if len(raw) > max_bytes:
         return None, None, f"larger than limits.maxFileBytes ({len(raw)} > {max_bytes} bytes)"
     if lenient:
@@ -111,17 +117,28 @@ def _read_text(path: Path, max_bytes: int, lenient: bool = False) -> tuple[str |
         return None, raw, f"not valid UTF-8 (byte {exc.start})"
 
 
+#: ``on_text(file, text)``: the exact text a file is about to be chunked from.
+TextObserver = Callable[[MemoryFile, str], None]
+
+
 class Indexer:
+    """One sync of ``db`` (any :class:`~mdrecall.store.protocol.IndexStore`) with the files.
+
+    ``on_text`` sees each file's text before it is chunked and written: a store that decides who may
+    see a file from its content, or keeps a copy of it (the Postgres backend), takes it there.
+    """
+
     def __init__(
         self,
         workspace: Path,
         config: MemoryConfig,
-        db: IndexDB,
+        db: IndexStore,
         ctx: SyncContext,
         progress: ProgressCallback | None = None,
         extra_sources: Sequence[SourceAdapter] = (),
         *,
         defer_sessions: bool = False,
+        on_text: TextObserver | None = None,
     ) -> None:
         self.workspace = workspace
         self.config = config
@@ -130,8 +147,12 @@ class Indexer:
         self.progress = progress
         self.extra_sources = list(extra_sources)
         self.defer_sessions = defer_sessions
-        #: absolute path -> (mtime_ns, size, when stat ran in ns) for every file looked at (freshness.py).
-        self.observed: dict[str, tuple[int, int, int]] = {}
+        self.on_text = on_text
+        #: absolute path -> (mtime_ns, size, when stat ran in ns, ctime_ns) for every file looked at (freshness/snapshot.py).
+        self.observed: dict[str, Observed] = {}
+        self._discovered: list[MemoryFile] = []
+        self._roots: list[str] | None = None
+        self._inode_names: dict[tuple[int, int], int] | None = None
 
     # -- discovery -------------------------------------------------------------------------------
     def discover(self) -> list[MemoryFile]:
@@ -166,7 +187,7 @@ class Indexer:
         started = time.monotonic()
         report = SyncReport(full_rebuild=full)
         self._emit(0, 0, "Scanning memory files…")
-        discovered = self.discover()
+        discovered = self._discovered = self.discover()
         report.files_scanned = len(discovered)
         existing = self.db.files()
         skipped = self.db.skipped()
@@ -190,8 +211,8 @@ class Indexer:
             if path not in seen:
                 self.db.remove_file(path)
         self._settle_racy(racy, report)
-        # Vectors no chunk uses any more are the cache: kept up to maxEntries, or none when it is off.
-        self.db.cache_prune(self.config.cache.maxEntries if self.config.cache.enabled else 0)
+        if self.config.cache.enabled:
+            self.db.cache_prune(self.config.cache.maxEntries)
         report.seconds = time.monotonic() - started
         self._emit(report.files_indexed, len(pending), "Done")
         return report
@@ -213,21 +234,26 @@ class Indexer:
             return None
         checked_ns = time.time_ns()
         mtime, size = st.st_mtime_ns, st.st_size
-        self.observed[file.abspath] = (mtime, size, checked_ns)
+        self.observed[file.abspath] = (mtime, size, checked_ns, st.st_ctime_ns)
         old = existing.get(file.rel_path)
         trust_stat = not full and not verify
         if trust_stat and old is not None and old.mtime == mtime and old.size == size and old.source == file.source:
             report.files_unchanged += 1
             return None
         prev_skip = skipped.get(file.rel_path)
-        if trust_stat and prev_skip is not None and prev_skip[2] == mtime and prev_skip[3] == size:
+        if trust_stat and prev_skip is not None and skip_still_holds(prev_skip, file.abspath, mtime, size):
             report.files_skipped += 1
             return None
         adapter = self._adapter_for(file.source)
-        text, raw, reason = _read_text(file.path, self.config.limits.maxFileBytes, lenient=adapter is not None and adapter.lenient_decode)
+        if adapter is None:
+            text, raw, reason = self._read_memory(file)
+        else:
+            text, raw, reason = _read_text(file.path, self.config.limits.maxFileBytes, lenient=adapter.lenient_decode)
         racy_now = is_racy(mtime, checked_ns)
         if reason is not None or text is None or raw is None:
-            self.db.record_skipped(file.rel_path, file.source, reason or "unreadable", mtime, size)
+            record = SkipRecord(file.source, reason or UNREADABLE, mtime, size)
+            if prev_skip != record:  # an unreadable file is retried every sync: no rewrite when nothing changed
+                self.db.record_skipped(file.rel_path, *record)
             if not verify:
                 report.files_skipped += 1
             if racy_now:
@@ -256,9 +282,48 @@ class Indexer:
             return None
         if racy_now:
             racy.append((file, mtime))
+        if self.on_text is not None:
+            self.on_text(file, text)
         chunks, line_map = self._chunk(file, text)
         contexts = heading_trails(text, chunks) if line_map is None else []
         return PendingFile(file, FileRow(file.rel_path, file.source, digest, mtime, size), chunks, line_map, contexts)
+
+    def _read_memory(self, file: MemoryFile) -> tuple[str | None, bytes | None, str | None]:
+        """A memory file, read as ``memory_get`` reads it: through one descriptor checked after opening
+        (sources.workspace.read_memory_bytes), so a file swapped for a link or hard-linked to one outside
+        the memory paths since discovery is skipped, never indexed."""
+        max_bytes = self.config.limits.maxFileBytes
+        if self._roots is None:
+            self._roots = [str(r) for r in allowed_roots(self.workspace, self.config)]
+        real = os.path.realpath(file.abspath)
+        if not any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in self._roots):
+            return None, None, "links outside the allowed memory paths"
+        if not real.endswith(".md"):
+            return None, None, "links to a file that is not Markdown"  # as memory_get refuses it
+        try:
+            raw = read_memory_bytes(self.workspace, self.config, real, max_bytes, names_inside=self._names_inside)
+        except PathError as exc:
+            return None, None, str(exc)
+        except OSError as exc:
+            return None, None, f"{UNREADABLE}: {exc.strerror or exc}"
+        text, raw_bytes, reason = _decode_text(raw, max_bytes)
+        # Secrets never reach chunks, FTS rows or embeddings; lines stay put, so citations do too.
+        return (redact_markdown(text) if text is not None else None), raw_bytes, reason
+
+    def _names_inside(self, st: os.stat_result) -> int:
+        """How many discovered memory files name this inode (one stat pass, only once a hard link is seen)."""
+        if self._inode_names is None:
+            names: dict[tuple[int, int], int] = {}
+            for other in self._discovered:
+                if other.source != "memory":
+                    continue
+                try:
+                    o = os.stat(other.abspath)
+                except OSError:
+                    continue
+                names[(o.st_dev, o.st_ino)] = names.get((o.st_dev, o.st_ino), 0) + 1
+            self._inode_names = names
+        return self._inode_names.get((st.st_dev, st.st_ino), 0)
 
     def _settle_racy(self, racy: list[tuple[MemoryFile, int]], report: SyncReport) -> None:
         """Re-read files that were read too soon after their last change (see the module docstring)."""
@@ -370,6 +435,8 @@ class Indexer:
             self.db.cache_put(provider.id, provider.model, self.ctx.provider_key, items)
 
     def _write(self, item: PendingFile, report: SyncReport) -> None:
+        provider = self.ctx.provider
+        space = VectorSpace(provider.id, provider.model, self.ctx.provider_key) if provider is not None else None
         rows = []
         for i, chunk in enumerate(item.chunks):
             rows.append(
@@ -384,11 +451,10 @@ class Indexer:
                     embedding=item.vectors.get(i),
                     embed_hash=item.embed_key(i),
                     fts_text=self._fts_text(item.contexts[i] + "\n" + chunk.text if item.contexts and item.contexts[i] else chunk.text),
+                    space=space if i in item.vectors else None,
                 )
             )
-        provider = self.ctx.provider
-        space = VectorSpace(provider.id, provider.model, self.ctx.provider_key) if provider is not None else None
-        self.db.replace_file(item.row, rows, self.ctx.model, space)
+        self.db.replace_file(item.row, rows, self.ctx.model)
         report.files_indexed += 1
         report.chunks_written += len(rows)
         crash_point("index:file-written")
@@ -399,4 +465,4 @@ def seed_cache_from(db: IndexDB, old_path: Path) -> None:
     db.seed_cache_from(old_path)
 
 
-__all__ = ["EMBED_GROUP", "Indexer", "SyncContext", "seed_cache_from"]
+__all__ = ["EMBED_GROUP", "Indexer", "SyncContext", "TextObserver", "seed_cache_from"]

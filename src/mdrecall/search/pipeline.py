@@ -58,7 +58,7 @@ def run_search(
     q = config.query
     warnings = list(degraded_reasons)
     degraded = bool(degraded_reasons)
-    candidates = min(400, max(plan.max_results * q.hybrid.candidateMultiplier, 60))
+    candidates = candidate_limit(config, plan.max_results)
     fts = db.caps.fts_available
 
     keyword: list[Candidate] = []
@@ -67,19 +67,9 @@ def run_search(
 
     vector: list[Candidate] = []
     use_vectors = embed_query is not None and vector_search is not None
-    if (
-        use_vectors
-        and q.languageCheck
-        and vector_languages is not None
-        and not _reads_cjk(vector_languages)
-        and cjk_share(plan.query) >= 0.5
-    ):
-        # An English-only model maps Chinese, Japanese or Korean text to noise that the fusion would
-        # rank first (CMRC 2018: hybrid 0.47 recall@10 against keyword-only 0.99).
-        warnings.append(
-            "vector search skipped for this query: the embedding model reads only "
-            f"{', '.join(vector_languages)}; answered by keyword search"
-        )
+    skip_reason = vector_skip_reason(config, plan.query, vector_languages) if use_vectors else None
+    if skip_reason is not None:
+        warnings.append(skip_reason)
         use_vectors = False
         if fts and not keyword:
             keyword = keyword_search(db, plan.query, candidates, plan.scope, q.fts.tokenizer)
@@ -108,6 +98,40 @@ def run_search(
         mode = "file-scan"
         keyword = scan_search(db, plan.query, candidates, plan.scope)
 
+    return rank_candidates(config, plan, keyword, vector, mode, warnings, degraded)
+
+
+def candidate_limit(config: MemoryConfig, max_results: int) -> int:
+    """How many candidates each retriever (keywords, vectors) returns for one search."""
+    return min(400, max(max_results * config.query.hybrid.candidateMultiplier, 60))
+
+
+def vector_skip_reason(config: MemoryConfig, query: str, vector_languages: Sequence[str] | None) -> str | None:
+    """Why this query's vector side is skipped (None: it is not), whatever engine retrieves it."""
+    if not config.query.languageCheck or vector_languages is None or _reads_cjk(vector_languages):
+        return None
+    if cjk_share(query) < 0.5:
+        return None
+    # An English-only model maps Chinese, Japanese or Korean text to noise that the fusion would
+    # rank first (CMRC 2018: hybrid 0.47 recall@10 against keyword-only 0.99).
+    return (
+        "vector search skipped for this query: the embedding model reads only "
+        f"{', '.join(vector_languages)}; answered by keyword search"
+    )
+
+
+def rank_candidates(
+    config: MemoryConfig,
+    plan: SearchPlan,
+    keyword: list[Candidate],
+    vector: list[Candidate],
+    mode: SearchMode,
+    warnings: list[str],
+    degraded: bool,
+) -> SearchOutcome:
+    """Everything after retrieval: fuse, decay, diversify, cut to the budget, cite. Shared by every
+    engine that retrieves its own candidates (the Postgres backend does it in one SQL round trip)."""
+    q = config.query
     if mode == "vector-only":
         merged = weighted_fusion([], vector, 1.0, 0.0)
     elif q.hybrid.fusion == "rrf" and mode == "hybrid":

@@ -209,6 +209,9 @@ class ChunkRow:
     fts_text: str
     #: Hash of exactly what was embedded (heading trail + text); the embedding-cache key.
     embed_hash: str | None = None
+    #: The embedding space ``embedding`` belongs to (provider, model, provider key); a store that
+    #: keys its vectors by it (this one) files them there, others may ignore it.
+    space: VectorSpace | None = None
 
 
 @dataclass
@@ -575,23 +578,22 @@ class IndexDB:
     def chunks_version(self) -> str | None:
         return self.get_kv(CHUNKS_VERSION_KEY)
 
-    def replace_file(
-        self, file: FileRow, chunks: Sequence[ChunkRow], model: str, vector_space: VectorSpace | None = None
-    ) -> None:
+    def replace_file(self, file: FileRow, chunks: Sequence[ChunkRow], model: str) -> None:
         """Atomically replace everything stored for one file. Chunk vectors (float32 bytes) go to
-        the space ``vector_space`` (default: a space named after ``model``)."""
+        their ``space`` (without one: a space named after ``model``)."""
         now = int(time.time())
         conn = self.conn
         with conn:
             self._delete_file_rows(file.path)
-            space: int | None = None
+            spaces: dict[VectorSpace, int] = {}
             encoding = self.vector_encoding() if any(c.embedding is not None for c in chunks) else ""
             for chunk in chunks:
                 vector_id = None
                 if chunk.embedding is not None:
-                    if space is None:
-                        space = self._space_for(vector_space or VectorSpace("", model, ""))
-                    vector_id = self._store_vector(space, chunk.embed_hash or chunk.hash, encode_vector(chunk.embedding, encoding))
+                    named = chunk.space or VectorSpace("", model, "")
+                    if named not in spaces:
+                        spaces[named] = self._space_for(named)
+                    vector_id = self._store_vector(spaces[named], chunk.embed_hash or chunk.hash, encode_vector(chunk.embedding, encoding))
                 conn.execute(
                     "INSERT INTO chunks(id, path, source, start_line, end_line, hash, model, text, vector_id, updated_at) "
                     "VALUES(?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO NOTHING",

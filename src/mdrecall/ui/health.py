@@ -9,8 +9,6 @@ status this page already has; until then the page shows the status only and says
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from mdrecall import plugins
+from mdrecall.doctor import diagnose
 from mdrecall.freshness.monitor import NOT_SYNCED
 from mdrecall.types import Status
 from mdrecall.ui.state import generic_fields, redirect, render, ui_state
@@ -89,30 +88,12 @@ def doctor_findings(status: Status, config: Any) -> tuple[list[dict[str, Any]] |
     """``(findings, note)``: :func:`mdrecall.doctor.diagnose` of ``status`` as dicts (``state``,
     ``severity``, ``message``, ``fix``), or None and why there are none."""
     try:
-        doctor = importlib.import_module("mdrecall.doctor")
-    except ImportError:
-        return None, "mdrecall doctor is not part of this version; the status below is what it would check."
-    diagnose = getattr(doctor, "diagnose", None)
-    if not callable(diagnose):
-        return None, "mdrecall.doctor has no diagnose(); showing the status only."
-    try:
-        # The inspector's own searches carry no session key; the environment check (is the MCP
-        # package installed) is not about this page.
+        # The environment check (is the MCP package installed) is not about this page.
         found = diagnose(status, config=config, environment=False)
     except Exception as exc:  # the page must render whatever doctor does
         log.warning("doctor failed: %s: %s", type(exc).__name__, exc)
         return None, f"mdrecall doctor failed: {type(exc).__name__}: {exc}"
-    out = []
-    for finding in found or []:
-        if hasattr(finding, "to_dict"):
-            out.append(dict(finding.to_dict()))
-        elif dataclasses.is_dataclass(finding) and not isinstance(finding, type):
-            out.append(dataclasses.asdict(finding))
-        elif isinstance(finding, dict):
-            out.append(dict(finding))
-        else:
-            out.append({"message": str(finding)})
-    return out, ""
+    return [f.to_dict() for f in found], ""
 
 
 def recent_errors(status: Status, logged: list[tuple[str, str, str, str]]) -> list[tuple[str, str]]:

@@ -129,9 +129,9 @@ def explain_hit(rank: int, hit: SearchHit, matcher: Matcher, now: datetime, conf
     if hit.vector_score is not None:
         reasons.append(f"close in meaning to the query (vector score {hit.vector_score:.3f})")
     if day is not None:
-        # Whole days (calendar days in UTC), not the rounded age: a note of the 28th searched on the
-        # 1st at noon is 3 days before, not 3.5 rounded to 4.
-        when = f"dated note of {day.isoformat()}, {int(age or 0)} days before the search date"
+        # Calendar days for people; decay itself uses the exact age.
+        calendar_days = (now.astimezone(UTC).date() - day).days
+        when = f"dated note of {day.isoformat()}, {calendar_days} days before the search date" if age is not None else "dated note"
         if decay is not None:
             reasons.append(f"{when}: score × {decay:.3f} (temporal decay, half-life {decay_cfg.halfLifeDays:g} days)")
         else:
