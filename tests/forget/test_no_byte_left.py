@@ -11,7 +11,7 @@ from typing import Any
 
 import apsw
 import pytest
-from conftest import NOTE_PATH, TOKEN, TRANSCRIPT_PATH, holding
+from forgethelpers import NOTE_PATH, TOKEN, TRANSCRIPT_PATH, holding
 
 from mdrecall import open_manager
 from mdrecall.forget import forget

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import NOTE_PATH, TOKEN, TRANSCRIPT_PATH, holding
-from pghelpers import pg_server_or_skip
+from forgethelpers import NOTE_PATH, TOKEN, TRANSCRIPT_PATH, holding
 
 from mdrecall import open_manager
 from mdrecall.forget import forget
+from pghelpers import pg_server_or_skip
 
 
 def _database_dir(admin: Any, name: str) -> Path:
