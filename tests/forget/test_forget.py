@@ -254,3 +254,34 @@ def test_the_command_json_and_exit_codes(cli: Callable[..., tuple[int, str, str]
         assert code == 2 and "Error:" in err, (bad, err)
     code, _, err = cli("memory/nope.md", "--text", "--yes")  # the same words as a text: found nowhere
     assert code == 1 and "nothing in memory matches" in err
+
+
+def test_agent_hosts_opt_in_to_the_tool(manager: MemorySearchManager) -> None:
+    from mdrecall.agent.tools import MemoryTools
+
+    assert "memory_forget_lines" not in MemoryTools(manager).names  # destructive: never a default
+    tools = MemoryTools(manager, tools=("memory_search", "memory_forget_lines"), session_key="main")
+    spec = next(s for s in tools.specs() if s.name == "memory_forget_lines")
+    assert spec.destructive and not spec.read_only
+    first = tools.call("memory_forget_lines", {"target": TOKEN})
+    assert first["action"] == "confirm" and TOKEN in (manager.workspace / NOTE_PATH).read_text(encoding="utf-8")
+    done = tools.call("memory_forget_lines", {"target": TOKEN, "confirm": first["token"]})
+    assert done["action"] == "forgotten" and done["verification"]["verified"]
+    assert tools.call("memory_forget_lines", {"target": "xy"})["code"] == "invalid_arguments"
+    assert tools.call("memory_forget_lines", {"target": TOKEN, "text": "yes"})["code"] == "invalid_arguments"
+
+
+def test_a_long_term_entry_on_the_lancedb_backend(fact_ws: Path, tmp_path: Path, counting_provider: Any) -> None:
+    pytest.importorskip("lancedb")
+    config = {"backend": "lancedb", "provider": "counting", "sync": {"watch": False},
+              "lancedb": {"dbPath": str(tmp_path / "ltm")}}  # fmt: skip
+    with open_manager(fact_ws, config, use_global_config=False) as ltm:
+        stored = ltm.store_memory(f"The vault code is {TOKEN}.", source="tool")
+        kept = ltm.store_memory("The user prefers window seats.", source="tool")
+        report = forget(ltm, f"ltm:{stored['id']}#L1", yes=True)
+        assert report.plan.kind == "entry" and report.verified
+        assert ltm.get_entry(stored["id"]) is None and ltm.get_entry(kept["id"]) is not None
+        assert not [p for p in files_under(tmp_path / "ltm") if TOKEN.encode() in p.read_bytes()]
+        # The workspace's files are not the backend's: a text target finds them and the entries alike.
+        plan = plan_forget(ltm, "window seats")
+        assert [s.kind for s in plan.selections] == ["ltm"]

@@ -22,15 +22,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mdrecall.forget.plan import FileSelection, ForgetPlan, ForgetTargetError, SelectedLine, plan_forget
+    from mdrecall.forget.plan import ForgetPlan, ForgetTargetError, plan_forget
     from mdrecall.forget.report import ConfirmationRequired, ForgetReport, NothingToForget, StoreReport
     from mdrecall.forget.run import apply_plan, forget
+    from mdrecall.forget.selection import FileSelection, SelectedLine
 
 _EXPORTS = {
-    "FileSelection": "plan",
+    "FileSelection": "selection",
     "ForgetPlan": "plan",
     "ForgetTargetError": "plan",
-    "SelectedLine": "plan",
+    "SelectedLine": "selection",
     "plan_forget": "plan",
     "ConfirmationRequired": "report",
     "ForgetReport": "report",

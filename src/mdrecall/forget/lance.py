@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mdrecall import plugins
-from mdrecall.forget.plan import FileSelection, SelectedLine, _shown
-from mdrecall.forget.report import ForgetReport
+from mdrecall.forget.selection import FileSelection, SelectedLine, shown_text
 
 if TYPE_CHECKING:
     from mdrecall.backends.lancedb.manager import LanceMemoryManager
     from mdrecall.backends.lancedb.store import LanceStore
     from mdrecall.contract import MemorySearchManager
+    from mdrecall.forget.report import ForgetReport
 
 PRIMARY = "primary"
 PREFIX = "ltm:"
@@ -82,7 +82,7 @@ def _tables(store: LanceStore) -> Iterator[str]:
 
 
 def _selection(memory_id: str, text: str, store: str) -> FileSelection:
-    return FileSelection(f"{PREFIX}{memory_id}", "ltm", [SelectedLine(1, _shown(text), text)], whole=True, store=store)
+    return FileSelection(f"{PREFIX}{memory_id}", "ltm", [SelectedLine(1, shown_text(text), text)], whole=True, store=store)
 
 
 def find_entry(manager: MemorySearchManager, memory_id: str) -> FileSelection | None:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from mdrecall.errors import MdrecallError, PathError
-from mdrecall.sources.redact import redact_secrets
+from mdrecall.forget.selection import FileSelection, SelectedLine, shown_text
 from mdrecall.sources.transcripts import list_transcripts, render_transcript
 from mdrecall.sources.workspace import discover_memory_files, read_memory_bytes, rel_path_for, resolve_memory_path
 
@@ -36,14 +36,11 @@ if TYPE_CHECKING:
     from mdrecall.contract import MemorySearchManager
 
 TargetKind = Literal["lines", "file", "entry", "text"]
-FileKind = Literal["memory", "sessions", "ltm"]
 
 #: A text target shorter than this would select half of memory.
 MIN_TEXT_CHARS = 3
 #: A text target matching more lines than this is refused: narrow it down (or forget files).
 MAX_TEXT_MATCHES = 500
-#: Lines shown in a plan are cut here (the whole line is still removed).
-SHOWN_CHARS = 300
 #: A removed line shorter than this is not looked for byte by byte afterwards (too common to mean anything).
 MIN_NEEDLE_CHARS = 12
 MAX_NEEDLES = 200
@@ -59,43 +56,6 @@ _WHITESPACE = re.compile(r"\s+")
 class ForgetTargetError(MdrecallError):
     """The target names nothing that can be forgotten (a missing file, lines past its end, a path
     outside memory, an empty or too broad text); the message says which."""
-
-
-@dataclass(frozen=True, slots=True)
-class SelectedLine:
-    line: int
-    #: What is shown for it: the line (a transcript record: its message), secrets redacted, cut.
-    shown: str
-    #: The line exactly as read (without its newline): what is removed, and what the token names.
-    raw: str = field(repr=False)
-
-
-@dataclass(slots=True)
-class FileSelection:
-    """The chosen lines of one file (or one long-term entry)."""
-
-    path: str
-    kind: FileKind
-    lines: list[SelectedLine]
-    #: The whole file: a Markdown file is deleted, every record of a transcript redacted.
-    whole: bool = False
-    #: The file on disk (None for a long-term entry).
-    abspath: Path | None = None
-    #: The text the plan was computed from (Markdown: the base of the compare-and-swap).
-    base: str | None = field(default=None, repr=False)
-    #: Where a long-term entry lives: "primary" (the configured backend) or the LanceDB URI.
-    store: str | None = None
-
-    def citation(self, line: SelectedLine) -> str:
-        return f"{self.path}#L{line.line}" if self.kind != "ltm" else f"{self.path}#L1"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "kind": self.kind,
-            "whole": self.whole,
-            "lines": [{"line": ln.line, "citation": self.citation(ln), "text": ln.shown} for ln in self.lines],
-        }
 
 
 @dataclass(slots=True)
@@ -133,11 +93,6 @@ class ForgetPlan:
 
 
 # --- shown text -------------------------------------------------------------------------------------
-
-
-def _shown(text: str) -> str:
-    one = _WHITESPACE.sub(" ", redact_secrets(text)).strip()
-    return one if len(one) <= SHOWN_CHARS else one[: SHOWN_CHARS - 1] + "…"
 
 
 def _record_text(raw: str) -> str:
@@ -308,7 +263,7 @@ def _plan_lines(manager: MemorySearchManager, target: str, path: str, start: int
         rel, real = _resolve_transcript(manager, path, visible)
         lines = _transcript_lines(_read_transcript(real))
         _check_range(target, rel, start, end, len(lines))
-        chosen = [SelectedLine(n, _shown(_record_text(lines[n - 1])), lines[n - 1])
+        chosen = [SelectedLine(n, shown_text(_record_text(lines[n - 1])), lines[n - 1])
                   for n in range(start, end + 1) if lines[n - 1].strip() and not _is_header(lines[n - 1])]  # fmt: skip
         if not chosen:
             raise ForgetTargetError(f"{target!r}: no message in those lines (blank lines or the session header only)")
@@ -318,7 +273,7 @@ def _plan_lines(manager: MemorySearchManager, target: str, path: str, start: int
         base = _read_memory_checked(manager, real, target)
         lines = _lines(base)
         _check_range(target, rel, start, end, len(lines))
-        chosen = [SelectedLine(n, _shown(lines[n - 1]), lines[n - 1]) for n in range(start, end + 1)]
+        chosen = [SelectedLine(n, shown_text(lines[n - 1]), lines[n - 1]) for n in range(start, end + 1)]
         selection = FileSelection(rel, "memory", chosen, abspath=real, base=base)
     plan = ForgetPlan(target, "lines", [selection])
     plan.needles = _needles(plan)
@@ -341,13 +296,13 @@ def _plan_file(manager: MemorySearchManager, target: str, visible: VisibleFn) ->
     if _is_transcript_path(target):
         rel, real = _resolve_transcript(manager, target, visible)
         lines = _transcript_lines(_read_transcript(real))
-        chosen = [SelectedLine(n, _shown(_record_text(raw)), raw)
+        chosen = [SelectedLine(n, shown_text(_record_text(raw)), raw)
                   for n, raw in enumerate(lines, 1) if raw.strip() and not _is_header(raw)]  # fmt: skip
         selection = FileSelection(rel, "sessions", chosen, whole=True, abspath=real)
     else:
         rel, real = _resolve_memory(manager, target)
         base = _read_memory_checked(manager, real, target)
-        chosen = [SelectedLine(n, _shown(raw), raw) for n, raw in enumerate(_lines(base), 1)]
+        chosen = [SelectedLine(n, shown_text(raw), raw) for n, raw in enumerate(_lines(base), 1)]
         selection = FileSelection(rel, "memory", chosen, whole=True, abspath=real, base=base)
     plan = ForgetPlan(target, "file", [selection])
     plan.needles = _needles(plan)
@@ -380,7 +335,7 @@ def _plan_text(manager: MemorySearchManager, target: str, visible: VisibleFn) ->
             continue
         if needle not in base.casefold():
             continue
-        chosen = [SelectedLine(n, _shown(raw), raw) for n, raw in enumerate(_lines(base), 1) if needle in raw.casefold()]
+        chosen = [SelectedLine(n, shown_text(raw), raw) for n, raw in enumerate(_lines(base), 1) if needle in raw.casefold()]
         if chosen:
             plan.selections.append(FileSelection(file.rel_path, "memory", chosen, abspath=Path(file.abspath).resolve(), base=base))
     for rel, path in sorted(_transcripts(workspace, config, visible).items()):
@@ -393,7 +348,7 @@ def _plan_text(manager: MemorySearchManager, target: str, visible: VisibleFn) ->
         for n, raw in enumerate(_transcript_lines(content), 1):
             said = _record_text(raw)
             if _matches(raw, said, needle):
-                chosen.append(SelectedLine(n, _shown(said), raw))
+                chosen.append(SelectedLine(n, shown_text(said), raw))
         if chosen:
             plan.selections.append(FileSelection(rel, "sessions", chosen, abspath=path))
     from mdrecall.forget.lance import find_entries_with

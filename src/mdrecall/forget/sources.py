@@ -19,8 +19,9 @@ import os
 import stat
 from pathlib import Path
 
-from mdrecall.forget.plan import TOMBSTONE_TYPE, FileSelection
+from mdrecall.forget.plan import TOMBSTONE_TYPE
 from mdrecall.forget.report import ForgetReport
+from mdrecall.forget.selection import FileSelection
 from mdrecall.markdown_write import write_markdown
 
 _TOMBSTONE = ('{"type":"' + TOMBSTONE_TYPE + '"}').encode("ascii")
