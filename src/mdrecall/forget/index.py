@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -58,7 +59,7 @@ def store_options(config: MemoryConfig, path: Path) -> StoreOptions:
 
 def _has_keyword_table(path: Path) -> bool:
     try:
-        conn = apsw.Connection(f"file:{path}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
     except apsw.Error:
         return True
     try:
@@ -185,6 +186,9 @@ def scrub_sqlite(conn: apsw.Connection) -> list[str]:
             conn.execute(f"INSERT INTO {quoted}({quoted}) VALUES('optimize')")
     conn.execute("VACUUM")
     notes = ["vacuumed"]
+    mode = conn.execute("PRAGMA journal_mode").fetchone()
+    if mode is None or str(mode[0]).lower() != "wal":
+        return notes
     if checkpoint_truncate(conn):
         notes.append("write-ahead log truncated")
     else:
@@ -205,3 +209,26 @@ def checkpoint_truncate(conn: apsw.Connection) -> bool:
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.05)
+
+
+def scrub_qmd(manager: MemorySearchManager, entry_for: Callable[[str], StoreReport]) -> None:
+    """``backend: qmd``: QMD's own index, re-synced by then, scrubbed like ours (its keyword tables
+    merged, VACUUM, the log truncated). QMD may hold it open; SQLite's locks keep that safe."""
+    layout = getattr(manager, "layout", None)
+    db = getattr(layout, "db_path", None)
+    if manager.backend != "qmd" or not isinstance(db, Path) or not db.is_file():
+        return
+    entry = entry_for(str(db))
+    conn = apsw.Connection(str(db))
+    try:
+        conn.setbusytimeout(int(CHECKPOINT_TIMEOUT_S * 1000))
+        try:  # its vector tables are sqlite-vec's: load it when we can (VACUUM copies them either way)
+            import sqlite_vec
+
+            conn.enable_load_extension(True)
+            conn.load_extension(sqlite_vec.loadable_path())
+        except Exception:
+            pass
+        entry.notes.extend(scrub_sqlite(conn))
+    finally:
+        conn.close()

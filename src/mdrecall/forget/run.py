@@ -11,6 +11,7 @@ which should be nothing.
 
 from __future__ import annotations
 
+import glob
 import os
 from pathlib import Path
 
@@ -97,6 +98,7 @@ def apply_plan(manager: MemorySearchManager, plan: ForgetPlan) -> ForgetReport:
             report.failures.append(f"the Postgres store's rows were not deleted: {type(exc).__name__}: {exc}")
             eraser = None
         _reindex(manager, report, built=indexes.primary_index(manager) is not None)
+        indexes.scrub_qmd(manager, lambda where: report.store("qmd", where))
     for path, options, vectors, entry in pending:
         indexes.scrub_index(path, options, vectors, entry)
     if entries:
@@ -148,13 +150,15 @@ def _store_files(manager: MemorySearchManager) -> list[Path]:
     out: list[Path] = []
     for base in bases:
         if base.parent.is_dir():
-            out.extend(sorted(base.parent.glob(f"{base.stem}*")))  # the file, -wal, -shm, lock, overrides, copies
-    try:
-        from mdrecall.backends.qmd.layout import default_index_dir
+            # The file, -wal, -shm, lock, damaged copies; the indexes -c overrides keep beside it.
+            out.extend(sorted(base.parent.glob(f"{glob.escape(base.name)}*")))
+            out.extend(sorted(base.parent.glob(f"{glob.escape(base.stem)}.override-*")))
+    from mdrecall.backends.qmd.layout import default_index_dir
 
-        out.append(default_index_dir(manager.workspace))
-    except Exception:  # no QMD support installed: nothing of it to look at
-        pass
+    out.append(default_index_dir(manager.workspace))  # a QMD home (its index, its transcript exports)
+    qmd_home = getattr(getattr(manager, "layout", None), "root", None)
+    if manager.backend == "qmd" and isinstance(qmd_home, Path):
+        out.append(qmd_home)
     out.append(manager.workspace / DREAMS_DIR)
     folder = lance.local_folder(manager)
     if folder is not None:
