@@ -285,3 +285,17 @@ def test_a_long_term_entry_on_the_lancedb_backend(fact_ws: Path, tmp_path: Path,
         # The workspace's files are not the backend's: a text target finds them and the entries alike.
         plan = plan_forget(ltm, "window seats")
         assert [s.kind for s in plan.selections] == ["ltm"]
+
+
+def test_the_tool_deletes_nothing_when_a_shown_line_changed(manager: MemorySearchManager) -> None:
+    from mdrecall.agent.tools import MemoryTools
+
+    tools = MemoryTools(manager, tools=("memory_forget_lines",), session_key="main")
+    first = tools.call("memory_forget_lines", {"target": f"{NOTE_PATH}#L4"})
+    note = manager.workspace / NOTE_PATH
+    note.write_text(note.read_text(encoding="utf-8").replace("keep it secret", "tell nobody"), encoding="utf-8")
+    again = tools.call("memory_forget_lines", {"target": f"{NOTE_PATH}#L4", "confirm": first["token"]})
+    assert again["action"] == "changed" and again["token"] != first["token"]
+    assert "tell nobody" in note.read_text(encoding="utf-8")
+    done = tools.call("memory_forget_lines", {"target": f"{NOTE_PATH}#L4", "confirm": again["token"]})
+    assert done["action"] == "forgotten" and TOKEN not in note.read_text(encoding="utf-8")

@@ -3,6 +3,7 @@ that only shows the lines and a token, a second that deletes exactly those."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -43,6 +44,12 @@ def test_forgetting_over_mcp_takes_two_calls(fact_ws: Path, tmp_path: Path) -> N
                 out["untouched"] = (fact_ws / NOTE_PATH).read_text(encoding="utf-8")
                 out["wrong"] = (await call("memory_forget_lines", {"target": TOKEN, "confirm": "feedfacefeedface"})).structured_content
                 token = out["first"]["token"]
+                # The host logs the conversation so far: the tool call and its answer both state the text.
+                with (fact_ws / TRANSCRIPT_PATH).open("a", encoding="utf-8") as host:
+                    host.write(json.dumps({"type": "message", "message": {"role": "assistant", "content": [
+                        {"type": "toolCall", "name": "memory_forget_lines", "arguments": {"target": TOKEN}}]}}) + "\n")
+                    host.write(json.dumps({"type": "message", "message": {"role": "toolResult", "content": [
+                        {"type": "text", "text": json.dumps(out["first"])}]}}) + "\n")
                 out["second"] = (await call("memory_forget_lines", {"target": TOKEN, "confirm": token})).structured_content
                 out["search"] = (await call("memory_search", {"query": "vault code", "minScore": 0})).structured_content
                 out["bad"] = await call("memory_forget_lines", {"target": f"{NOTE_PATH}#L80"})
@@ -59,6 +66,8 @@ def test_forgetting_over_mcp_takes_two_calls(fact_ws: Path, tmp_path: Path) -> N
     assert out["wrong"]["action"] == "changed" and out["wrong"]["token"] == first["token"]
     second = out["second"]
     assert second["action"] == "forgotten" and second["verification"]["verified"] is True, second
+    assert second["lineCount"] == 4  # the two lines shown, and the two records of this conversation stating it
+    assert TOKEN not in json.dumps(second)  # the answer (which the host logs too) repeats nothing forgotten
     assert TOKEN not in (fact_ws / NOTE_PATH).read_text(encoding="utf-8")
     assert TOKEN not in (fact_ws / TRANSCRIPT_PATH).read_text(encoding="utf-8")
     assert not any(TOKEN in r["snippet"] for r in out["search"]["results"])

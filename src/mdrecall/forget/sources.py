@@ -48,11 +48,15 @@ def forget_markdown(workspace: Path, selection: FileSelection, report: ForgetRep
         entry.notes.append("an edit made meanwhile was merged in, not lost")
     # A conflict keeps both versions of a line (merge3): say so if a chosen line is still there.
     after = [line.rstrip("\n") for line in _keepends(result.text)]
-    for line in {ln.raw for ln in selection.lines}:
-        expected = sum(1 for n, text in enumerate(old, 1) if text.rstrip("\n") == line and n not in chosen)
-        if after.count(line) > expected:
-            report.warnings.append(f"{selection.path}: a line was edited by someone else meanwhile and kept: {line[:80]!r}; "
-                                   "run the forget again")  # fmt: skip
+    kept = []
+    for ln in selection.lines:
+        expected = sum(1 for n, text in enumerate(old, 1) if text.rstrip("\n") == ln.raw and n not in chosen)
+        if after.count(ln.raw) > expected and ln.raw.strip():
+            kept.append(ln.line)
+    if kept:
+        # (the line numbers, never the text: a report is shown, logged, sent to a model)
+        report.warnings.append(f"{selection.path}: line(s) {', '.join(map(str, sorted(set(kept))))} were edited by someone "
+                               "else meanwhile and kept with their edit: run the forget again")  # fmt: skip
     if selection.whole and not result.text:
         named = workspace / selection.path
         if named.is_symlink():

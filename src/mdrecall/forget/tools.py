@@ -2,11 +2,18 @@
 
 ``memory_forget_lines {target, text?, confirm?}``:
 
-1. without ``confirm``: ``{action: "confirm", token, lines: [...], message}`` — exactly what would be
-   deleted, nothing changed; ``{action: "none"}`` when a text is found nowhere;
-2. with ``confirm`` set to that token: ``{action: "forgotten", stores, verification, ...}`` (the
-   forget's report); ``{action: "changed", token, lines}`` when the lines the target selects are no
-   longer the ones the token names (the memory changed, or the token is wrong): nothing deleted.
+1. without ``confirm``: ``{action: "confirm", token, lines: [{citation, text}], message}`` — exactly
+   what would be deleted, nothing changed; ``{action: "none"}`` when a text is found nowhere;
+2. with ``confirm`` set to that token: ``{action: "forgotten", lineCount, citations, stores,
+   verification, message}``; ``{action: "changed", token, lines}`` when the lines shown are no
+   longer all there as shown (the memory changed, or the token is wrong): nothing deleted.
+
+The conversation asking to forget states the text itself: the host logs the first call and its
+answer in the session's transcript before the second call comes. So this process remembers the
+plans it showed (for an hour): the second call deletes the lines shown, and also the transcript
+records that mention the text since (that conversation), instead of refusing because the plan grew.
+Its answer repeats no forgotten text (the host logs it too): citations and counts only. A plan this
+process did not show (another process, a restart) must match the token exactly.
 
 Transcripts are those the calling session may see (``sessions.visibility``, as search decides). A
 target that names nothing valid raises ValueError (answered as ``invalid_arguments``). Imports
@@ -15,6 +22,9 @@ nothing heavy until it runs.
 
 from __future__ import annotations
 
+import threading
+import time
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -22,6 +32,9 @@ if TYPE_CHECKING:
     from mdrecall.forget.plan import ForgetPlan
 
 MEMORY_FORGET_LINES = "memory_forget_lines"
+#: How long a shown plan can be confirmed by its token in this process, and how many are kept.
+PENDING_TTL_S = 3600.0
+PENDING_MAX = 64
 
 DESCRIPTION = (
     "Forget for good: delete lines from memory files and session transcripts, and every copy of them in the "
@@ -43,33 +56,87 @@ SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }  # fmt: skip
 
+_pending: OrderedDict[tuple[str, str], tuple[float, ForgetPlan]] = OrderedDict()
+_pending_lock = threading.Lock()
+
+
+def _remember(workspace: str, plan: ForgetPlan) -> None:
+    with _pending_lock:
+        _pending[(workspace, plan.token)] = (time.monotonic(), plan)
+        _pending.move_to_end((workspace, plan.token))
+        while len(_pending) > PENDING_MAX:
+            _pending.popitem(last=False)
+
+
+def _shown(workspace: str, token: str) -> ForgetPlan | None:
+    with _pending_lock:
+        found = _pending.pop((workspace, token), None)
+    if found is None or time.monotonic() - found[0] > PENDING_TTL_S:
+        return None
+    return found[1]
+
 
 def _lines(plan: ForgetPlan) -> list[dict[str, Any]]:
     return [{"citation": s.citation(ln), "text": ln.shown} for s in plan.selections for ln in s.lines]
+
+
+def _keys(plan: ForgetPlan) -> set[tuple[str, int, str]]:
+    return {(s.path, ln.line, ln.raw) for s in plan.selections for ln in s.lines}
+
+
+def _confirmed(shown: ForgetPlan, now: ForgetPlan) -> ForgetPlan | None:
+    """What to delete now: the lines shown, if every one is still there as shown (else None), plus the
+    transcript records that mention the text since (the conversation about forgetting it)."""
+    from dataclasses import replace
+
+    from mdrecall.forget.plan import ForgetPlan
+
+    wanted = _keys(shown)
+    if not wanted <= _keys(now):
+        return None
+    selections = []
+    for selection in now.selections:
+        lines = [ln for ln in selection.lines if (selection.path, ln.line, ln.raw) in wanted or selection.kind == "sessions"]
+        if lines:
+            selections.append(replace(selection, lines=lines))
+    return ForgetPlan(now.target, now.kind, selections, needles=list(now.needles), warnings=list(now.warnings))
 
 
 def memory_forget_lines(manager: MemorySearchManager, args: dict[str, Any], session_key: str | None) -> dict[str, Any]:
     from mdrecall.forget.plan import ForgetTargetError, plan_forget
     from mdrecall.forget.run import apply_plan
 
+    workspace = str(manager.workspace)
     try:
         plan = plan_forget(manager, args["target"], text=bool(args.get("text")), session_key=session_key, all_sessions=False)
     except ForgetTargetError as exc:
         raise ValueError(str(exc)) from None
     if not plan.selections:
-        return {"action": "none", "target": plan.target, "message": f"Nothing in memory matches {plan.target!r}."}
-    confirm = args.get("confirm")
+        return {"action": "none", "message": "Nothing in memory matches that target."}
     count = f"{plan.line_count} line(s) in {len(plan.selections)} file(s)"
+    confirm = args.get("confirm")
     if not confirm:
+        _remember(workspace, plan)
         return {"action": "confirm", "token": plan.token, "lines": _lines(plan), "warnings": list(plan.warnings),
                 "message": f"This deletes {count} for good. Show them to the user; if they agree, call "
                            f"{MEMORY_FORGET_LINES} again with the same target and confirm={plan.token!r}."}  # fmt: skip
-    if confirm != plan.token:
+    shown = _shown(workspace, str(confirm))
+    chosen = _confirmed(shown, plan) if shown is not None else (plan if confirm == plan.token else None)
+    if chosen is None:
+        _remember(workspace, plan)
         return {"action": "changed", "token": plan.token, "lines": _lines(plan),
-                "message": f"The lines this target selects are not the ones that token names (memory changed since, or "
-                           f"the token is wrong); nothing was deleted. Now: {count}; confirm={plan.token!r} deletes them."}  # fmt: skip
-    report = apply_plan(manager, plan)
-    out = {"action": "forgotten", **report.to_dict()}
-    out["message"] = (f"Forgotten: {count}." if report.verified else
-                      f"Deleted {count}, but not everywhere: {'; '.join(report.failures) or 'copies remain'} (see verification).")  # fmt: skip
-    return out
+                "message": f"The lines shown with that token are not all there as shown any more (memory changed, or the "
+                           f"token is wrong); nothing was deleted. Now: {count}; confirm={plan.token!r} deletes them."}  # fmt: skip
+    report = apply_plan(manager, chosen)
+    done = f"{chosen.line_count} line(s) in {len(chosen.selections)} file(s)"
+    return {
+        "action": "forgotten",
+        "lineCount": chosen.line_count,
+        "citations": [s.citation(ln) for s in chosen.selections for ln in s.lines],
+        "stores": [s.to_dict() for s in report.stores],
+        "verification": {"verified": report.verified, "checkedFiles": report.checked_files,
+                         "remaining": sorted({r.file for r in report.remaining})},  # fmt: skip
+        "failures": list(report.failures),
+        "message": f"Forgotten: {done}." if report.verified else
+                   f"Deleted {done}, but not everywhere: {'; '.join(report.failures) or 'copies remain in the files listed'}.",
+    }  # fmt: skip
