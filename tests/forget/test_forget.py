@@ -299,3 +299,23 @@ def test_the_tool_deletes_nothing_when_a_shown_line_changed(manager: MemorySearc
     assert "tell nobody" in note.read_text(encoding="utf-8")
     done = tools.call("memory_forget_lines", {"target": f"{NOTE_PATH}#L4", "confirm": again["token"]})
     assert done["action"] == "forgotten" and TOKEN not in note.read_text(encoding="utf-8")
+
+
+def test_copies_left_in_an_index_are_found_and_forgotten_though_no_file_says_it(fact_ws: Path, tmp_path: Path) -> None:
+    # A forget that stopped half-way, or a note edited by hand and not synced since: the index
+    # still holds the text. Forgetting the text finds those rows and removes them.
+    config = {"provider": "none", "sync": {"watch": False, "onSearch": False}}
+    with open_manager(fact_ws, config, use_global_config=False) as opened:
+        opened.sync()
+        note = fact_ws / NOTE_PATH
+        note.write_text(note.read_text(encoding="utf-8").replace(f"- The vault code is {TOKEN}, keep it secret.\n", ""),
+                        encoding="utf-8")  # fmt: skip
+        plan = plan_forget(opened, TOKEN)
+        assert plan.selections == [] and plan.stale_paths == [NOTE_PATH] and not plan.empty
+        assert "index rows of memory/2026-03-02.md" in plan.leftovers[0]
+        report = forget(opened, TOKEN, confirm=plan.token)
+        assert report.verified, report.to_dict()
+        assert not any(TOKEN in s for s in _chunk_texts(opened))
+        assert any("Fly Postgres" in s for s in _chunk_texts(opened))  # re-indexed from the file as it is
+        with pytest.raises(NothingToForget):
+            forget(opened, TOKEN, yes=True)

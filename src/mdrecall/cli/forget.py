@@ -50,7 +50,7 @@ def forget(workspace: str, overrides: tuple[str, ...], target: str, as_text: boo
             plan = plan_forget(manager, target, text=as_text)
         except ForgetTargetError as exc:
             raise click.UsageError(str(exc)) from None
-        if not plan.selections:
+        if plan.empty:
             if as_json:
                 echo_json({**plan.to_dict(), "applied": False, "action": "none"})
             else:
@@ -105,6 +105,8 @@ def _print_plan(plan: ForgetPlan, verb: str) -> None:
         click.echo(f"  {selection.path}{whole}")
         for line in selection.lines:
             click.echo(f"    {line.line:>5}  {line.shown}")
+    if plan.leftovers:
+        click.echo("  and copies no file holds any more: " + "; ".join(plan.leftovers))
     _warnings(plan.warnings)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import apsw
 
@@ -24,7 +25,9 @@ from mdrecall.dreaming.paths import DREAMS_DIR, normalize_path, queue_path
 from mdrecall.dreaming.promotion import read_queue_text, write_queue
 from mdrecall.dreaming.store import RecallStore
 from mdrecall.forget.index import Affected, scrub_sqlite
-from mdrecall.forget.report import ForgetReport
+
+if TYPE_CHECKING:
+    from mdrecall.forget.report import ForgetReport
 
 
 def _key_path(key: str) -> str:
@@ -100,3 +103,14 @@ def scrub_dreams(workspace: Path, config: MemoryConfig, affected: Affected, need
             old.unlink()
             deleted += not old.name.endswith(("-wal", "-shm"))
     recalls.add("old copies deleted", deleted)
+
+
+def recalls_holding(workspace: Path, config: MemoryConfig, needle: str) -> int:
+    """Recall entries and queued candidates whose text holds ``needle`` (casefolded), without a lock."""
+    store = RecallStore(workspace, config.dreaming)
+    count = 0
+    if store.exists():
+        count += sum(1 for e in store.load().entries.values() if needle in f"{e.heading or ''}\n{e.snippet}".casefold())
+    queue, _base = read_queue_text(workspace)
+    return count + sum(1 for item in queue.items if needle in item.text.casefold())
+

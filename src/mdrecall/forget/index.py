@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING
 import apsw
 
 from mdrecall.errors import StoreError
-from mdrecall.forget.report import StoreReport
 from mdrecall.store import WriterLock, default_store_path
 from mdrecall.store.db import IndexDB, StoreOptions
 from mdrecall.store.sql import rows
@@ -37,6 +36,7 @@ from mdrecall.store.sql import rows
 if TYPE_CHECKING:
     from mdrecall.config import MemoryConfig
     from mdrecall.contract import MemorySearchManager
+    from mdrecall.forget.report import StoreReport
 
 #: How long to wait for a sync in another process to release an index.
 LOCK_TIMEOUT_S = 120.0
@@ -92,6 +92,27 @@ def index_files(manager: MemorySearchManager) -> list[Path]:
     return out
 
 
+def paths_holding(manager: MemorySearchManager, needle: str) -> set[str]:
+    """Stored paths whose chunks in any of the workspace's indexes hold ``needle`` (ASCII case folded,
+    as SQLite's ``lower`` does): left-overs of a forget that stopped half-way, or of an index a
+    ``-c`` override has not synced since the file changed."""
+    found: set[str] = set()
+    for path in index_files(manager):
+        try:
+            conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+        except apsw.Error:
+            continue
+        try:
+            conn.setbusytimeout(manager.config.store.busyTimeoutMs)
+            found.update(str(r[0]) for r in conn.execute(
+                "SELECT DISTINCT path FROM chunks WHERE instr(lower(text), lower(?)) > 0", (needle,)))  # fmt: skip
+        except apsw.Error:
+            pass  # not an index of ours (or a damaged one): its copies are the byte scan's to report
+        finally:
+            conn.close()
+    return found
+
+
 def primary_index(manager: MemorySearchManager) -> Path | None:
     path = getattr(manager, "db_path", None)
     return path if manager.backend == "builtin" and isinstance(path, Path) and path.is_file() else None
@@ -103,8 +124,8 @@ class _Locked:
 
     def __enter__(self) -> None:
         if not self.lock.acquire(LOCK_TIMEOUT_S):
-            raise StoreError(f"{self.lock.path.with_suffix('')} has been busy (another sync) for {LOCK_TIMEOUT_S:.0f}s; "
-                             "nothing was removed from it: run the forget again")  # fmt: skip
+            raise StoreError(f"{self.lock.path.with_suffix('')} has been busy (another sync) for {LOCK_TIMEOUT_S:.0f}s: "
+                             "not cleaned; forgetting the same target again finishes it")  # fmt: skip
 
     def __exit__(self, *exc: object) -> None:
         self.lock.release()

@@ -66,10 +66,20 @@ class ForgetPlan:
     #: Texts that must be found nowhere afterwards (the verification's byte scan).
     needles: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: Stored paths whose index rows hold a text target though the file no longer does (a forget that
+    #: stopped half-way): their rows are removed and re-indexed from the file.
+    stale_paths: list[str] = field(default_factory=list)
+    #: Copies no file line accounts for, in words (shown; the forget cleans them up).
+    leftovers: list[str] = field(default_factory=list)
 
     @property
     def line_count(self) -> int:
         return sum(len(s.lines) for s in self.selections)
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to remove anywhere: no line, and no copy left in a store."""
+        return not self.selections and not self.stale_paths and not self.leftovers
 
     @property
     def token(self) -> str:
@@ -78,7 +88,7 @@ class ForgetPlan:
             [s.path, s.whole, [[ln.line, hashlib.sha256(ln.raw.encode("utf-8", "surrogateescape")).hexdigest()] for ln in s.lines]]
             for s in self.selections
         ]
-        payload = json.dumps([self.kind, shape], ensure_ascii=True)
+        payload = json.dumps([self.kind, shape, sorted(self.stale_paths)], ensure_ascii=True)
         return hashlib.sha256(payload.encode("ascii")).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:
@@ -88,6 +98,7 @@ class ForgetPlan:
             "token": self.token,
             "lineCount": self.line_count,
             "files": [s.to_dict() for s in self.selections],
+            "leftovers": list(self.leftovers),
             "warnings": list(self.warnings),
         }
 
@@ -351,9 +362,19 @@ def _plan_text(manager: MemorySearchManager, target: str, visible: VisibleFn) ->
                 chosen.append(SelectedLine(n, shown_text(said), raw))
         if chosen:
             plan.selections.append(FileSelection(rel, "sessions", chosen, abspath=path))
+    from mdrecall.forget.dreams import recalls_holding
+    from mdrecall.forget.index import paths_holding
     from mdrecall.forget.lance import find_entries_with
 
     plan.selections.extend(find_entries_with(manager, needle, plan.warnings))
+    chosen_paths = {s.path for s in plan.selections}
+    plan.stale_paths = sorted(p for p in paths_holding(manager, target)
+                              if p not in chosen_paths and (not _is_transcript_path(p) or visible(p)))  # fmt: skip
+    plan.leftovers = [f"index rows of {p} (the file no longer says it)" for p in plan.stale_paths]
+    if not plan.selections:
+        recalls = recalls_holding(workspace, config, needle)
+        if recalls:
+            plan.leftovers.append(f"{recalls} recall entr(ies) or review candidate(s) (memory/.dreams)")
     if plan.line_count > MAX_TEXT_MATCHES:
         raise ForgetTargetError(
             f"{target!r} matches {plan.line_count} lines (more than {MAX_TEXT_MATCHES}): narrow it down, or forget whole files"

@@ -54,7 +54,7 @@ def forget(
             return forget(manager, target, yes=yes, confirm=confirm, dry_run=dry_run, text=text,
                           session_key=session_key, all_sessions=all_sessions)  # fmt: skip
     plan = plan_forget(memory, target, text=text, session_key=session_key, all_sessions=all_sessions)
-    if not plan.selections:
+    if plan.empty:
         raise NothingToForget(plan)
     if dry_run:
         return ForgetReport(plan, dry_run=True)
@@ -75,11 +75,15 @@ def apply_plan(manager: MemorySearchManager, plan: ForgetPlan) -> ForgetReport:
     files = [s for s in plan.selections if s.kind != "ltm"]
     entries = [s for s in plan.selections if s.kind == "ltm"]
     for selection in files:
-        if selection.kind == "memory":
-            forget_markdown(workspace, selection, report)
-        else:
-            forget_transcript(selection, report)
+        try:
+            if selection.kind == "memory":
+                forget_markdown(workspace, selection, report)
+            else:
+                forget_transcript(selection, report)
+        except (OSError, StoreError) as exc:  # the other files and the stores still go
+            report.failures.append(f"{selection.path} was not rewritten: {exc}")
     affected: indexes.Affected = {s.path: None if s.whole else {ln.line for ln in s.lines} for s in files}
+    affected.update({path: None for path in plan.stale_paths if path not in affected})
 
     pending: list[tuple[Path, StoreOptions, set[int], StoreReport]] = []
     eraser: PostgresEraser | None = None
@@ -87,7 +91,11 @@ def apply_plan(manager: MemorySearchManager, plan: ForgetPlan) -> ForgetReport:
         for path in indexes.index_files(manager):
             entry = report.store("index", str(path))
             options = indexes.store_options(config, path)
-            vectors = indexes.remove_rows(path, options, affected, entry)
+            try:
+                vectors = indexes.remove_rows(path, options, affected, entry)
+            except StoreError as exc:  # busy for minutes: the others still go; forgetting again finishes it
+                report.failures.append(str(exc))
+                continue
             if vectors is not None:
                 pending.append((path, options, vectors, entry))
         try:
@@ -100,7 +108,10 @@ def apply_plan(manager: MemorySearchManager, plan: ForgetPlan) -> ForgetReport:
         _reindex(manager, report, built=indexes.primary_index(manager) is not None)
         indexes.scrub_qmd(manager, lambda where: report.store("qmd", where))
     for path, options, vectors, entry in pending:
-        indexes.scrub_index(path, options, vectors, entry)
+        try:
+            indexes.scrub_index(path, options, vectors, entry)
+        except StoreError as exc:
+            report.failures.append(str(exc))
     if entries:
         lance.purge(manager, entries, report)
     scrub_dreams(workspace, config, {**affected, **{e.path: None for e in entries}}, plan.needles, report)

@@ -18,11 +18,14 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mdrecall.forget.plan import TOMBSTONE_TYPE
-from mdrecall.forget.report import ForgetReport
 from mdrecall.forget.selection import FileSelection
 from mdrecall.markdown_write import write_markdown
+
+if TYPE_CHECKING:
+    from mdrecall.forget.report import ForgetReport
 
 _TOMBSTONE = ('{"type":"' + TOMBSTONE_TYPE + '"}').encode("ascii")
 
@@ -91,7 +94,9 @@ def _pread_all(fd: int) -> bytes:
 def forget_transcript(selection: FileSelection, report: ForgetReport) -> None:
     assert selection.abspath is not None
     flags = os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(selection.abspath, flags)
+    # The real file (discovery keeps links inside the sessions folder): O_NOFOLLOW then guards the
+    # last step against a link swapped in since.
+    fd = os.open(os.path.realpath(selection.abspath), flags)
     redacted = missing = 0
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):

@@ -99,7 +99,8 @@ def _confirmed(shown: ForgetPlan, now: ForgetPlan) -> ForgetPlan | None:
         lines = [ln for ln in selection.lines if (selection.path, ln.line, ln.raw) in wanted or selection.kind == "sessions"]
         if lines:
             selections.append(replace(selection, lines=lines))
-    return ForgetPlan(now.target, now.kind, selections, needles=list(now.needles), warnings=list(now.warnings))
+    return ForgetPlan(now.target, now.kind, selections, needles=list(now.needles), warnings=list(now.warnings),
+                      stale_paths=list(now.stale_paths), leftovers=list(now.leftovers))
 
 
 def memory_forget_lines(manager: MemorySearchManager, args: dict[str, Any], session_key: str | None) -> dict[str, Any]:
@@ -111,13 +112,14 @@ def memory_forget_lines(manager: MemorySearchManager, args: dict[str, Any], sess
         plan = plan_forget(manager, args["target"], text=bool(args.get("text")), session_key=session_key, all_sessions=False)
     except ForgetTargetError as exc:
         raise ValueError(str(exc)) from None
-    if not plan.selections:
+    if plan.empty:
         return {"action": "none", "message": "Nothing in memory matches that target."}
     count = f"{plan.line_count} line(s) in {len(plan.selections)} file(s)"
     confirm = args.get("confirm")
     if not confirm:
         _remember(workspace, plan)
-        return {"action": "confirm", "token": plan.token, "lines": _lines(plan), "warnings": list(plan.warnings),
+        return {"action": "confirm", "token": plan.token, "lines": _lines(plan), "leftovers": list(plan.leftovers),
+                "warnings": list(plan.warnings),
                 "message": f"This deletes {count} for good. Show them to the user; if they agree, call "
                            f"{MEMORY_FORGET_LINES} again with the same target and confirm={plan.token!r}."}  # fmt: skip
     shown = _shown(workspace, str(confirm))
