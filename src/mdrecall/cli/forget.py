@@ -34,8 +34,10 @@ if TYPE_CHECKING:
 @click.option("--json", "as_json", is_flag=True, help="--format json")
 def forget(workspace: str, overrides: tuple[str, ...], target: str, as_text: bool, yes: bool, token: str | None,
            dry_run: bool, fmt: str, as_json: bool) -> int:  # fmt: skip
-    """Forget TARGET for good: lines (memory/2026-03-02.md#L6-L7, as search cites them), a memory
-    file, a transcript, a long-term entry (ltm:<id>), or a text (every line containing it).
+    """Forget lines, a file or a text everywhere, for good.
+
+    TARGET: lines (memory/2026-03-02.md#L6-L7, as search cites them), a memory file, a transcript,
+    a long-term entry (ltm:<id>), or a text (every line containing it).
 
     The lines go from the Markdown (an edit made meanwhile is kept) and from every store built from
     them: the keyword index, vectors and the embedding cache, dreaming's recall store and review
