@@ -73,7 +73,6 @@ def test_a_forgotten_fact_leaves_no_byte_in_any_store(fact_ws: Path, tmp_path: P
                                                       _isolated_home: Path) -> None:  # fmt: skip
     pytest.importorskip("lancedb")
     ws, home = fact_ws, _isolated_home
-    index_home = home / "index"
     lance_dir = tmp_path / "lancedb"
     shared = default_store_path(ws)
     override = shared.with_name(f"{shared.stem}.override-test.sqlite")
@@ -94,7 +93,7 @@ def test_a_forgotten_fact_leaves_no_byte_in_any_store(fact_ws: Path, tmp_path: P
         vectors = _vectors_of(shared, TOKEN)
         assert len(vectors) == 2  # the note's chunk and the transcript's
         blobs = [*vectors.values(), _lance_vector(lance_dir)]
-        where = (index_home, ws, lance_dir)
+        where = (home, ws, lance_dir)  # all of MDRECALL_HOME: indexes, overrides, caches
         before = holding([TOKEN], blobs, *where)
         # The scan finds what it looks for: every store holds the fact now.
         assert any(".override-test.sqlite" in f for f in before[repr(TOKEN)])
@@ -136,4 +135,4 @@ def test_a_forgotten_fact_leaves_no_byte_in_any_store(fact_ws: Path, tmp_path: P
     with open_manager(ws, _config(tmp_path)) as again:
         again.sync(force=True)
         assert not any(TOKEN in h.snippet for h in again.search("vault code").results)
-    assert holding([TOKEN], [], index_home, ws) == {}
+    assert holding([TOKEN], [], home, ws) == {}
