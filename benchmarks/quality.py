@@ -286,6 +286,31 @@ def headline(metrics: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def mmr_cost(dataset: str, paths: Paths, tmp: Path, sample: int, provider: str, mode: str) -> dict[str, Any]:
+    """CPU time per search with MMR off and on, same index, same queries, interleaved."""
+    queries = sample_queries(dataset, load_queries(paths.queries(dataset)), sample)
+    by_ws: dict[Path, list[dict[str, Any]]] = defaultdict(list)
+    for q in queries:
+        by_ws[paths.workspace(dataset, q)].append(q)
+    base = config_for(dataset, mode, provider, {})
+    spent = {"off": 0.0, "on": 0.0}
+    n = 0
+    timings = {"index_s": 0.0, "index_cpu_s": 0.0, "chunks_embedded": 0}
+    for ws, items in sorted(by_ws.items()):
+        with open_indexed(dataset, ws, base, tmp, timings) as manager:
+            for q in items:
+                now = datetime.fromisoformat(q["as_of"].replace("Z", "+00:00")) if q.get("as_of") else None
+                for label, enabled in (("off", False), ("on", True), ("off", False), ("on", True)):
+                    manager.config.query.mmr.enabled = enabled
+                    c0 = time.process_time()
+                    manager.search(q["query"], session_key="main", now=now)
+                    spent[label] += time.process_time() - c0
+                n += 2
+            manager.config.query.mmr.enabled = False
+    return {"searches_each": n, "plain_ms": round(1000 * spent["off"] / n, 3), "mmr_ms": round(1000 * spent["on"] / n, 3),
+            "ratio": round(spent["on"] / max(spent["off"], 1e-9), 3)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bench", type=Path, default=default_bench_dir())
@@ -299,6 +324,7 @@ def main() -> int:
     parser.add_argument("--offtopic", type=Path, default=OFFTOPIC, help="off-topic queries ('' to skip)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "quality.json")
     parser.add_argument("--keep", type=Path, default=None, help="work directory to keep (indexes, results)")
+    parser.add_argument("--mmr-cost", action="store_true", help="also measure MMR's cost against a plain search")
     args = parser.parse_args()
     if not (args.bench / "score.py").exists():
         print(f"bench data not found at {args.bench} (set MDRECALL_BENCH_DIR)", file=sys.stderr)
@@ -338,6 +364,13 @@ def main() -> int:
                 line = "  ".join(f"{k}={figures[k]}" for k in KEYS if k in figures)
                 extra = f"  offtopic_empty={off['empty_rate']}" if off else ""
                 print(f"{name:34s} {line}{extra}", flush=True)
+    if args.mmr_cost:
+        for dataset in args.datasets:
+            for mode in [m for m in args.modes if m in ("keyword", "hybrid")]:
+                provider = "auto" if mode == "keyword" else args.providers[0]
+                cost = mmr_cost(dataset, paths, tmp, args.sample, provider, mode)
+                report.setdefault("mmr_cost", {})[f"{dataset}/{mode}"] = cost
+                print(f"mmr cost {dataset}/{mode}: {cost}", flush=True)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=2))

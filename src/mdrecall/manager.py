@@ -631,6 +631,7 @@ class BuiltinMemoryManager:
         base.mode = outcome.mode
         base.degraded = outcome.degraded
         base.warnings.extend(outcome.warnings)
+        base.reason = outcome.reason
         for listener in list(self._listeners):
             try:
                 listener(text, base, session_key, now)

@@ -57,6 +57,8 @@ class SearchResponse:
     warnings: list[str] = field(default_factory=list)
     stale: bool = False
     freshness: dict[str, Any] = field(default_factory=dict)
+    #: Why ``results`` is empty: "nothing relevant" (no hit reached minScore), else None.
+    reason: str | None = None
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter(self.results)
@@ -77,6 +79,7 @@ class SearchResponse:
             "warnings": list(self.warnings),
             "stale": self.stale,
             "freshness": dict(self.freshness),
+            "reason": self.reason,
         }
 
 

@@ -52,13 +52,18 @@ def mmr_rerank(
     text: Callable[[T], str],
     lam: float,
     key: Callable[[T], Hashable] | None = None,
+    normalise: bool = True,
 ) -> list[T]:
-    """``key``: a stable id per item (e.g. the chunk's rowid) under which its token set is cached."""
+    """``key``: a stable id per item (e.g. the chunk's rowid) under which its token set is cached;
+    ``normalise``: min-max the scores first (off for calibrated scores, already on one scale)."""
     if len(items) <= 1 or lam >= 1.0:
         return list(items)
     scores = [score(i) for i in items]
     lo, hi = min(scores), max(scores)
-    rel = [1.0 if hi == lo else (s - lo) / (hi - lo) for s in scores]
+    if normalise:
+        rel = [1.0 if hi == lo else (s - lo) / (hi - lo) for s in scores]
+    else:
+        rel = scores
     tokens = [_tokens(text(i), key(i) if key else None) for i in items]
     remaining = list(range(len(items)))
     overlap = [0.0] * len(items)  # highest similarity to anything picked so far

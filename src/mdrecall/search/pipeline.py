@@ -230,7 +230,8 @@ def run_search(
 
     if q.mmr.enabled and len(passing) > 1:
         head = passing[: max(q.mmr.candidates, plan.max_results)]
-        passing = mmr_rerank(head, lambda h: h.score, lambda h: h.text, q.mmr.lambda_, key=lambda h: h.rowid)
+        passing = mmr_rerank(head, lambda h: h.score, lambda h: h.text, q.mmr.lambda_, key=lambda h: h.rowid,
+                               normalise=False)
 
     reason = None
     if not passing:
