@@ -81,6 +81,7 @@ def collect(args: argparse.Namespace) -> list[dict[str, Any]]:
                                 "coverage": ev.coverage, "bm25": ev.bm25, "mass": ev.mass,
                                 "cosine": h.cosine, "kw_rank": h.keyword_rank, "chars": len(h.text),
                                 "known": found.stats.known if found.stats else 0.0,
+                                "topical": found.topical,
                                 "nterms": len(found.stats.terms) if found.stats else 0,
                             })
             print(f"{dataset} {provider}: {len(rows)} rows", file=sys.stderr, flush=True)

@@ -130,7 +130,9 @@ def open_indexed(dataset: str, ws: Path, config: dict[str, Any], tmp: Path, timi
     if not copy.exists():
         shutil.copytree(ws, copy)
     chunking = config.get("chunking", {})
-    identity = f"{config.get('provider', 'auto')}-{chunking.get('tokens', 'd')}-{chunking.get('overlap', 'd')}"
+    # "auto" picks the bundled local model here: share its indexes (the embeddings are the expensive part).
+    provider = config.get("provider", "auto")
+    identity = f"{'local' if provider == 'auto' else provider}-{chunking.get('tokens', 'd')}-{chunking.get('overlap', 'd')}"
     cfg = _merge(config, {"store": {"path": str(tmp / "idx" / f"{dataset}-{identity}-{ws.name}.sqlite")}})
     manager = open_manager(copy, cfg, use_global_config=False)
     t0, c0 = time.perf_counter(), time.process_time()
@@ -311,6 +313,42 @@ def mmr_cost(dataset: str, paths: Paths, tmp: Path, sample: int, provider: str, 
             "ratio": round(spent["on"] / max(spent["off"], 1e-9), 3)}
 
 
+def index_speed(paths: Paths, tmp: Path, chunks: int, providers: list[str]) -> dict[str, Any]:
+    """First index of the same ~``chunks`` chunks (LongMemEval messages as dated notes) per provider,
+    in one process, one after the other: wall and CPU seconds, and the ratio to the first provider."""
+    source = paths.ws_root("lme-daily")
+    files = sorted(source.glob("*/memory/*.md"))
+    ws = tmp / f"speed-{chunks}"
+    if ws.exists():
+        shutil.rmtree(ws)
+    (ws / "memory").mkdir(parents=True)
+    size, budget = 0, chunks * 560  # ~560 characters per 200-token chunk of this text
+    for i, f in enumerate(files):
+        text = f.read_text(encoding="utf-8")
+        (ws / "memory" / f"{i:05d}-{f.name}").write_text(text, encoding="utf-8")
+        size += len(text)
+        if size >= budget:
+            break
+    out: dict[str, Any] = {}
+    for provider in providers:
+        db = tmp / f"speed-{chunks}-{provider}.sqlite"
+        for p in tmp.glob(db.name + "*"):
+            p.unlink()
+        cfg = {"provider": provider, "sources": ["memory"], "dreaming": {"enabled": False}, "sync": {"watch": False},
+               "store": {"path": str(db)}, "cache": {"enabled": False}}
+        with open_manager(ws, cfg, use_global_config=False) as manager:
+            t0, c0 = time.perf_counter(), time.process_time()
+            report = manager.sync()
+            out[provider] = {"chunks": report.chunks_written, "wall_s": round(time.perf_counter() - t0, 1),
+                             "cpu_s": round(time.process_time() - c0, 1)}
+        print(f"index speed {provider}: {out[provider]}", flush=True)
+    first = out[providers[0]]
+    for provider in providers[1:]:
+        out[provider]["wall_ratio"] = round(out[provider]["wall_s"] / max(first["wall_s"], 1e-9), 2)
+        out[provider]["cpu_ratio"] = round(out[provider]["cpu_s"] / max(first["cpu_s"], 1e-9), 2)
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bench", type=Path, default=default_bench_dir())
@@ -325,6 +363,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "quality.json")
     parser.add_argument("--keep", type=Path, default=None, help="work directory to keep (indexes, results)")
     parser.add_argument("--mmr-cost", action="store_true", help="also measure MMR's cost against a plain search")
+    parser.add_argument("--index-speed", type=int, default=0, metavar="CHUNKS",
+                        help="also time a first index of about CHUNKS chunks with each of --providers (local first)")
     args = parser.parse_args()
     if not (args.bench / "score.py").exists():
         print(f"bench data not found at {args.bench} (set MDRECALL_BENCH_DIR)", file=sys.stderr)
@@ -364,6 +404,8 @@ def main() -> int:
                 line = "  ".join(f"{k}={figures[k]}" for k in KEYS if k in figures)
                 extra = f"  offtopic_empty={off['empty_rate']}" if off else ""
                 print(f"{name:34s} {line}{extra}", flush=True)
+    if args.index_speed:
+        report["index_speed"] = index_speed(paths, tmp, args.index_speed, ["local", *[p for p in args.providers if p not in ("local", "auto")]])
     if args.mmr_cost:
         for dataset in args.datasets:
             for mode in [m for m in args.modes if m in ("keyword", "hybrid")]:

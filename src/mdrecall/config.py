@@ -121,11 +121,11 @@ class MmrConfig(_Section):
 
 
 class SnippetConfig(_Section):
-    # A Markdown hit longer than this many characters is cited and injected as its best-matching
-    # line and ``contextLines`` lines either side (a transcript hit: its best message and as many
-    # neighbouring messages). See docs/retrieval.md.
-    narrowAboveChars: int = Field(default=400, ge=0)
-    contextLines: int = Field(default=1, ge=0, le=50)
+    # A hit that would not fit the remaining budget, or whose citation covers more than
+    # narrowAboveChars, is cut to its best-matching line and ``contextLines`` lines either side (a
+    # transcript hit: its best message and as many neighbouring messages). See docs/retrieval.md.
+    narrowAboveChars: int = Field(default=2000, ge=0)
+    contextLines: int = Field(default=2, ge=0, le=50)
 
 
 class DatesConfig(_Section):

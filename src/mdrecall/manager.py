@@ -31,6 +31,7 @@ from mdrecall.embeddings.base import provider_key as compute_provider_key
 from mdrecall.embeddings.registry import ProviderSelection, activate_fallback, select_provider
 from mdrecall.errors import EmbeddingError, MdrecallError, PathError, StoreError
 from mdrecall.freshness import Snapshot, make_snapshot, scan_dirs
+from mdrecall.search.budget import lengths_for
 from mdrecall.search.pipeline import SearchPlan, VectorSearch, run_search
 from mdrecall.search.scope import Scope
 from mdrecall.search.vector import InProcessVectors, sqlite_vec_search
@@ -622,6 +623,7 @@ class BuiltinMemoryManager:
             min_score=q.minScore if min_score is None else min_score,
             scope=self._scope(None if set(wanted) == set(configured) else wanted, session_key),
             now=now,
+            line_lengths=lengths_for(self.workspace),
         )
         with self._read_mutex:
             outcome = run_search(

@@ -21,7 +21,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import json
+import os
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Callable, Sequence
+
 from mdrecall.store.db import IndexDB
+
+#: (path, source) -> the length of each line as a reader of the citation gets it (a Markdown line's
+#: characters; a transcript line's message content), or None when the file cannot be read.
+LineLengths = Callable[[str, str], "Sequence[int] | None"]
 
 if TYPE_CHECKING:
     from mdrecall.search.relevance import KeywordEvidence
@@ -32,6 +43,75 @@ _WRAP = 800
 _CONTINUES = _WRAP - 60
 #: Rendered transcript text drops whitespace runs that the cited JSONL content still holds.
 _SESSION_SLACK = 1.08
+
+
+class FileLineLengths:
+    """Line lengths of indexed files, read from the workspace and cached by (mtime, size).
+
+    Only the files the index already holds are asked for (a hit's path): relative paths inside the
+    workspace, or the absolute paths of configured extra folders.
+    """
+
+    def __init__(self, workspace: Path, max_files: int = 256) -> None:
+        self.root = workspace.resolve()
+        self._cache: "OrderedDict[str, tuple[tuple[int, int], list[int]]]" = OrderedDict()
+        self._lock = threading.Lock()
+        self._max = max_files
+
+    def __call__(self, path: str, source: str) -> list[int] | None:
+        candidate = Path(path)
+        full = candidate if candidate.is_absolute() else self.root / candidate
+        try:
+            if not candidate.is_absolute() and not full.resolve().is_relative_to(self.root):
+                return None
+            st = os.stat(full)
+        except (OSError, ValueError):
+            return None
+        stamp = (st.st_mtime_ns, st.st_size)
+        with self._lock:
+            found = self._cache.get(path)
+            if found is not None and found[0] == stamp:
+                self._cache.move_to_end(path)
+                return found[1]
+        try:
+            text = full.read_bytes().decode("utf-8", errors="replace")
+        except OSError:
+            return None
+        lengths = [_line_length(line, path.endswith(".jsonl")) for line in text.replace("\r\n", "\n").split("\n")]
+        with self._lock:
+            self._cache[path] = (stamp, lengths)
+            if len(self._cache) > self._max:
+                self._cache.popitem(last=False)
+        return lengths
+
+
+def _line_length(line: str, jsonl: bool) -> int:
+    if not jsonl:
+        return len(line)
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return len(line)
+    if isinstance(record, dict):
+        message = record.get("message") if isinstance(record.get("message"), dict) else record
+        content = message.get("content", "")
+        if isinstance(content, str):
+            return len(content)
+        return len(json.dumps(content))
+    return len(line)
+
+
+_SHARED: dict[Path, FileLineLengths] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def lengths_for(workspace: Path) -> FileLineLengths:
+    """One cache per workspace, shared by every manager of it in this process."""
+    with _SHARED_LOCK:
+        found = _SHARED.get(workspace)
+        if found is None:
+            found = _SHARED[workspace] = FileLineLengths(workspace)
+        return found
 
 
 @dataclass(slots=True)
@@ -144,39 +224,50 @@ def _best_window(weights: list[float], context: int) -> tuple[int, int] | None:
     return max(0, best - context), min(len(weights) - 1, best + context)
 
 
-def narrow(hit: Hit, context: int, narrow_above: int, db: IndexDB | None) -> Hit:
-    """Cut ``hit`` to its best-matching lines (or messages) and set its citation cost."""
+def narrowed(hit: Hit, context: int) -> Hit | None:
+    """A copy of ``hit`` cut to its best-matching line (or message) and ``context`` either side;
+    None when it cannot be narrowed (one line, or no line matches a query term)."""
     lines = hit.text.split("\n")
     if hit.source == "sessions":
-        hit.line_map = message_map(hit.text, hit.start_line, hit.end_line)
-        if hit.line_map is None:
-            hit.cost = int(len(hit.text) * _SESSION_SLACK) + 1
-            return hit
-        messages = range(hit.start_line, hit.end_line + 1)
-        if len(hit.text) > narrow_above and hit.end_line > hit.start_line and hit.line_weights:
-            per_message = [0.0] * len(messages)
-            for w, n in zip(hit.line_weights, hit.line_map):
-                per_message[n - hit.start_line] = max(per_message[n - hit.start_line], w)
-            window = _best_window(per_message, context)
-            if window is not None:
-                lo, hi = hit.start_line + window[0], hit.start_line + window[1]
-                kept = [(line, n) for line, n in zip(lines, hit.line_map) if lo <= n <= hi]
-                hit.text = "\n".join(line for line, _ in kept)
-                hit.line_weights = [w for w, n in zip(hit.line_weights, hit.line_map) if lo <= n <= hi]
-                hit.line_map = [n for _, n in kept]
-                hit.start_line, hit.end_line = lo, hi
-                messages = range(lo, hi + 1)
-        hit.cost = _session_message_lengths(db, hit, messages)
-        return hit
-    if _contiguous(hit) and len(hit.text) > narrow_above and len(lines) > 1:
-        window = _best_window(hit.line_weights, context)
-        if window is not None:
-            lo, hi = window
-            hit.text = "\n".join(lines[lo : hi + 1])
-            hit.line_weights = hit.line_weights[lo : hi + 1]
-            hit.start_line, hit.end_line = hit.start_line + lo, hit.start_line + hi
-    hit.cost = len(hit.text) + 1
-    return hit
+        if hit.line_map is None or hit.end_line == hit.start_line or not hit.line_weights:
+            return None
+        per_message = [0.0] * (hit.end_line - hit.start_line + 1)
+        for w, n in zip(hit.line_weights, hit.line_map):
+            per_message[n - hit.start_line] = max(per_message[n - hit.start_line], w)
+        window = _best_window(per_message, context)
+        if window is None:
+            return None
+        lo, hi = hit.start_line + window[0], hit.start_line + window[1]
+        if (lo, hi) == (hit.start_line, hit.end_line):
+            return None
+        keep = [i for i, n in enumerate(hit.line_map) if lo <= n <= hi]
+        return _copy(hit, lo, hi, [lines[i] for i in keep], [hit.line_weights[i] for i in keep],
+                     [hit.line_map[i] for i in keep])
+    if not _contiguous(hit) or len(lines) < 2:
+        return None
+    window = _best_window(hit.line_weights, context)
+    if window is None or window == (0, len(lines) - 1):
+        return None
+    lo, hi = window
+    return _copy(hit, hit.start_line + lo, hit.start_line + hi, lines[lo : hi + 1], hit.line_weights[lo : hi + 1], None)
+
+
+def _copy(hit: Hit, start: int, end: int, lines: list[str], weights: list[float], line_map: list[int] | None) -> Hit:
+    return Hit(hit.rowid, hit.path, hit.source, start, end, "\n".join(lines), hit.score, hit.logit, hit.cosine,
+               hit.text_score, hit.keyword_rank, hit.evidence, weights, 0, line_map)
+
+
+def cited_cost(hit: Hit, lengths: LineLengths | None, db: IndexDB | None) -> int:
+    """Characters of everything the citation covers, counted as a reader of it gets them."""
+    if lengths is not None:
+        found = lengths(hit.path, hit.source)
+        if found is not None and 1 <= hit.start_line <= hit.end_line <= len(found):
+            return sum(found[n - 1] + 1 for n in range(hit.start_line, hit.end_line + 1))
+    if hit.source == "sessions":
+        if hit.line_map is not None:
+            return _session_message_lengths(db, hit, range(hit.start_line, hit.end_line + 1))
+        return int(len(hit.text) * _SESSION_SLACK) + 1
+    return len(hit.text) + 1
 
 
 def _overlaps(a: Hit, b: Hit) -> bool:
@@ -219,71 +310,70 @@ def _trim_session(hit: Hit, other: Hit) -> Hit | None:
     return hit
 
 
-def _cut(hit: Hit, remaining: int) -> Hit | None:
-    """The whole lines of a Markdown hit that fit ``remaining``; one long first line is cut mid-line."""
+def _cut(hit: Hit, remaining: int, lengths: LineLengths | None, db: IndexDB | None) -> Hit | None:
+    """The leading whole lines (messages) of ``hit`` that fit ``remaining``; a single Markdown line
+    that is the whole citation is cut mid-line instead."""
+    lines = hit.text.split("\n")
     if hit.source == "sessions":
-        if hit.line_map is None or hit.start_line == hit.end_line:
+        if hit.line_map is None:
             return None
-        # Whole messages only: a cited message is charged in full.
         for last in range(hit.end_line - 1, hit.start_line - 1, -1):
-            kept = [(line, n) for line, n in zip(hit.text.split("\n"), hit.line_map) if n <= last]
-            trial = Hit(hit.rowid, hit.path, hit.source, hit.start_line, last, "\n".join(l for l, _ in kept),
-                        hit.score, hit.logit, hit.cosine, hit.text_score, hit.keyword_rank, hit.evidence,
-                        line_map=[n for _, n in kept])
-            trial.cost = int(_content_length(trial.text.split("\n")) * _SESSION_SLACK) + (last - hit.start_line + 1)
+            keep = [i for i, n in enumerate(hit.line_map) if n <= last]
+            trial = _copy(hit, hit.start_line, last, [lines[i] for i in keep], [], [hit.line_map[i] for i in keep])
+            trial.cost = cited_cost(trial, lengths, db)
             if trial.cost <= remaining:
                 return trial
         return None
-    lines = hit.text.split("\n")
-    kept: list[str] = []
-    size = 0
-    for line in lines:
-        if size + len(line) + 1 > remaining:
-            break
-        kept.append(line)
-        size += len(line) + 1
-    if not kept:
-        if hit.start_line != hit.end_line or remaining < 40:
-            return None
-        hit.text = hit.text[: remaining - 1]
-        hit.cost = remaining
-        return hit
-    contiguous = _contiguous(hit)
-    hit.text = "\n".join(kept)
-    hit.cost = size
-    if contiguous:
-        hit.end_line = hit.start_line + len(kept) - 1
-    return hit
+    if _contiguous(hit):
+        for last in range(len(lines) - 1, 0, -1):
+            trial = _copy(hit, hit.start_line, hit.start_line + last - 1, lines[:last], [], None)
+            trial.cost = cited_cost(trial, lengths, db)
+            if trial.cost <= remaining:
+                return trial
+    if hit.start_line == hit.end_line and cited_cost(hit, lengths, db) <= len(hit.text) + 1 and remaining >= 40:
+        # One line that the chunk holds whole: a mid-line cut still cites only that line.
+        trial = _copy(hit, hit.start_line, hit.end_line, [hit.text[: remaining - 1]], [], None)
+        trial.cost = remaining
+        return trial
+    return None
 
 
 def pack(
-    hits: list[Hit], max_results: int, budget: int, context: int, narrow_above: int, db: IndexDB | None
+    hits: list[Hit],
+    max_results: int,
+    budget: int,
+    context: int,
+    narrow_above: int,
+    db: IndexDB | None,
+    lengths: LineLengths | None = None,
 ) -> list[Hit]:
-    """The results an agent receives: narrowed, de-overlapped, packed into ``budget`` characters."""
+    """The results an agent receives, in rank order: de-overlapped, narrowed where they would not
+    fit (or cite more than ``narrow_above`` characters), packed into ``budget`` characters."""
     out: list[Hit] = []
     skipped: list[Hit] = []
     used = 0
     for hit in hits:
         if len(out) >= max_results or budget - used < 40:
             break
-        hit = narrow(hit, context, narrow_above, db)
-        span = (hit.start_line, hit.end_line, len(hit.text))
+        if hit.source == "sessions" and hit.line_map is None:
+            hit.line_map = message_map(hit.text, hit.start_line, hit.end_line)
         trimmed = _trim_overlap(hit, out)
         if trimmed is None:
             continue
-        if (trimmed.start_line, trimmed.end_line, len(trimmed.text)) != span:
-            trimmed.cost = (
-                _session_message_lengths(db, trimmed, range(trimmed.start_line, trimmed.end_line + 1))
-                if trimmed.source == "sessions" and trimmed.line_map is not None
-                else int(len(trimmed.text) * (_SESSION_SLACK if trimmed.source == "sessions" else 1)) + 1
-            )
+        trimmed.cost = cited_cost(trimmed, lengths, db)
+        if trimmed.cost > narrow_above or used + trimmed.cost > budget:
+            small = narrowed(trimmed, context)
+            if small is not None:
+                small.cost = cited_cost(small, lengths, db)
+                if small.cost < trimmed.cost:
+                    trimmed = small
         if used + trimmed.cost <= budget:
             out.append(trimmed)
             used += trimmed.cost
         else:
             skipped.append(trimmed)
     if skipped and len(out) < max_results and budget - used >= 200:
-        cut = _cut(skipped[0], budget - used)
+        cut = _cut(skipped[0], budget - used, lengths, db)
         if cut is not None:
             out.append(cut)
     return out

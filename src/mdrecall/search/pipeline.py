@@ -19,7 +19,7 @@ import numpy as np
 
 from mdrecall.config import MemoryConfig
 from mdrecall.search import relevance as rel
-from mdrecall.search.budget import Hit, pack
+from mdrecall.search.budget import Hit, LineLengths, pack
 from mdrecall.search.dates import date_logit, query_dates
 from mdrecall.search.decay import decay_multiplier
 from mdrecall.search.fusion import Scored, rrf_fusion
@@ -45,6 +45,9 @@ class SearchPlan:
     #: What the search may see (sources, whose transcripts); a plain list of sources also works.
     scope: ScopeLike
     now: datetime
+    #: Line lengths of the indexed files (search/budget.py ``lengths_for``): the budget then counts
+    #: exactly what each citation covers; without it, what the chunks hold is estimated.
+    line_lengths: LineLengths | None = None
 
 
 @dataclass
@@ -76,6 +79,21 @@ class Gathered:
     warnings: list[str]
     degraded: bool
     stats: rel.QueryStats | None
+    #: The query's mean cosine to every stored vector (None without vectors).
+    topical: float | None = None
+
+
+_CENTROIDS: "weakref.WeakKeyDictionary[IndexDB, rel.Centroids]" = weakref.WeakKeyDictionary()
+
+
+def _topical(db: IndexDB, query_vec: np.ndarray, vector_search: object) -> float | None:
+    centroids = _CENTROIDS.get(db)
+    if centroids is None:
+        centroids = _CENTROIDS[db] = rel.Centroids()
+    # The in-memory KNN already holds every vector as one matrix: its mean costs ~2 ms at 10k.
+    owner = getattr(vector_search, "__self__", None)
+    matrix = getattr(owner, "_matrix", None) if owner is not None else None
+    return centroids.mean_cosine(db, query_vec, matrix if isinstance(matrix, np.ndarray) else None)
 
 
 def gather(
@@ -161,6 +179,8 @@ def gather(
         analyzer = analyzer_for(db, q.fts.tokenizer)
         stats = analyzer.query_stats(plan.query, db.chunk_count())
         texts = rel.fts_texts(db, hits) if fts else {}
+        # BM25's length normalisation against the configured chunk size (in estimated tokens), a
+        # constant: the corpus's own average would move every score whenever a note is added.
         ref_length = max(8, config.chunking.tokens)
         for hit in hits.values():
             indexed = texts.get(hit.rowid, hit.text)
@@ -174,6 +194,7 @@ def gather(
         for rowid, cos in rel.cosines(db, query_vec, missing).items():
             hits[rowid].cosine = cos
 
+    topical = _topical(db, query_vec, vector_search) if query_vec is not None else None
     vmodel = rel.vector_model(model)
     dates = query_dates(plan.query, plan.now) if q.dates.enabled else []
     for hit in hits.values():
@@ -189,7 +210,7 @@ def gather(
             logit += date_logit(hit.path, hit.source, dates, q.dates.boost, q.dates.nearbyDays)
         hit.logit = logit
         hit.score = rel.sigmoid(logit)
-    return Gathered(sorted(hits.values(), key=lambda h: h.score, reverse=True), mode, warnings, degraded, stats)
+    return Gathered(sorted(hits.values(), key=lambda h: h.score, reverse=True), mode, warnings, degraded, stats, topical)
 
 
 def run_search(
@@ -241,7 +262,8 @@ def run_search(
                 f"nothing relevant: no memory scored at least minScore {plan.min_score:g} "
                 f"(best {hits[0].score:.3f})"
             )
-    packed = pack(passing, plan.max_results, q.maxInjectedChars, q.snippet.contextLines, q.snippet.narrowAboveChars, db)
+    packed = pack(passing, plan.max_results, q.maxInjectedChars, q.snippet.contextLines, q.snippet.narrowAboveChars, db,
+                  plan.line_lengths)
     results = [
         SearchResult(
             path=h.path,

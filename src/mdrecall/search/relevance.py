@@ -21,6 +21,7 @@ holds a gold line), see ``benchmarks/calibrate.py`` and docs/retrieval.md.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -58,7 +59,7 @@ class FusionModel:
 
 
 # Fitted by benchmarks/calibrate.py (see docs/retrieval.md for the data and the fit).
-KEYWORD_MODEL = KeywordModel(intercept=-6.0, coverage=4.0, bm25=3.0, mass=2.0)
+KEYWORD_MODEL = KeywordModel(intercept=-5.94, coverage=0.518, bm25=5.34, mass=1.65)
 VECTOR_MODELS: dict[str, VectorModel] = {
     "all-MiniLM-L6-v2": VectorModel(offset=0.62, scale=12.0),
     "multilingual-e5-small": VectorModel(offset=0.88, scale=40.0),
@@ -66,6 +67,12 @@ VECTOR_MODELS: dict[str, VectorModel] = {
 #: Models nobody fitted: a conservative mapping for unit-normalised embeddings.
 DEFAULT_VECTOR_MODEL = VectorModel(offset=0.65, scale=10.0)
 FUSION_MODEL = FusionModel(intercept=0.0, keyword=1.0, vector=1.0)
+
+
+def idf_of(df: int, n: int) -> float:
+    """Inverse document frequency, the always-positive form (Lucene's BM25): a term in every chunk
+    still counts a little, so a small workspace where every note mentions the topic still matches."""
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
 
 def sigmoid(x: float) -> float:
@@ -127,6 +134,7 @@ class Analyzer:
         self.kind = tokenizer
         self._tok = None
         self._vocab = False
+        self._avgdl: tuple[object, float] | None = None
         if tokenizer == "unicode61" and db.caps.fts_available:
             try:
                 self._tok = db.conn.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
@@ -190,13 +198,29 @@ class Analyzer:
                 kept.append(term)
         n = max(1, total_chunks)
         dfs = self.doc_freqs(forms, cjk) if forms else []
-        idf = [math.log(1.0 + (n - df + 0.5) / (df + 0.5)) for df in dfs]
-        max_idf = math.log(1.0 + (n + 0.5) / 0.5)
+        idf = [idf_of(df, n) for df in dfs]
+        max_idf = idf_of(0, n)
         total = sum(idf)
         known = sum(w for w, df in zip(idf, dfs) if df > 0) / total if total > 0 else 0.0
         return QueryStats(kept, forms, cjk, idf, max_idf, total, known)
 
-    def evidence(self, stats: QueryStats, text: str, ref_length: int) -> KeywordEvidence:
+    def average_length(self, total_chunks: int) -> float:
+        """Mean tokens per indexed chunk (BM25's avgdl), cached until the index changes."""
+        version = (self.db.chunks_version(), total_chunks)
+        if self._avgdl is not None and self._avgdl[0] == version:
+            return self._avgdl[1]
+        value = 150.0
+        if self._tok is not None and self._ensure_vocab() and total_chunks > 0:
+            try:
+                row = self.db.conn.execute("SELECT sum(cnt) FROM temp.mdrecall_vocab").fetchone()
+                if row and row[0]:
+                    value = max(1.0, float(row[0]) / total_chunks)
+            except apsw.Error:
+                pass
+        self._avgdl = (version, value)
+        return value
+
+    def evidence(self, stats: QueryStats, text: str, ref_length: float) -> KeywordEvidence:
         """Keyword evidence of one chunk (its indexed text: heading trail and body)."""
         if stats.empty or stats.total_idf <= 0:
             return KeywordEvidence()
@@ -291,3 +315,42 @@ def cosines(db: IndexDB, query_vec: np.ndarray, rowids: Sequence[int]) -> dict[i
             norm = float(np.linalg.norm(vec)) or 1.0
             out[int(rowid)] = float(np.dot(vec, q)) / norm
     return out
+
+
+class Centroids:
+    """The mean of every stored (unit) vector, per index version: ``query · centroid`` is the query's
+    mean cosine to the whole memory, a corpus statistic saying how much the memory is about the
+    query's subject at all (an off-topic question sits far from all of it)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._key: object = None
+        self._value: np.ndarray | None = None
+
+    def mean_cosine(self, db: IndexDB, query_vec: np.ndarray, matrix: np.ndarray | None = None) -> float | None:
+        key = (id(db), db.chunks_version(), db.chunk_count(), None if matrix is None else matrix.shape)
+        with self._lock:
+            if key != self._key:
+                self._value = self._compute(db, matrix)
+                self._key = key
+            centroid = self._value
+        if centroid is None or centroid.shape[0] != query_vec.shape[0]:
+            return None
+        q = np.asarray(query_vec, dtype=np.float32)
+        return float(np.dot(centroid, q / (float(np.linalg.norm(q)) or 1.0)))
+
+    @staticmethod
+    def _compute(db: IndexDB, matrix: np.ndarray | None) -> np.ndarray | None:
+        if matrix is not None and matrix.ndim == 2 and matrix.shape[0]:
+            return matrix.mean(axis=0)
+        total: np.ndarray | None = None
+        count = 0
+        for (blob,) in db.conn.execute("SELECT embedding FROM chunks WHERE embedding IS NOT NULL"):
+            vec = np.frombuffer(blob, dtype=np.float32)
+            if total is None:
+                total = np.zeros(vec.shape[0], dtype=np.float64)
+            if vec.shape[0] != total.shape[0]:
+                continue
+            total += vec / (float(np.linalg.norm(vec)) or 1.0)
+            count += 1
+        return None if total is None or not count else (total / count).astype(np.float32)
