@@ -19,6 +19,14 @@ Off-topic queries (benchmarks/data/offtopic.jsonl) are gathered too, never fitte
 from __future__ import annotations
 
 import argparse
+import os
+
+# One BLAS/OpenMP thread per process: NumPy's BLAS threads spin against each other (and against
+# other work) on a loaded machine; a MiniLM query embedding measured 12 ms alone and 4 s under load
+# with the default thread pool, 20 ms with one thread.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 import json
 import math
 import sys
@@ -88,49 +96,109 @@ def collect(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-3, iters: int = 50) -> np.ndarray:
+def fit_logistic(x: np.ndarray, y: np.ndarray, weights: np.ndarray | None = None, l2: float = 1e-3,
+                 iters: int = 100) -> np.ndarray:
     """Newton-Raphson logistic regression with an intercept (first coefficient) and a small L2."""
     xb = np.hstack([np.ones((x.shape[0], 1)), x])
+    wts = np.ones(len(y)) if weights is None else weights
     w = np.zeros(xb.shape[1])
     for _ in range(iters):
         p = 1 / (1 + np.exp(-np.clip(xb @ w, -30, 30)))
-        g = xb.T @ (p - y) + l2 * np.r_[0, w[1:]]
-        h = (xb * (p * (1 - p))[:, None]).T @ xb + l2 * np.eye(len(w))
+        g = xb.T @ (wts * (p - y)) + l2 * np.r_[0, w[1:]]
+        h = (xb * (wts * p * (1 - p))[:, None]).T @ xb + l2 * np.eye(len(w))
         step = np.linalg.solve(h, g)
         w -= step
-        if np.abs(step).max() < 1e-8:
+        if np.abs(step).max() < 1e-9:
             break
     return w
 
 
-def logloss(p: np.ndarray, y: np.ndarray) -> float:
-    p = np.clip(p, 1e-9, 1 - 1e-9)
-    return float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
+def _offtopic_id(row: dict[str, Any]) -> int:
+    return int(str(row["id"]).rsplit("/", 1)[-1])
+
+
+def _fits_on(row: dict[str, Any]) -> bool:
+    """On-topic rows, and the off-topic questions with id ≡ 1 (mod 4); id ≡ 3 (mod 4) only measures."""
+    return not row["offtopic"] or _offtopic_id(row) % 4 == 1
+
+
+def _measured(row: dict[str, Any]) -> bool:
+    return row["offtopic"] and _offtopic_id(row) % 4 == 3
+
+
+def kfeat(r: dict[str, Any]) -> list[float]:
+    return [r["coverage"], r["bm25"], min(r["mass"], 3.0), r.get("known", 1.0)]
+
+
+def vfeat(r: dict[str, Any]) -> list[float]:
+    return [r["cosine"], r.get("topical") or 0.0]
+
+
+def groups(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Rows of one search each (rows are written per search, rank 0 first)."""
+    out: list[list[dict[str, Any]]] = []
+    for r in rows:
+        if r["rank"] == 0 or not out:
+            out.append([])
+        out[-1].append(r)
+    return out
+
+
+def separation(rows: list[dict[str, Any]], logit, thresholds: list[float]) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """Per threshold on P: share of measured off-topic searches left empty, share of on-topic gold
+    hits in the top 10 kept."""
+    off, gold = [], []
+    for g in groups(rows):
+        ps = sorted(((1 / (1 + math.exp(-logit(r))), r["label"]) for r in g), reverse=True)
+        if g[0]["offtopic"]:
+            if _measured(g[0]):
+                off.append(ps[0][0] if ps else 0.0)
+        else:
+            gold += [p for p, label in ps[:10] if label]
+    return {
+        str(t): {"offtopic_empty": round(float(np.mean([o < t for o in off])), 3) if off else None,
+                 "gold_kept": round(float(np.mean([x >= t for x in gold])), 3) if gold else None}
+        for t in thresholds
+    } | {"n_offtopic": len(off), "n_gold": len(gold)}
+
+
+THRESHOLDS = [0.002, 0.005, 0.01, 0.02, 0.03, 0.05]
 
 
 def fit(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    on = [r for r in rows if not r["offtopic"]]
     out: dict[str, Any] = {}
-    kw = [r for r in on if r["kw_rank"] is not None or r["coverage"] > 0]
-    x = np.array([[r["coverage"], r["bm25"], min(r["mass"], 3.0)] for r in kw])
-    y = np.array([r["label"] for r in kw], dtype=float)
-    w = fit_logistic(x, y)
-    out["keyword"] = {"intercept": w[0], "coverage": w[1], "bm25": w[2], "mass": w[3], "n": len(kw), "pos": int(y.sum())}
-    for model in sorted({r["model"] for r in on if r["cosine"] is not None}):
-        vr = [r for r in on if r["model"] == model and r["cosine"] is not None]
-        x = np.array([[r["cosine"]] for r in vr])
-        y = np.array([r["label"] for r in vr], dtype=float)
-        w = fit_logistic(x, y)
-        scale = w[1]
-        out[f"vector/{model}"] = {"offset": -w[0] / scale, "scale": scale, "n": len(vr), "pos": int(y.sum())}
-        km = rel.KeywordModel(*(out["keyword"][k] for k in ("intercept", "coverage", "bm25", "mass")))
-        kl = np.array([rel.keyword_logit(rel.KeywordEvidence(r["coverage"], r["bm25"], r["mass"], (0,)), km) for r in vr])
-        vl = scale * (x[:, 0] + w[0] / scale)
-        wf = fit_logistic(np.c_[kl, vl], y)
-        out[f"fusion/{model}"] = {"intercept": wf[0], "keyword": wf[1], "vector": wf[2], "n": len(vr)}
-        p = 1 / (1 + np.exp(-(wf[0] + wf[1] * kl + wf[2] * vl)))
-        out[f"fusion/{model}"]["logloss"] = logloss(p, y)
-        out[f"fusion/{model}"]["logloss_keyword_only"] = logloss(1 / (1 + np.exp(-kl)), y)
+    kw = [r for r in rows if r["provider"] == "none" and _fits_on(r)]
+    wk = fit_logistic(np.array([kfeat(r) for r in kw]), np.array([r["label"] for r in kw], float))
+    out["keyword"] = {"intercept": wk[0], "coverage": wk[1], "bm25": wk[2], "mass": wk[3], "known": wk[4], "n": len(kw)}
+
+    def klogit(r: dict[str, Any]) -> float:
+        return float(wk[0] + np.dot(wk[1:], kfeat(r)))
+
+    for ds in sorted({r["dataset"] for r in rows}):
+        sub = [r for r in rows if r["provider"] == "none" and r["dataset"] == ds]
+        out[f"separation/keyword/{ds}"] = separation(sub, klogit, THRESHOLDS)
+    hybrid = [r for r in rows if r["provider"] != "none" and r["cosine"] is not None]
+    vmodels: dict[str, np.ndarray] = {}
+    for model in sorted({r["model"] for r in hybrid}):
+        vr = [r for r in hybrid if r["model"] == model and _fits_on(r)]
+        wv = fit_logistic(np.array([vfeat(r) for r in vr]), np.array([r["label"] for r in vr], float))
+        vmodels[model] = wv
+        out[f"vector/{model}"] = {"intercept": wv[0], "cosine": wv[1], "topical": wv[2], "n": len(vr)}
+    if hybrid:
+        train = [r for r in hybrid if _fits_on(r)]
+
+        def vlogit(r: dict[str, Any]) -> float:
+            w = vmodels[r["model"]]
+            return float(w[0] + np.dot(w[1:], vfeat(r)))
+
+        wf = fit_logistic(np.array([[klogit(r), vlogit(r)] for r in train]), np.array([r["label"] for r in train], float))
+        out["fusion"] = {"intercept": wf[0], "keyword": wf[1], "vector": wf[2], "n": len(train)}
+        for model in sorted(vmodels):
+            for ds in sorted({r["dataset"] for r in hybrid if r["model"] == model}):
+                sub = [r for r in hybrid if r["model"] == model and r["dataset"] == ds]
+                out[f"separation/hybrid/{model}/{ds}"] = separation(
+                    sub, lambda r: wf[0] + wf[1] * klogit(r) + wf[2] * vlogit(r), THRESHOLDS)
+                out[f"separation/vector/{model}/{ds}"] = separation(sub, vlogit, THRESHOLDS)
     return out
 
 

@@ -38,9 +38,11 @@ def _check_citations(ws: Path, resp) -> None:  # type: ignore[no-untyped-def]
         assert r.source == "memory"
 
 
-def test_long_hits_are_narrowed_to_their_matching_lines(glaciers) -> None:  # type: ignore[no-untyped-def]
-    ws, m = glaciers
-    resp = m.search("station 7 measured 31 cm", min_score=0)
+def test_long_hits_are_narrowed_to_their_matching_lines(glaciers, cfg: Callable[..., dict]) -> None:  # type: ignore[no-untyped-def]
+    ws, _ = glaciers
+    narrow = {"snippet": {"narrowAboveChars": 300, "contextLines": 1}}
+    with open_manager(ws, cfg(db="narrow.sqlite", query=narrow)) as m:
+        resp = m.search("station 7 measured 31 cm", min_score=0)
     top = resp.results[0]
     assert top.path == "memory/station-07.md"
     assert top.end_line - top.start_line + 1 <= 3  # best line and one either side, not the whole chunk

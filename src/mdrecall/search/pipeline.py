@@ -199,7 +199,7 @@ def gather(
     dates = query_dates(plan.query, plan.now) if q.dates.enabled else []
     for hit in hits.values():
         k_logit = rel.keyword_logit(hit.evidence) if use_keywords and hit.evidence is not None else None
-        v_logit = rel.vector_logit(hit.cosine, vmodel) if hit.cosine is not None and mode != "keyword-only" else None
+        v_logit = rel.vector_logit(hit.cosine, vmodel, topical) if hit.cosine is not None and mode != "keyword-only" else None
         if mode == "hybrid":
             logit = rel.fused_logit(k_logit, v_logit)
         elif mode == "vector-only":
@@ -209,7 +209,7 @@ def gather(
         if dates:
             logit += date_logit(hit.path, hit.source, dates, q.dates.boost, q.dates.nearbyDays)
         hit.logit = logit
-        hit.score = rel.sigmoid(logit)
+        hit.score = rel.SCALE.score(logit)
     return Gathered(sorted(hits.values(), key=lambda h: h.score, reverse=True), mode, warnings, degraded, stats, topical)
 
 

@@ -40,15 +40,18 @@ class KeywordModel:
     coverage: float
     bm25: float
     mass: float
+    known: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
 class VectorModel:
-    """logit = scale · (cosine − offset): ``offset`` is the cosine at which a hit is as likely
-    relevant as not for this model alone."""
+    """Per embedding model: ``logit = intercept + cosine·c + topical·t``. Cosines of different
+    models live on different scales, hence one fit per model; ``topical`` is the query's mean
+    cosine to the whole memory (see :class:`Centroids`)."""
 
-    offset: float
-    scale: float
+    intercept: float
+    cosine: float
+    topical: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,15 +61,39 @@ class FusionModel:
     vector: float
 
 
+@dataclass(frozen=True, slots=True)
+class ScoreScale:
+    """How a logit is shown as a score in [0, 1]: ``score = sigmoid((logit − pivot)/spread + logit(anchor))``.
+
+    Monotone in the fitted probability, the same for every mode and model. ``pivot`` is the logit
+    the development data put at the edge of "relevant" (the probability below which off-topic
+    queries' best hits fall); it shows as ``anchor`` = 0.35, the documented default ``minScore``.
+    """
+
+    pivot: float
+    spread: float
+    anchor: float = 0.35
+
+    def score(self, logit: float) -> float:
+        return sigmoid((logit - self.pivot) / self.spread + math.log(self.anchor / (1 - self.anchor)))
+
+    def probability(self, score: float) -> float:
+        """The fitted probability of relevance behind a shown score."""
+        score = min(max(score, 1e-9), 1 - 1e-9)
+        z = math.log(score / (1 - score)) - math.log(self.anchor / (1 - self.anchor))
+        return sigmoid(z * self.spread + self.pivot)
+
+
 # Fitted by benchmarks/calibrate.py (see docs/retrieval.md for the data and the fit).
-KEYWORD_MODEL = KeywordModel(intercept=-5.94, coverage=0.518, bm25=5.34, mass=1.65)
+KEYWORD_MODEL = KeywordModel(intercept=-7.993, coverage=1.486, bm25=5.385, mass=1.744, known=1.071)
 VECTOR_MODELS: dict[str, VectorModel] = {
-    "all-MiniLM-L6-v2": VectorModel(offset=0.62, scale=12.0),
-    "multilingual-e5-small": VectorModel(offset=0.88, scale=40.0),
+    "all-MiniLM-L6-v2": VectorModel(intercept=-5.627, cosine=11.055, topical=-7.11),
+    "multilingual-e5-small": VectorModel(intercept=-35.0, cosine=40.0),
 }
 #: Models nobody fitted: a conservative mapping for unit-normalised embeddings.
-DEFAULT_VECTOR_MODEL = VectorModel(offset=0.65, scale=10.0)
-FUSION_MODEL = FusionModel(intercept=0.0, keyword=1.0, vector=1.0)
+DEFAULT_VECTOR_MODEL = VectorModel(intercept=-6.5, cosine=10.0)
+FUSION_MODEL = FusionModel(intercept=0.948, keyword=0.645, vector=0.429)
+SCALE = ScoreScale(pivot=math.log(0.02 / 0.98), spread=2.0)
 
 
 def idf_of(df: int, n: int) -> float:
@@ -107,6 +134,9 @@ class QueryStats:
     #: Share of the query's term weight that occurs anywhere in the index: a query about something
     #: the memory has never mentioned scores low whatever its best hit matches.
     known: float = 1.0
+    #: FTS5's own idf (a term in half the chunks or more weighs ~0): what ranks like FTS5's bm25().
+    bm25_idf: list[float] = field(default_factory=list)
+    total_bm25_idf: float = 1.0
 
     @property
     def empty(self) -> bool:
@@ -119,6 +149,8 @@ class KeywordEvidence:
     bm25: float = 0.0
     mass: float = 0.0
     matched: tuple[int, ...] = ()
+    #: The query's ``known`` share (a corpus statistic, the same for every hit of the query).
+    known: float = 1.0
     #: Per line of the chunk text, the matched term indexes (for narrowing citations).
     line_terms: list[tuple[int, ...]] = field(default_factory=list)
 
@@ -202,7 +234,8 @@ class Analyzer:
         max_idf = idf_of(0, n)
         total = sum(idf)
         known = sum(w for w, df in zip(idf, dfs) if df > 0) / total if total > 0 else 0.0
-        return QueryStats(kept, forms, cjk, idf, max_idf, total, known)
+        bidf = [max(1e-6, math.log((n - df + 0.5) / (df + 0.5))) for df in dfs]
+        return QueryStats(kept, forms, cjk, idf, max_idf, total, known, bidf, max(1e-6, sum(bidf)))
 
     def average_length(self, total_chunks: int) -> float:
         """Mean tokens per indexed chunk (BM25's avgdl), cached until the index changes."""
@@ -223,7 +256,7 @@ class Analyzer:
     def evidence(self, stats: QueryStats, text: str, ref_length: float) -> KeywordEvidence:
         """Keyword evidence of one chunk (its indexed text: heading trail and body)."""
         if stats.empty or stats.total_idf <= 0:
-            return KeywordEvidence()
+            return KeywordEvidence(known=0.0)
         lines = text.split("\n")
         line_tokens = [self.tokens(line) for line in lines]
         counts: dict[str, int] = {}
@@ -260,15 +293,17 @@ class Analyzer:
             mass=matched_idf / stats.max_idf,
             matched=tuple(matched),
             line_terms=per_line,
+            known=stats.known,
         )
 
 
 def keyword_logit(ev: KeywordEvidence, model: KeywordModel = KEYWORD_MODEL) -> float:
-    return model.intercept + model.coverage * ev.coverage + model.bm25 * ev.bm25 + model.mass * min(ev.mass, 3.0)
+    return (model.intercept + model.coverage * ev.coverage + model.bm25 * ev.bm25 + model.mass * min(ev.mass, 3.0)
+            + model.known * ev.known)
 
 
-def vector_logit(cosine: float, model: VectorModel) -> float:
-    return model.scale * (cosine - model.offset)
+def vector_logit(cosine: float, model: VectorModel, topical: float | None = None) -> float:
+    return model.intercept + model.cosine * cosine + (model.topical * topical if topical is not None else 0.0)
 
 
 def fused_logit(k_logit: float | None, v_logit: float | None, model: FusionModel = FUSION_MODEL) -> float:

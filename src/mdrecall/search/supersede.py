@@ -9,7 +9,7 @@ A clearly better older hit keeps its place: detection never hides a fact, it onl
 from __future__ import annotations
 
 from mdrecall.search.budget import Hit
-from mdrecall.search.relevance import sigmoid
+from mdrecall.search.relevance import SCALE
 from mdrecall.workspace import note_date
 
 #: Hits considered (the head of the ranking): pairs below it cannot reach the results anyway.
@@ -45,7 +45,7 @@ def supersede(hits: list[Hit], margin: float) -> None:
             if newer.path == older.path or not _same_fact(older, newer):
                 continue
             older.logit, newer.logit = newer.logit, older.logit
-            older.score, newer.score = sigmoid(older.logit), sigmoid(newer.logit)
+            older.score, newer.score = SCALE.score(older.logit), SCALE.score(newer.logit)
             changed = True
             break
     if changed:
