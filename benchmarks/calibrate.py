@@ -209,12 +209,14 @@ def main() -> int:
     parser.add_argument("--datasets", nargs="+", default=["locomo-daily", "locomo-transcripts"], choices=list(quality.DATASETS))
     parser.add_argument("--providers", nargs="+", default=["none"], help="none (keyword-only), local, e5")
     parser.add_argument("--sample", type=int, default=1)
+    parser.add_argument("--max-workspaces", type=int, default=0)
     parser.add_argument("--per-query", type=int, default=60, help="candidates kept per query")
     parser.add_argument("--offtopic-every", type=int, default=4, help="every N-th off-topic query per workspace (0: none)")
     parser.add_argument("--keep", type=Path, default=Path("/work/bench-data/work"))
     parser.add_argument("--dump", type=Path, default=None)
     parser.add_argument("--load", type=Path, nargs="*", default=None)
     args = parser.parse_args()
+    quality.MAX_WORKSPACES = args.max_workspaces
     if args.load:
         rows = [json.loads(l) for p in args.load for l in p.read_text().splitlines() if l.strip()]
     else:

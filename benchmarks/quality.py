@@ -115,8 +115,17 @@ def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: At most this many workspaces per dataset (0: all); set by --max-workspaces, for slow models.
+MAX_WORKSPACES = 0
+
+
 def sample_queries(dataset: str, queries: list[dict[str, Any]], sample: int) -> list[dict[str, Any]]:
     """Every ``sample``-th workspace (LongMemEval: one workspace per query) or query (the others)."""
+    if MAX_WORKSPACES and dataset != "cmrc":
+        names = sorted({q["workspace"] for q in queries})[:: max(1, sample) if DATASETS[dataset][3] == "lme" else 1][:MAX_WORKSPACES]
+        queries = [q for q in queries if q["workspace"] in set(names)]
+        if DATASETS[dataset][3] == "lme":
+            return queries
     if sample <= 1:
         return queries
     if DATASETS[dataset][3] == "lme":
@@ -159,7 +168,7 @@ def run_mdrecall(
     by_ws: dict[Path, list[dict[str, Any]]] = defaultdict(list)
     for q in queries:
         by_ws[paths.workspace(dataset, q)].append(q)
-    out_path = tmp / f"{dataset}-{provider}-{mode}.jsonl"
+    out_path = tmp / f"{dataset}-{provider}-{mode}-{os.getpid()}.jsonl"  # concurrent runs may share tmp
     timings: dict[str, Any] = {"index_s": 0.0, "index_cpu_s": 0.0, "chunks_embedded": 0, "search_s": 0.0, "queries": 0}
     config = config_for(dataset, mode, provider, overrides)
     empty = asked = 0
@@ -220,7 +229,7 @@ def run_bm25_baseline(dataset: str, paths: Paths, tmp: Path, sample: int) -> Pat
     by_ws: dict[Path, list[dict[str, Any]]] = defaultdict(list)
     for q in queries:
         by_ws[paths.workspace(dataset, q)].append(q)
-    out_path = tmp / f"{dataset}-bm25.jsonl"
+    out_path = tmp / f"{dataset}-bm25-{os.getpid()}.jsonl"
     with out_path.open("w", encoding="utf-8") as out:
         for ws, items in sorted(by_ws.items()):
             docs: list[tuple[str, int, int, list[str]]] = []
@@ -276,10 +285,10 @@ def run_bm25_baseline(dataset: str, paths: Paths, tmp: Path, sample: int) -> Pat
 
 def score(dataset: str, paths: Paths, results: Path, sample: int, tmp: Path, gold_key: str = "gold") -> dict[str, Any]:
     queries = paths.queries(dataset)
-    if sample > 1:
+    if sample > 1 or MAX_WORKSPACES:
         # The scorer averages over the queries file: give it only the sampled queries.
         picked = sample_queries(dataset, load_queries(queries), sample)
-        queries = tmp / f"{dataset}-queries-sample{sample}.jsonl"
+        queries = tmp / f"{dataset}-queries-sample{sample}-max{MAX_WORKSPACES}-{os.getpid()}.jsonl"
         queries.write_text("".join(json.dumps(q) + "\n" for q in picked), encoding="utf-8")
     cmd = [
         sys.executable, str(paths.bench / "score.py"), str(queries), str(results),
@@ -351,6 +360,8 @@ def index_speed(paths: Paths, tmp: Path, chunks: int, providers: list[str]) -> d
             p.unlink()
         cfg = {"provider": provider, "sources": ["memory"], "dreaming": {"enabled": False}, "sync": {"watch": False},
                "store": {"path": str(db)}, "cache": {"enabled": False}}
+        if provider == "e5":  # the same thread count as torch gets here (OMP_NUM_THREADS)
+            cfg["providers"] = {"e5": {"options": {"threads": int(os.environ.get("OMP_NUM_THREADS", "1"))}}}
         with open_manager(ws, cfg, use_global_config=False) as manager:
             t0, c0 = time.perf_counter(), time.process_time()
             report = manager.sync()
@@ -374,6 +385,7 @@ def main() -> int:
                         help="embedding providers for the hybrid and vector modes (auto: the default)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
     parser.add_argument("--sample", type=int, default=1, help="every N-th workspace (LongMemEval) or query")
+    parser.add_argument("--max-workspaces", type=int, default=0, help="at most N workspaces per dataset (0: all)")
     parser.add_argument("--offtopic", type=Path, default=OFFTOPIC, help="off-topic queries ('' to skip)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "quality.json")
     parser.add_argument("--keep", type=Path, default=None, help="work directory to keep (indexes, results)")
@@ -381,6 +393,8 @@ def main() -> int:
     parser.add_argument("--index-speed", type=int, default=0, metavar="CHUNKS",
                         help="also time a first index of about CHUNKS chunks with each of --providers (local first)")
     args = parser.parse_args()
+    global MAX_WORKSPACES
+    MAX_WORKSPACES = args.max_workspaces
     if not (args.bench / "score.py").exists():
         print(f"bench data not found at {args.bench} (set MDRECALL_BENCH_DIR)", file=sys.stderr)
         return 2

@@ -93,7 +93,7 @@ VECTOR_MODELS: dict[str, VectorModel] = {
 #: Models nobody fitted: a conservative mapping for unit-normalised embeddings.
 DEFAULT_VECTOR_MODEL = VectorModel(intercept=-6.5, cosine=10.0)
 FUSION_MODEL = FusionModel(intercept=0.948, keyword=0.645, vector=0.429)
-SCALE = ScoreScale(pivot=math.log(0.02 / 0.98), spread=2.0)
+SCALE = ScoreScale(pivot=math.log(0.016 / 0.984), spread=2.0)
 
 
 def idf_of(df: int, n: int) -> float:
