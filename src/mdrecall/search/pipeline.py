@@ -244,10 +244,13 @@ def run_search(
             h.score *= decay_multiplier(h.path, h.source, plan.now, q.temporalDecay.halfLifeDays)
         hits.sort(key=lambda h: h.score, reverse=True)
 
-    passing = [h for h in hits if h.score >= plan.min_score]
+    min_score = plan.min_score
+    if found.mode in ("keyword-only", "file-scan") and min_score == q.minScore:
+        min_score = q.keywordOnlyMinScore  # the configured cut-off, not one a caller asked for
+    passing = [h for h in hits if h.score >= min_score]
     if not passing and q.temporalDecay.enabled:
         # Decay must not hide the only answer: fall back to hits relevant before decay.
-        passing = [h for h in hits if relevance[h.rowid] >= plan.min_score]
+        passing = [h for h in hits if relevance[h.rowid] >= min_score]
 
     if q.mmr.enabled and len(passing) > 1:
         head = passing[: max(q.mmr.candidates, plan.max_results)]
@@ -259,7 +262,7 @@ def run_search(
         reason = NOTHING_RELEVANT if hits else "no candidates"
         if hits:
             warnings.append(
-                f"nothing relevant: no memory scored at least minScore {plan.min_score:g} "
+                f"nothing relevant: no memory scored at least minScore {min_score:g} "
                 f"(best {hits[0].score:.3f})"
             )
     packed = pack(passing, plan.max_results, q.maxInjectedChars, q.snippet.contextLines, q.snippet.narrowAboveChars, db,
