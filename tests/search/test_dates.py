@@ -45,3 +45,18 @@ def test_boost_for_the_day_and_less_for_nearby_days() -> None:
     assert date_logit("memory/2022-03-20.md", "memory", ranges, 1.5, 2) == 0
     assert date_logit("MEMORY.md", "memory", ranges, 1.5, 2) == 0
     assert date_logit("memory/2022-03-16.md", "memory", [], 1.5, 2) == 0
+
+
+def test_the_named_days_note_wins(make_ws, cfg) -> None:  # type: ignore[no-untyped-def]
+    from mdrecall import open_manager
+
+    body = "- We decided on the vendor for the office chairs and the budget for them.\n"
+    ws = make_ws({f"memory/2022-03-{d:02d}.md": f"# 2022-03-{d:02d}\n\n{body}" for d in (9, 16, 23)})
+    with open_manager(ws, cfg()) as m:
+        plain = m.search("what did we decide about the office chairs budget", now=NOW, min_score=0)
+        dated = m.search("what did we decide about the office chairs budget on March 16, 2022?", now=NOW, min_score=0)
+        relative = m.search("what did we decide about the office chairs budget last Wednesday?", now=NOW, min_score=0)
+    assert len({r.score for r in plain.results}) == 1  # the same text: no date, no preference
+    assert dated.results[0].path == "memory/2022-03-16.md"
+    assert dated.results[0].score > dated.results[1].score
+    assert relative.results[0].path == "memory/2022-03-23.md"  # NOW is Thursday 2022-03-24
