@@ -316,26 +316,44 @@ def _cut(hit: Hit, remaining: int, lengths: LineLengths | None, db: IndexDB | No
     lines = hit.text.split("\n")
     if hit.source == "sessions":
         if hit.line_map is None:
-            return None
+            return _snippet(hit, remaining)
         for last in range(hit.end_line - 1, hit.start_line - 1, -1):
             keep = [i for i, n in enumerate(hit.line_map) if n <= last]
             trial = _copy(hit, hit.start_line, last, [lines[i] for i in keep], [], [hit.line_map[i] for i in keep])
             trial.cost = cited_cost(trial, lengths, db)
             if trial.cost <= remaining:
                 return trial
-        return None
+        return _snippet(hit, remaining)
     if _contiguous(hit):
         for last in range(len(lines) - 1, 0, -1):
             trial = _copy(hit, hit.start_line, hit.start_line + last - 1, lines[:last], [], None)
             trial.cost = cited_cost(trial, lengths, db)
             if trial.cost <= remaining:
                 return trial
-    if hit.start_line == hit.end_line and cited_cost(hit, lengths, db) <= len(hit.text) + 1 and remaining >= 40:
-        # One line that the chunk holds whole: a mid-line cut still cites only that line.
-        trial = _copy(hit, hit.start_line, hit.end_line, [hit.text[: remaining - 1]], [], None)
-        trial.cost = remaining
-        return trial
+    if hit.start_line == hit.end_line:
+        return _snippet(hit, remaining)
     return None
+
+
+def _snippet(hit: Hit, remaining: int) -> Hit | None:
+    """A message or line longer than the whole remaining budget: the start of the matching chunk,
+    cut to fit, citing the first message (line) it comes from. Placed last, so it never stops the
+    hits before it; a reader who needs the rest opens the citation."""
+    if remaining < 40:
+        return None
+    lines = hit.text.split("\n")
+    best = max(range(len(lines)), key=lambda i: (hit.line_weights[i], -i)) if len(hit.line_weights) == len(lines) else 0
+    if hit.line_map is not None:
+        message = hit.line_map[best]
+        text = "\n".join(line for line, n in zip(lines, hit.line_map) if n == message)
+        trial = _copy(hit, message, message, [text[: remaining - 1]], [], [message])
+    else:
+        # Which message each line came from is unknown here: cite the chunk's range, show the
+        # best-matching part.
+        text = "\n".join(lines[best:])
+        trial = _copy(hit, hit.start_line, hit.end_line, [text[: remaining - 1]], [], None)
+    trial.cost = remaining
+    return trial
 
 
 def pack(
