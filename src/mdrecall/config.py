@@ -164,8 +164,8 @@ class QueryConfig(_Section):
     # The default cut-off when a search runs on keywords alone (no embedding model, or it failed):
     # keyword evidence alone separates on- from off-topic worse, so the same cut would drop many
     # weak on-topic hits (LoCoMo keyword-only recall@budget 0.81 → 0.74 at 0.35). Used only while
-    # minScore is left at its configured value; an explicit min_score always wins.
-    keywordOnlyMinScore: float = Field(default=0.15, ge=0, le=1)
+    # minScore is left at its configured value; an explicit min_score always wins. 0.1 ≈ P 0.0007.
+    keywordOnlyMinScore: float = Field(default=0.1, ge=0, le=1)
     maxInjectedChars: int = Field(default=4000, ge=100)
     hybrid: HybridConfig = Field(default_factory=HybridConfig)
     mmr: MmrConfig = Field(default_factory=MmrConfig)
