@@ -38,10 +38,10 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import quality  # noqa: E402
-
-from mdrecall.search import relevance as rel  # noqa: E402
-from mdrecall.search.pipeline import SearchPlan, gather  # noqa: E402
+import quality
+from mdrecall.search import relevance as rel
+from mdrecall.search.pipeline import SearchPlan, gather
+from mdrecall.search.scope import scope_for
 
 
 def _covers(hit_path: str, start: int, end: int, gold: list[dict[str, Any]]) -> bool:
@@ -66,10 +66,8 @@ def collect(args: argparse.Namespace) -> list[dict[str, Any]]:
             timings = {"index_s": 0.0, "index_cpu_s": 0.0, "chunks_embedded": 0}
             for ws, items in sorted(by_ws.items()):
                 with quality.open_indexed(dataset, ws, config, args.keep, timings) as manager:
-                    sel = manager._selection_or_select()
-                    prov = sel.provider
+                    prov = manager.providers.selection.provider
                     embed = prov.embed_query if prov is not None else None
-                    vfn = manager.vector_search_fn()[0] if prov is not None else None
                     model = getattr(prov, "model", None)
                     asks = [(q, False) for q in items]
                     if args.offtopic_every and items:
@@ -77,9 +75,10 @@ def collect(args: argparse.Namespace) -> list[dict[str, Any]]:
                                  for o in offtopic[:: args.offtopic_every]]
                     for q, is_off in asks:
                         now = datetime.fromisoformat(q["as_of"].replace("Z", "+00:00")) if q.get("as_of") else datetime.now().astimezone()
-                        plan = SearchPlan(q["query"], 10, 0.0, manager._scope(None, "main"), now)
-                        with manager._read_mutex:
-                            found = gather(manager._read_db, manager.config, plan, embed, vfn, [], None, model)
+                        plan = SearchPlan(q["query"], 10, 0.0, scope_for(manager.config, None, "main"), now)
+                        with manager.index.reading() as db:
+                            vfn = manager._vector_search_fn(db)[0] if prov is not None else None
+                            found = gather(db, manager.config, plan, embed, vfn, [], None, model)
                         for rank, h in enumerate(found.hits[: args.per_query]):
                             ev = h.evidence or rel.KeywordEvidence()
                             rows.append({

@@ -45,10 +45,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from mdrecall import open_manager  # noqa: E402
-from mdrecall.chunking import chunk_markdown  # noqa: E402
-from mdrecall.cli import parse_overrides  # noqa: E402
-from mdrecall.config import MemoryConfig  # noqa: E402
+from mdrecall import open_manager
+from mdrecall.cli import parse_overrides
+from mdrecall.config import MemoryConfig
+from mdrecall.index.chunking import chunk_markdown
 
 # name: (queries file, workspaces root, sources, which base folder: "bench" or "lme")
 DATASETS: dict[str, tuple[str, str, list[str], str]] = {
@@ -117,10 +117,37 @@ def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 #: At most this many workspaces per dataset (0: all); set by --max-workspaces, for slow models.
 MAX_WORKSPACES = 0
+#: (work dir, provider): only workspaces whose kept index for that provider already exists (set by
+#: --only-indexed: a partial run where embedding every workspace takes longer than the machine allows).
+ONLY_INDEXED: tuple[Path, str] | None = None
+
+
+def index_path(tmp: Path, dataset: str, ws_name: str, config: dict[str, Any]) -> Path:
+    """Where the kept index of one workspace lives (shared by every mode with the same provider)."""
+    chunking = config.get("chunking", {})
+    # "auto" picks the bundled local model here: share its indexes (the embeddings are the expensive part).
+    provider = config.get("provider", "auto")
+    identity = f"{'local' if provider == 'auto' else provider}-{chunking.get('tokens', 'd')}-{chunking.get('overlap', 'd')}"
+    return tmp / "idx" / f"{dataset}-{identity}-{ws_name}.sqlite"
+
+
+def indexed(dataset: str, name: str) -> bool:
+    if ONLY_INDEXED is None:
+        return True
+    work, provider = ONLY_INDEXED
+    path = index_path(work, dataset, name, {"provider": provider})
+    return path.is_file() and path.stat().st_size > 100_000
 
 
 def sample_queries(dataset: str, queries: list[dict[str, Any]], sample: int) -> list[dict[str, Any]]:
-    """Every ``sample``-th workspace (LongMemEval: one workspace per query) or query (the others)."""
+    """Every ``sample``-th workspace (LongMemEval: one workspace per query) or query (the others),
+    of the workspaces ``--only-indexed`` allows."""
+    if ONLY_INDEXED is not None and dataset != "cmrc":
+        queries = [q for q in queries if indexed(dataset, q["workspace"])]
+    return _sampled(dataset, queries, sample)
+
+
+def _sampled(dataset: str, queries: list[dict[str, Any]], sample: int) -> list[dict[str, Any]]:
     if MAX_WORKSPACES and dataset != "cmrc":
         names = sorted({q["workspace"] for q in queries})[:: max(1, sample) if DATASETS[dataset][3] == "lme" else 1][:MAX_WORKSPACES]
         queries = [q for q in queries if q["workspace"] in set(names)]
@@ -146,11 +173,7 @@ def open_indexed(dataset: str, ws: Path, config: dict[str, Any], tmp: Path, timi
     copy = tmp / "ws" / f"{dataset}-{ws.name}"
     if not copy.exists():
         shutil.copytree(ws, copy)
-    chunking = config.get("chunking", {})
-    # "auto" picks the bundled local model here: share its indexes (the embeddings are the expensive part).
-    provider = config.get("provider", "auto")
-    identity = f"{'local' if provider == 'auto' else provider}-{chunking.get('tokens', 'd')}-{chunking.get('overlap', 'd')}"
-    cfg = _merge(config, {"store": {"path": str(tmp / "idx" / f"{dataset}-{identity}-{ws.name}.sqlite")}})
+    cfg = _merge(config, {"store": {"path": str(index_path(tmp, dataset, ws.name, config))}})
     manager = open_manager(copy, cfg, use_global_config=False)
     t0, c0 = time.perf_counter(), time.process_time()
     report = manager.sync()
@@ -169,7 +192,8 @@ def run_mdrecall(
     for q in queries:
         by_ws[paths.workspace(dataset, q)].append(q)
     out_path = tmp / f"{dataset}-{provider}-{mode}-{os.getpid()}.jsonl"  # concurrent runs may share tmp
-    timings: dict[str, Any] = {"index_s": 0.0, "index_cpu_s": 0.0, "chunks_embedded": 0, "search_s": 0.0, "queries": 0}
+    timings: dict[str, Any] = {"index_s": 0.0, "index_cpu_s": 0.0, "chunks_embedded": 0, "search_s": 0.0, "queries": 0,
+                               "workspaces": len(by_ws)}
     config = config_for(dataset, mode, provider, overrides)
     empty = asked = 0
     held_empty = held_asked = 0
@@ -285,7 +309,7 @@ def run_bm25_baseline(dataset: str, paths: Paths, tmp: Path, sample: int) -> Pat
 
 def score(dataset: str, paths: Paths, results: Path, sample: int, tmp: Path, gold_key: str = "gold") -> dict[str, Any]:
     queries = paths.queries(dataset)
-    if sample > 1 or MAX_WORKSPACES:
+    if sample > 1 or MAX_WORKSPACES or ONLY_INDEXED:
         # The scorer averages over the queries file: give it only the sampled queries.
         picked = sample_queries(dataset, load_queries(queries), sample)
         queries = tmp / f"{dataset}-queries-sample{sample}-max{MAX_WORKSPACES}-{os.getpid()}.jsonl"
@@ -386,6 +410,8 @@ def main() -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
     parser.add_argument("--sample", type=int, default=1, help="every N-th workspace (LongMemEval) or query")
     parser.add_argument("--max-workspaces", type=int, default=0, help="at most N workspaces per dataset (0: all)")
+    parser.add_argument("--only-indexed", default=None, metavar="PROVIDER",
+                        help="every mode only on the workspaces already indexed with PROVIDER in --keep (partial runs)")
     parser.add_argument("--offtopic", type=Path, default=OFFTOPIC, help="off-topic queries ('' to skip)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "quality.json")
     parser.add_argument("--keep", type=Path, default=None, help="work directory to keep (indexes, results)")
@@ -393,7 +419,7 @@ def main() -> int:
     parser.add_argument("--index-speed", type=int, default=0, metavar="CHUNKS",
                         help="also time a first index of about CHUNKS chunks with each of --providers (local first)")
     args = parser.parse_args()
-    global MAX_WORKSPACES
+    global MAX_WORKSPACES, ONLY_INDEXED
     MAX_WORKSPACES = args.max_workspaces
     if not (args.bench / "score.py").exists():
         print(f"bench data not found at {args.bench} (set MDRECALL_BENCH_DIR)", file=sys.stderr)
@@ -404,7 +430,10 @@ def main() -> int:
     offtopic = load_queries(args.offtopic) if str(args.offtopic) and args.offtopic.is_file() else None
     tmp = args.keep or Path(tempfile.mkdtemp(prefix="mdrecall-quality-"))
     tmp.mkdir(parents=True, exist_ok=True)
-    report: dict[str, Any] = {"overrides": overrides, "sample": args.sample, "results": {}}
+    if args.only_indexed:
+        ONLY_INDEXED = (tmp, args.only_indexed)
+    report: dict[str, Any] = {"overrides": overrides, "sample": args.sample, "max_workspaces": args.max_workspaces,
+                              "only_indexed": args.only_indexed, "results": {}}
     for dataset in args.datasets:
         if not paths.queries(dataset).exists():
             print(f"{dataset}: not built at {paths.base(dataset)} (skipped)", file=sys.stderr)
@@ -414,7 +443,8 @@ def main() -> int:
                 if mode == "bm25":
                     t0 = time.perf_counter()
                     path = run_bm25_baseline(dataset, paths, tmp, args.sample)
-                    timings: dict[str, Any] = {"total_s": round(time.perf_counter() - t0, 2)}
+                    timings: dict[str, Any] = {"total_s": round(time.perf_counter() - t0, 2), "workspaces": len(
+                        {q.get("workspace") for q in sample_queries(dataset, load_queries(paths.queries(dataset)), args.sample)})}
                     off = None
                     name = f"{dataset}/bm25"
                 else:

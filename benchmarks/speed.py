@@ -40,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -241,7 +241,7 @@ def _search_phases(manager: Any, queries: list[str], embed: bool) -> dict[str, A
 
     def pipeline_with(knn: Any) -> Any:
         def pipeline(q: str) -> None:
-            plan = SearchPlan(q, cfg.query.maxResults, cfg.query.minScore, None, datetime.now(timezone.utc))
+            plan = SearchPlan(q, cfg.query.maxResults, cfg.query.minScore, None, datetime.now(UTC))
             run_search(db, cfg, plan, provider.embed_query if provider else None, knn if provider else None, [])
 
         return pipeline

@@ -9,11 +9,14 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import pytest
+
+from mdrecall.embeddings.base import ProviderBase
 
 PROVIDER_ENV = (
     "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID", "GEMINI_API_KEY", "GOOGLE_API_KEY",
@@ -98,7 +101,7 @@ class EmbedStats:
             self.texts.clear()
 
 
-class WrappedLocal:
+class WrappedLocal(ProviderBase):
     """A registered provider around the session's local model that counts (or fails) embed calls."""
 
     def __init__(self, inner: Any, stats: EmbedStats, provider_id: str) -> None:
@@ -149,11 +152,8 @@ class WrappedLocal:
 @pytest.fixture
 def counting_provider(local_provider) -> Iterator[EmbedStats]:  # type: ignore[no-untyped-def]
     """Registers provider ``"counting"`` (the real local model, with call counts); yields its stats."""
-    from mdrecall.embeddings import registry
+    from mdrecall.testing import plugin, registered
 
     stats = EmbedStats()
-    registry.register_provider("counting", lambda config: WrappedLocal(local_provider, stats, "counting"))
-    try:
+    with registered(plugin(providers={"counting": lambda config: WrappedLocal(local_provider, stats, "counting")})):
         yield stats
-    finally:
-        registry._FACTORIES.pop("counting", None)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import apsw
 
@@ -72,11 +73,16 @@ def hash_tree(root: Path) -> dict[str, str]:
     }
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
-    """Poll ``predicate`` until it holds (True) or ``timeout`` seconds pass (its last answer)."""
+def wait_for(predicate: Callable[[], bool], timeout: float = 20.0, what: str | None = None) -> bool:
+    """Poll ``predicate`` until it holds (True) or ``timeout`` seconds pass (its last answer); with
+    ``what``, a timeout fails the test saying what never happened."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
             return True
         time.sleep(0.05)
-    return predicate()
+    if predicate():
+        return True
+    if what is not None:
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    return False

@@ -7,7 +7,7 @@ import string
 
 import pytest
 
-from mdrecall.chunking import Chunk, chunk_id, chunk_markdown, fit_to_model
+from mdrecall.index.chunking import Chunk, chunk_id, chunk_markdown, fit_to_model
 from mdrecall.text import estimate_tokens
 
 

@@ -138,7 +138,7 @@ def worker_main(ws: Path, store: Path, wid: int, seconds: float, out: Path) -> N
                     elif r < 0.57:
                         status = m.status()
                         stats["status"] += 1
-                        if status["lastError"]:
+                        if status.last_error:
                             stats["errors"].append(f"status lastError: {status['lastError']}")
                     else:
                         op = _write_op(ws, rng, wid, counter)
@@ -157,7 +157,6 @@ def worker_main(ws: Path, store: Path, wid: int, seconds: float, out: Path) -> N
 
 def test_four_processes_share_one_index(tmp_path: Path) -> None:
     from indexcheck import diff, fresh_index, index_content, integrity
-
     from mdrecall import open_manager
 
     seconds = float(os.environ.get("MDRECALL_STRESS_SECONDS", "20"))
@@ -186,7 +185,7 @@ def test_four_processes_share_one_index(tmp_path: Path) -> None:
     # index must equal a fresh full index of the same files.
     with open_manager(ws, _config(store), use_global_config=False) as m:
         m.sync()
-        assert m.status()["clean"] is True
+        assert m.status().clean is True
     assert integrity(store) == "ok"
     final = index_content(store)
     fresh = fresh_index(ws, _config(store), tmp_path / "fresh.sqlite")

@@ -138,7 +138,7 @@ def test_default_store_path_is_outside_the_workspace(tmp_path: Path, _isolated_h
     (ws / "MEMORY.md").write_text("# hi\n", encoding="utf-8")
     with open_manager(ws, {"provider": "none"}) as m:
         m.sync()
-        db_path = Path(m.status()["dbPath"])
+        db_path = Path(m.status().location)
     assert db_path.is_file()
     assert _isolated_home in db_path.parents
     assert ws not in db_path.parents

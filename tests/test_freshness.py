@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -59,7 +60,7 @@ def test_next_search_sees_creates_edits_and_deletes_without_a_watcher(make_ws: C
         assert _paths(m.search("heliotrope", min_score=0)) == []
 
         status = m.status()
-        assert status["clean"] is True and status["files"] == len(NOTES)
+        assert status.clean is True and status.files == len(NOTES)
 
 
 def test_every_response_reports_freshness(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
@@ -67,13 +68,13 @@ def test_every_response_reports_freshness(make_ws: Callable[..., Path], cfg: Cal
     with open_manager(ws, cfg()) as m:
         resp = m.search("amber", min_score=0)
         fresh = resp.freshness
-        assert fresh["stale"] is False and resp.stale is False
-        assert fresh["filesOnDisk"] == len(NOTES) and fresh["filesIndexed"] == len(NOTES)
-        assert fresh["pendingChanges"] == 0 and fresh["lastSyncAt"] and fresh["checkedAt"]
-        assert fresh["watcher"] == "off"
-        assert resp.to_dict()["freshness"] == fresh
+        assert fresh.stale is False and resp.stale is False
+        assert fresh.files_on_disk == len(NOTES) and fresh.files_indexed == len(NOTES)
+        assert fresh.pending_changes == 0 and fresh.last_sync_at and fresh.checked_at
+        assert fresh.watcher == "off"
+        assert resp.to_dict()["freshness"] == fresh.to_dict()
         status = m.status()
-        assert status["freshness"]["filesOnDisk"] == len(NOTES) and status["lastSyncAt"]
+        assert status.freshness.files_on_disk == len(NOTES) and status.last_sync_at
 
 
 # --- status never says clean while the files differ -------------------------------------------------
@@ -86,17 +87,17 @@ def test_status_is_never_clean_while_files_differ(make_ws: Callable[..., Path], 
     transcript.write_text(_msg("user", "We picked the cedar theme."))
     config = cfg(sources=["memory", "sessions"], sync={"onSearch": False, "onSessionStart": False})
     with open_manager(ws, config) as m:
-        assert m.status()["clean"] is False  # never indexed
+        assert m.status().clean is False  # never indexed
         m.sync()
-        assert m.status()["clean"] is True
+        assert m.status().clean is True
 
         def pending_after(change: Callable[[], None]) -> dict[str, Any]:
             change()
             status = m.status()
-            assert status["clean"] is False and status["dirty"] is True
-            pending = status["pendingChanges"]
+            assert status.clean is False and status.details["dirty"] is True
+            pending = status.details["pendingChanges"]
             m.sync()
-            assert m.status()["clean"] is True
+            assert m.status().clean is True
             return pending
 
         assert pending_after(lambda: (ws / "memory/new.md").write_text("# New\n"))["new"] == ["memory/new.md"]
@@ -114,7 +115,7 @@ def test_status_is_never_clean_while_files_differ(make_ws: Callable[..., Path], 
         assert pending_after(lambda: other.write_text(_msg("user", "hello")))["new"] == [rel_other]
         with transcript.open("a") as fh:
             fh.write(_msg("assistant", "Cedar it is."))
-        pending = m.status()["pendingChanges"]
+        pending = m.status().details["pendingChanges"]
         assert pending["changed"] == [".openclaw/sessions/main/transcripts/s1.jsonl"]
         assert pending["deferred"] == [".openclaw/sessions/main/transcripts/s1.jsonl"]
         m.sync()
@@ -130,7 +131,7 @@ def test_a_search_that_may_not_sync_says_it_is_stale(make_ws: Callable[..., Path
         assert not m.search("amber", min_score=0).stale
         (ws / "memory/late.md").write_text("# Late\n- The fjord project starts Monday.\n")
         resp = m.search("fjord", min_score=0)
-        assert resp.stale and resp.freshness["stale"] and resp.freshness["pendingChanges"] == 1
+        assert resp.stale and resp.freshness.stale and resp.freshness.pending_changes == 1
         assert any("1 file(s) changed since the last sync" in w for w in resp.warnings)
         m.sync()
         resp = m.search("fjord", min_score=0)
@@ -194,13 +195,13 @@ def test_sync_watch_config_runs_a_watcher_until_close(make_ws: Callable[..., Pat
         watcher = m.watcher  # type: ignore[attr-defined]
         assert watcher is not None and watcher.running
         status = m.status()
-        assert status["watcher"]["running"] is True and status["freshness"]["watcher"] == "running"
+        assert status.details["watcher"]["running"] is True and status.freshness.watcher == "running"
         m.sync()
         (ws / "memory" / "new-dir").mkdir()
         (ws / "memory" / "new-dir" / "note.md").write_text("# Note\n- The quokka migration is done.\n")
         # Only the watcher can sync here (onSearch is off); the search itself just reports freshness.
         assert wait_for(lambda: _paths(m.search("quokka", min_score=0)) == ["memory/new-dir/note.md"])
-        assert m.status()["clean"] is True
+        assert m.status().clean is True
     finally:
         m.close()
     assert not watcher.running
@@ -211,14 +212,14 @@ def test_interval_sync_runs_in_the_background(make_ws: Callable[..., Path], cfg:
     config = cfg(sync={"intervalMinutes": 0.002, "onSearch": False, "onSessionStart": False})  # every 0.12 s
     m = open_manager(ws, config)
     try:
-        assert m.status()["intervalSync"]["running"] is True
-        assert wait_for(lambda: m.status()["files"] == len(NOTES))
+        assert m.status().details["intervalSync"]["running"] is True
+        assert wait_for(lambda: m.status().files == len(NOTES))
         (ws / "memory/late.md").write_text("# Late\n- The fjord project starts Monday.\n")
-        assert wait_for(lambda: m.status()["files"] == len(NOTES) + 1)
-        assert m.status()["clean"] is True
+        assert wait_for(lambda: m.status().files == len(NOTES) + 1)
+        assert m.status().clean is True
     finally:
         m.close()
-    assert not m.interval_sync_running  # type: ignore[attr-defined]
+    assert not m.monitor.status()["intervalSync"]["running"]  # type: ignore[attr-defined]
 
 
 # --- growing transcripts: delta thresholds ------------------------------------------------------------
@@ -240,13 +241,13 @@ def test_growing_transcript_is_reindexed_by_delta_thresholds(make_ws: Callable[.
         resp = m.search("walrus", min_score=0, session_key="main")
         # The memory file is indexed at once; the one-line append waits for the threshold.
         assert _paths(resp) == ["memory/late.md"] and not resp.stale
-        assert resp.freshness["deferredSessions"] == 1 and resp.freshness["pendingChanges"] == 1
-        assert m.status()["pendingChanges"]["deferred"] == [rel] and m.status()["clean"] is False
+        assert resp.freshness.deferred_sessions == 1 and resp.freshness.pending_changes == 1
+        assert m.status().details["pendingChanges"]["deferred"] == [rel] and m.status().clean is False
 
         with transcript.open("a") as fh:
             fh.write(_msg("user", "And the venue?") + _msg("assistant", "The venue is the old walrus boathouse."))
         resp = m.search("walrus", min_score=0, session_key="main")  # 3 appended messages: re-indexed
-        assert set(_paths(resp)) == {"memory/late.md", rel} and resp.freshness["deferredSessions"] == 0
+        assert set(_paths(resp)) == {"memory/late.md", rel} and resp.freshness.deferred_sessions == 0
 
         # A rewrite that grows the file is not an append: never deferred.
         transcript.write_text(_msg("user", "Everything before is void; the codename is osprey.") + _msg("user", "ok"))
@@ -258,7 +259,7 @@ def test_growing_transcript_is_reindexed_by_delta_thresholds(make_ws: Callable[.
         assert m.search("tangerine", min_score=0, session_key="main").results == []
         assert m.sync().files_indexed == 1
         assert _paths(m.search("tangerine", min_score=0, session_key="main")) == [rel]
-        assert m.status()["clean"] is True
+        assert m.status().clean is True
 
 
 def test_new_session_indexes_its_transcript_in_full(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
@@ -288,7 +289,7 @@ def test_default_config_watches_and_searches_skip_the_file_check(make_ws: Callab
     config = {"provider": "none", "store": {"path": str(tmp_path / "default.sqlite")}, "sync": {"reconcileIntervalMs": 50}}
     m = open_manager(ws, config)
     try:
-        assert m.status()["watcher"]["running"] is True
+        assert m.status().details["watcher"]["running"] is True
         assert m.search("amber").results  # the first search syncs
         syncs = []
         real_sync = m.sync
@@ -317,11 +318,11 @@ def test_background_recheck_catches_what_the_watcher_missed(make_ws: Callable[..
     try:
         watcher = m.watcher  # type: ignore[attr-defined]
         assert watcher is not None and watcher.running
-        assert m.status()["intervalSync"]["periodSeconds"] == pytest.approx(0.3)
+        assert m.status().details["intervalSync"]["periodSeconds"] == pytest.approx(0.3)
         m.sync()
         watcher.notify = lambda paths: None  # every event from now on is lost
         (ws / "memory/2026-11-03.md").write_text("# 2026-11-03\n- The narwhal review moved.\n", encoding="utf-8")
-        assert wait_for(lambda: m.status()["files"] == len(NOTES) + 1, timeout=10)
+        assert wait_for(lambda: m.status().files == len(NOTES) + 1, timeout=10)
         assert _paths(m.search("narwhal review")) == ["memory/2026-11-03.md"]
     finally:
         m.close()

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import apsw
 import pytest
 
 from indexcheck import wait_for
-from mdrecall import BuiltinMemoryManager, MdrecallError, PathError, open_manager
+from mdrecall import MdrecallError, PathError, open_manager
+from mdrecall.builtin.manager import BuiltinMemoryManager
 from mdrecall.config import load_config
 from mdrecall.store.db import IndexDB, StoreOptions
 
@@ -53,10 +55,10 @@ def test_without_sqlite_vec_vectors_are_searched_in_process(make_ws: Callable[..
         ws, cfg(db="novec.sqlite", provider="counting", store={"vector": {"extensionPath": str(missing)}})
     ) as novec:
         status = novec.status()
-        assert status["vector"]["available"] is False
-        assert "sqlite-vec unavailable" in status["vector"]["loadError"]
-        assert any("sqlite-vec not loaded" in r for r in status["modeReasons"])
-        assert full.status()["vector"]["available"] is True
+        assert status.details["vector"]["available"] is False
+        assert "sqlite-vec unavailable" in status.details["vector"]["loadError"]
+        assert any("sqlite-vec not loaded" in r for r in status.mode_reasons)
+        assert full.status().details["vector"]["available"] is True
         assert novec.probe_vector_availability() is False and full.probe_vector_availability() is True
         for query in QUERIES:
             a, b = full.search(query, min_score=0), novec.search(query, min_score=0)
@@ -65,7 +67,7 @@ def test_without_sqlite_vec_vectors_are_searched_in_process(make_ws: Callable[..
             assert [r.score for r in a.results[:3]] == pytest.approx([r.score for r in b.results[:3]], abs=1e-4)
             assert b.mode == "hybrid" and b.degraded and any("in process" in w for w in b.warnings)
             assert not a.degraded
-        assert novec.status()["vector"]["backend"] == "in-process"
+        assert novec.status().details["vector"]["backend"] == "in-process"
 
 
 # --- degradation step 2: no embedding provider -----------------------------------------------------
@@ -77,8 +79,8 @@ def test_provider_none_is_keyword_only(make_ws: Callable[..., Path], cfg: Callab
         assert _paths(resp)[0] == "MEMORY.md"
         assert resp.mode == "keyword-only" and resp.provider == "none"
         status = m.status()
-        assert status["searchMode"] == "keyword-only"
-        assert any("provider is 'none'" in r for r in status["modeReasons"])
+        assert status.search_mode == "keyword-only"
+        assert any("provider is 'none'" in r for r in status.mode_reasons)
         probe = m.probe_embedding_availability()
         assert probe.ok is False and "none" in (probe.error or "")
         assert m.probe_vector_availability() is False
@@ -91,16 +93,16 @@ def test_auto_without_a_loadable_model_is_keyword_only(make_ws: Callable[..., Pa
         assert _paths(resp)[0] == "memory/pets.md"
         assert resp.mode == "keyword-only" and resp.degraded
         status = m.status()
-        assert status["provider"] == "none" and status["searchMode"] == "keyword-only"
-        skipped = {s["provider"]: s["reason"] for s in status["providerSelection"]["skipped"]}
+        assert status.provider == "none" and status.search_mode == "keyword-only"
+        skipped = {s["provider"]: s["reason"] for s in status.details["providerSelection"]["skipped"]}
         assert "cannot load local model" in skipped["local"]
-        assert any("no embedding provider" in r and "local" in r for r in status["modeReasons"])
+        assert any("no embedding provider" in r and "local" in r for r in status.mode_reasons)
 
 
 def test_explicit_local_that_cannot_load_fails_closed(make_ws: Callable[..., Path], cfg: Callable[..., dict], tmp_path: Path) -> None:
     with open_manager(make_ws(NOTES), cfg(provider="local", local={"model": str(tmp_path / "nope")})) as m:
         assert _paths(m.search("who fixed the CSV importer?"))[0] == "memory/2026-01-05.md"
-        selection = m.status()["providerSelection"]
+        selection = m.status().details["providerSelection"]
         assert selection["failedClosed"] is True and "cannot load local model" in selection["unavailableReason"]
 
 
@@ -111,8 +113,8 @@ def test_auto_picks_the_bundled_local_model(make_ws: Callable[..., Path], cfg: C
         assert resp.mode == "hybrid" and not resp.degraded
         assert _paths(resp)[0] == "memory/pets.md"
         status = m.status()
-        assert (status["provider"], status["model"], status["dims"], status["searchMode"]) == ("local", "all-MiniLM-L6-v2", 384, "hybrid")
-        assert status["vector"]["backend"] == "sqlite-vec" and status["vector"]["dims"] == 384
+        assert (status.provider, status.model, status.dims, status.search_mode) == ("local", "all-MiniLM-L6-v2", 384, "hybrid")
+        assert status.details["vector"]["backend"] == "sqlite-vec" and status.details["vector"]["dims"] == 384
         probe = m.probe_embedding_availability()
         assert probe.ok and probe.dims == 384
 
@@ -127,8 +129,8 @@ def test_in_memory_vectors_answer_like_sqlite_vec(make_ws: Callable[..., Path], 
         with open_manager(ws, cfg(db=f"i{budget}.sqlite", provider="counting", store={"vector": {"memoryCacheMiB": budget}})) as m:
             m.sync()
             answers[budget] = [[(r.path, r.start_line, round(r.score, 5)) for r in m.search(q).results] for q in queries]
-            cache = m.status()["vector"]["memoryCache"]
-            assert m.status()["vector"]["backend"] == "sqlite-vec"
+            cache = m.status().details["vector"]["memoryCache"]
+            assert m.status().details["vector"]["backend"] == "sqlite-vec"
             assert (cache["loadedVectors"] > 0) == (budget > 0)
     assert answers[128] == answers[0] and all(answers[0])
 
@@ -160,9 +162,9 @@ def test_without_fts_vectors_still_answer(make_ws: Callable[..., Path], cfg: Cal
         assert resp.mode == "vector-only" and resp.degraded
         assert _paths(resp)[0] == "memory/pets.md"
         status = m.status()
-        assert status["searchMode"] == "vector-only"
-        assert status["fts"]["available"] is False and "FTS5 unavailable" in status["fts"]["error"]
-        assert any("FTS5 not available" in r for r in status["modeReasons"])
+        assert status.search_mode == "vector-only"
+        assert status.details["fts"]["available"] is False and "FTS5 unavailable" in status.details["fts"]["error"]
+        assert any("FTS5 not available" in r for r in status.mode_reasons)
 
 
 def test_without_fts_or_provider_files_are_scanned(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
@@ -175,8 +177,8 @@ def test_without_fts_or_provider_files_are_scanned(make_ws: Callable[..., Path],
             assert _paths(resp)[0] == expected
             assert all(0 <= r.score <= 1 for r in resp.results)
         status = m.status()
-        assert status["searchMode"] == "file-scan" and status["fts"]["available"] is False
-        assert any("FTS5 not available" in r for r in status["modeReasons"])
+        assert status.search_mode == "file-scan" and status.details["fts"]["available"] is False
+        assert any("FTS5 not available" in r for r in status.mode_reasons)
 
 
 # --- corrupt index -----------------------------------------------------------------------------------
@@ -204,10 +206,10 @@ def test_corrupt_index_is_moved_aside_and_rebuilt(make_ws: Callable[..., Path], 
             m.sync()
         _tear_pages(db_path)
     with open_manager(ws, cfg()) as m:
-        recovered = m.status()["recovered"]
+        recovered = m.status().details["recovered"]
         assert recovered and str(db_path) in recovered
         assert _paths(m.search("which database do we use?"))[0] == "MEMORY.md"
-        assert m.status()["files"] == len(NOTES)
+        assert m.status().files == len(NOTES)
     assert list(tmp_path.glob("index.sqlite.corrupt-*"))
 
 
@@ -220,7 +222,7 @@ def test_damage_the_open_probe_misses_is_found_by_the_background_check(
     db_path = tmp_path / "index.sqlite"
     with open_manager(ws, cfg()) as m:
         m.sync()
-        assert wait_for(lambda: m.status()["integrityCheck"] == "ok")
+        assert wait_for(lambda: m.status().details["integrityCheck"] == "ok")
     con = apsw.Connection(str(db_path))
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     (root,) = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 'idx_chunks_path'").fetchone()
@@ -236,10 +238,10 @@ def test_damage_the_open_probe_misses_is_found_by_the_background_check(
     finally:
         probe.close()
     with open_manager(ws, cfg()) as m:
-        assert wait_for(lambda: m.status()["integrityCheck"].startswith("failed"))
-        assert wait_for(lambda: bool(m.status()["recovered"]))
+        assert wait_for(lambda: m.status().details["integrityCheck"].startswith("failed"))
+        assert wait_for(lambda: bool(m.status().details["recovered"]))
         assert _paths(m.search("which database do we use?"))[0] == "MEMORY.md"
-        assert m.status()["files"] == len(NOTES)
+        assert m.status().files == len(NOTES)
     assert list(tmp_path.glob("index.sqlite.corrupt-*"))
 
 
@@ -256,7 +258,7 @@ def test_index_damaged_while_in_use_is_rebuilt(make_ws: Callable[..., Path], cfg
         assert _paths(resp)[:1] == ["memory/otters.md"]
         assert any("moved to" in w for w in resp.warnings)
         status = m.status()
-        assert status["recovered"] and status["files"] == len(NOTES) + 1 and status["clean"]
+        assert status.details["recovered"] and status.files == len(NOTES) + 1 and status.clean
     assert list(tmp_path.glob("index.sqlite.corrupt-*"))
 
 
@@ -269,22 +271,22 @@ def test_read_file_bounds_and_continuation(make_ws: Callable[..., Path], cfg: Ca
     ws = make_ws({**NOTES, "memory/long.md": long_lines, "memory/wide.md": wide})
     with open_manager(ws, cfg()) as m:
         first = m.read_file("memory/long.md")
-        assert (first["from"], first["lines"], first["truncated"], first["nextFrom"]) == (1, 120, True, 121)
-        assert first["text"].split("\n")[0] == "line 1" and first["text"].split("\n")[-1] == "line 120"
-        second = m.read_file("memory/long.md", from_line=first["nextFrom"], lines=500)  # capped at 120
-        assert (second["lines"], second["nextFrom"]) == (120, 241)
+        assert (first.from_line, first.lines, first.truncated, first.next_from) == (1, 120, True, 121)
+        assert first.text.split("\n")[0] == "line 1" and first.text.split("\n")[-1] == "line 120"
+        second = m.read_file("memory/long.md", from_line=first.next_from, lines=500)  # capped at 120
+        assert (second.lines, second.next_from) == (120, 241)
         last = m.read_file("memory/long.md", from_line=241)
-        assert last["lines"] == 60 and "truncated" not in last and "nextFrom" not in last
-        assert last["text"].endswith("line 300")
+        assert last.lines == 60 and not last.truncated and last.next_from is None
+        assert last.text.endswith("line 300")
         window = m.read_file("memory/long.md", from_line=10, lines=3)
-        assert window["text"] == "line 10\nline 11\nline 12" and window["nextFrom"] == 13
+        assert window.text == "line 10\nline 11\nline 12" and window.next_from == 13
         past_end = m.read_file("memory/long.md", from_line=1000)
-        assert past_end["text"] == "" and past_end["lines"] == 0
+        assert past_end.text == "" and past_end.lines == 0
 
         capped = m.read_file("memory/wide.md")
-        assert len(capped["text"]) <= 12_000 and capped["lines"] == 12 and capped["nextFrom"] == 13
+        assert len(capped.text) <= 12_000 and capped.lines == 12 and capped.next_from == 13
 
-        assert m.read_file("./memory/../MEMORY.md")["path"] == "MEMORY.md"
+        assert m.read_file("./memory/../MEMORY.md").path == "MEMORY.md"
         for bad, code in [("../etc/passwd.md", "outside_workspace"), ("memory/none.md", "not_found"), (".mdrecall.yaml", "not_memory_path")]:
             with pytest.raises(PathError) as info:
                 m.read_file(bad)
@@ -299,16 +301,16 @@ def test_read_file_bounds_and_continuation(make_ws: Callable[..., Path], cfg: Ca
 def test_status_reports_pending_changes(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
     ws = make_ws(NOTES)
     with open_manager(ws, cfg(sync={"onSearch": False})) as m:
-        assert m.status()["clean"] is False and m.status()["meta"] is None
+        assert m.status().clean is False and m.status().details["meta"] is None
         m.sync()
         status = m.status()
-        assert status["clean"] is True and status["files"] == len(NOTES) and status["chunks"] >= len(NOTES)
-        assert status["meta"]["chunkTokens"] == 200 and status["meta"]["ftsTokenizer"] == "unicode61"
+        assert status.clean is True and status.files == len(NOTES) and status.chunks >= len(NOTES)
+        assert status.details["meta"]["chunkTokens"] == 200 and status.details["meta"]["ftsTokenizer"] == "unicode61"
         (ws / "memory/new.md").write_text("- new\n", encoding="utf-8")
         (ws / "memory/travel.md").unlink()
-        pending = m.status()["pendingChanges"]
+        pending = m.status().details["pendingChanges"]
         assert pending["new"] == ["memory/new.md"] and pending["deleted"] == ["memory/travel.md"]
-        assert m.status()["dirty"] is True
+        assert m.status().details["dirty"] is True
 
 
 def test_listeners_and_closed_manager(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
@@ -343,5 +345,5 @@ def test_asyncio_usage(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -
     report, results, excerpt, status = asyncio.run(main())
     assert report.files_indexed == len(NOTES)
     assert [_paths(r)[0] for r in results] == ["MEMORY.md", "memory/pets.md", "memory/2026-01-05.md", "memory/travel.md"]
-    assert excerpt["text"] == "# Memory\n" and excerpt["lines"] == 2
-    assert status["files"] == len(NOTES)
+    assert excerpt.text == "# Memory\n" and excerpt.lines == 2
+    assert status.files == len(NOTES)

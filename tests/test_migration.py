@@ -37,7 +37,7 @@ def test_model_switch_pauses_vectors_until_rebuilt(workspace: Path, tmp_path: Pa
         seen: list[dict] = []
 
         def progress(_p) -> None:  # type: ignore[no-untyped-def]
-            migration = second.status()["migration"]
+            migration = second.status().details["migration"]
             if migration is not None:
                 seen.append(migration)
 
@@ -46,7 +46,7 @@ def test_model_switch_pauses_vectors_until_rebuilt(workspace: Path, tmp_path: Pa
         assert "providerKey" in (report.rebuild_reason or "")
         assert seen and seen[-1]["to"]["model"] == "all-MiniLM-L6-v2"
         assert seen[0]["from"]["provider"] == "local"
-        assert second.status()["migration"] is None
+        assert second.status().details["migration"] is None
 
         after = second.search("which database do we run?")
         assert after.mode == "hybrid"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mdrecall.redact import redact_secrets
+from mdrecall.sources.redact import redact_secrets
 
 # (secret that must vanish, text it is planted in, expected marker kind)
 PLANTED = [

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
-from indexcheck import index_content
 
+from indexcheck import index_content
 from mdrecall import open_manager
 
 SECRETS = {

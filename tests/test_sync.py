@@ -8,8 +8,9 @@ import random
 import string
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -83,7 +84,7 @@ def test_incremental_keyword_only(make_ws: Callable[..., Path], cfg: Callable[..
         (ws / "memory/new.md").write_text("# New\n\n- Kombucha brewing schedule: Sundays.\n", encoding="utf-8")
         added = m.sync()
         assert added.files_indexed == 1 and _paths(m.search("kombucha"))[0] == "memory/new.md"
-        assert m.status()["files"] == 4
+        assert m.status().files == 4
 
 
 def test_search_syncs_on_demand(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
@@ -104,7 +105,7 @@ def test_bad_files_are_skipped_and_reported(make_ws: Callable[..., Path], cfg: C
     with open_manager(ws, cfg(limits={"maxFileBytes": 1000}, sync={"onSearch": False})) as m:
         report = m.sync()
         assert report.files_skipped == 3 and report.files_indexed == 4
-        skipped = {s["path"]: s["reason"] for s in m.status()["skipped"]}
+        skipped = {s.path: s.reason for s in m.status().skipped}
         assert set(skipped) == {"memory/binary.md", "memory/latin1.md", "memory/huge.md"}
         assert "binary" in skipped["memory/binary.md"]
         assert "UTF-8" in skipped["memory/latin1.md"]
@@ -118,7 +119,7 @@ def test_bad_files_are_skipped_and_reported(make_ws: Callable[..., Path], cfg: C
         (ws / "memory/binary.md").unlink()
         fixed = m.sync()
         assert fixed.files_indexed == 1
-        assert [s["path"] for s in m.status()["skipped"]] == ["memory/huge.md"]
+        assert [s.path for s in m.status().skipped] == ["memory/huge.md"]
         assert _paths(m.search("espresso")) == ["memory/latin1.md"]
 
 
@@ -141,10 +142,10 @@ def test_only_uncached_chunks_are_embedded(make_ws: Callable[..., Path], cfg: Ca
     db_path = tmp_path / "index.sqlite"
     with open_manager(ws, cfg(provider="counting", sync={"onSearch": False})) as m:
         first = m.sync()
-        chunks = m.status()["chunks"]
+        chunks = m.status().chunks
         assert chunks == 5
         assert stats.documents == first.chunks_embedded == 4
-        assert m.status()["vector"]["backend"] == "sqlite-vec"
+        assert m.status().details["vector"]["backend"] == "sqlite-vec"
 
         stats.reset()
         second = m.sync()
@@ -197,7 +198,7 @@ def test_identity_change_rebuilds_from_cache_while_reader_answers(make_ws: Calla
     reader = open_manager(ws, cfg(provider="counting", sync={"onSearch": False}))
     try:
         reader.sync()
-        total = reader.status()["chunks"]
+        total = reader.status().chunks
         assert _paths(reader.search("Postgres recipe database"))[0] == "MEMORY.md"
 
         answers: list[int] = []
@@ -208,7 +209,7 @@ def test_identity_change_rebuilds_from_cache_while_reader_answers(make_ws: Calla
             while not stop.is_set():
                 try:
                     answers.append(len(reader.search("Postgres recipe database").results))
-                except BaseException as exc:  # noqa: BLE001 - any failure is the finding
+                except BaseException as exc:
                     errors.append(exc)
                     return
 
@@ -227,7 +228,7 @@ def test_identity_change_rebuilds_from_cache_while_reader_answers(make_ws: Calla
         assert report.full_rebuild and "chunkTokens" in (report.rebuild_reason or "")
         assert report.cache_hits == total and report.chunks_embedded == 0 and stats.documents == 0
         # The old reader now answers from the rebuilt index.
-        assert reader.status()["meta"]["chunkTokens"] == 150
+        assert reader.status().details["meta"]["chunkTokens"] == 150
         assert _paths(reader.search("descaling espresso machine room 42"))[0] == "memory/topic-042.md"
     finally:
         reader.close()
@@ -243,7 +244,7 @@ def test_force_and_provider_change_rebuild(make_ws: Callable[..., Path], cfg: Ca
         switched = m.sync()
         assert switched.full_rebuild and "changed" in (switched.rebuild_reason or "")
         assert switched.chunks_embedded == 4
-        assert m.status()["searchMode"] == "hybrid"
+        assert m.status().search_mode == "hybrid"
         again = m.sync(force=True)
         assert again.cache_hits == 4 and again.chunks_embedded == 0
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-from mdrecall.transcripts import (
+from mdrecall.sources.transcripts import (
     WRAP_CHARS,
     list_transcripts,
     render_transcript,
@@ -42,7 +42,7 @@ def test_openclaw_and_flat_records_with_line_map() -> None:
     assert r.message_count == 4
     # Seconds are promoted to milliseconds; ISO strings parsed; missing -> None.
     assert r.timestamps[2] == 1763114400 * 1000
-    assert r.timestamps[0] == int(datetime(2026, 11, 14, 10, tzinfo=timezone.utc).timestamp() * 1000)
+    assert r.timestamps[0] == int(datetime(2026, 11, 14, 10, tzinfo=UTC).timestamp() * 1000)
     assert r.timestamps[3] is None
 
 

@@ -14,33 +14,18 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
+from indexcheck import wait_for
 from mdrecall import open_manager
 from mdrecall.config import load_config
-from mdrecall.watch import (
-    MemoryWatcher,
-    RootFilter,
-    SessionDeltaTracker,
-    attach_watcher,
-    is_ignored_name,
-    plan_watch,
-    watch_roots,
-)
+from mdrecall.freshness.deltas import SessionDeltaTracker
+from mdrecall.freshness.roots import RootFilter, is_ignored_name, plan_watch, watch_roots
+from mdrecall.freshness.watcher import MemoryWatcher
 
 DEBOUNCE_MS = 200
-WAIT_S = 20.0  # generous bound for slow CI machines; the loop returns as soon as the index agrees
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = WAIT_S, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def _config(tmp_path: Path, **extra: Any) -> dict[str, Any]:
@@ -70,7 +55,9 @@ def test_watcher_follows_create_edit_rename_delete_in_new_subdirectories(workspa
     with open_manager(workspace, _config(tmp_path), use_global_config=False) as m:
         m.sync()
         syncs: list[list[Path]] = []
-        watcher = attach_watcher(m, report=lambda paths, _r, _s: syncs.append(paths))
+        m.monitor.add_sync_reporter(lambda paths, _r, _s: syncs.append(paths))
+        watcher = m.watcher  # sync.watch is on by default: the manager's own watcher
+        assert watcher is not None
         try:
             assert watcher.running
 
@@ -127,14 +114,14 @@ def test_watcher_follows_create_edit_rename_delete_in_new_subdirectories(workspa
             watcher.stop()
         assert not watcher.running
         # With the watcher gone, the index still equals what a fresh sync produces.
-        assert m.status()["clean"]
+        assert m.status().clean
 
 
 def test_ignored_files_do_not_trigger_syncs(workspace: Path, tmp_path: Path) -> None:
     (workspace / "memory").mkdir()
     calls: list[list[Path]] = []
     config = load_config(workspace, _config(tmp_path), use_global=False)
-    with MemoryWatcher(workspace, config, calls.append, debounce_ms=100) as watcher:
+    with MemoryWatcher(workspace, config, calls.append, debounce_ms=100):
         for rel in [
             "memory/.note.md.swp",
             "memory/note.md~",
@@ -216,7 +203,8 @@ def test_extra_paths_and_sessions_are_watched(workspace: Path, tmp_path: Path) -
     cfg = _config(tmp_path, extraPaths=[str(notes), str(single)], sources=["memory", "sessions"])
     with open_manager(workspace, cfg, use_global_config=False) as m:
         m.sync()
-        watcher = attach_watcher(m)
+        watcher = m.watcher
+        assert watcher is not None and watcher.running
         try:
             (notes / "sub").mkdir()
             (notes / "sub" / "glossary.md").write_text("mise en place means everything in its place\n", encoding="utf-8")

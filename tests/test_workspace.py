@@ -10,7 +10,7 @@ import pytest
 
 from mdrecall.config import parse_config
 from mdrecall.errors import PathError
-from mdrecall.workspace import discover_memory_files, is_evergreen, note_date, resolve_memory_path
+from mdrecall.sources.workspace import discover_memory_files, is_evergreen, note_date, resolve_memory_path
 
 
 def write_files(root: Path, files: dict[str, str]) -> Path:

@@ -1,6 +1,6 @@
 """mdrecall: long-term memory for AI agents.
 
-Markdown files are the source of truth; mdrecall keeps a SQLite index of them (FTS5 keywords,
+Markdown files are the source of truth; mdrecall keeps an index of them (SQLite: FTS5 keywords,
 sqlite-vec vectors, an embedding cache) and answers hybrid searches with citations.
 
     from mdrecall import open_manager
@@ -10,27 +10,46 @@ sqlite-vec vectors, an embedding cache) and answers hybrid searches with citatio
             print(hit.citation, hit.score, hit.snippet)
 """
 
+from mdrecall.backends import open_manager
 from mdrecall.config import MemoryConfig, load_config
+from mdrecall.contract import ManagerBase, MemorySearchManager
 from mdrecall.errors import ConfigError, EmbeddingError, MdrecallError, PathError, StoreError
-from mdrecall.manager import BuiltinMemoryManager, MemorySearchManager, open_manager
-from mdrecall.types import ProbeResult, SearchResponse, SearchResult, SyncProgress, SyncReport
+from mdrecall.sources.remember import Remembered, remember
+from mdrecall.types import (
+    Freshness,
+    ProbeResult,
+    ReadResult,
+    SearchHit,
+    SearchResponse,
+    SkippedFile,
+    Status,
+    SyncProgress,
+    SyncReport,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "BuiltinMemoryManager",
     "ConfigError",
     "EmbeddingError",
+    "Freshness",
+    "ManagerBase",
     "MdrecallError",
     "MemoryConfig",
     "MemorySearchManager",
     "PathError",
     "ProbeResult",
+    "ReadResult",
+    "Remembered",
+    "SearchHit",
     "SearchResponse",
-    "SearchResult",
+    "SkippedFile",
+    "Status",
     "StoreError",
     "SyncProgress",
     "SyncReport",
+    "__version__",
     "load_config",
     "open_manager",
+    "remember",
 ]

@@ -5,23 +5,43 @@ Precedence (later wins): built-in defaults < ``~/.mdrecall/config.yaml`` < ``<wo
 A file may hold the memory section at its top level or under ``memory:``.
 Unknown keys and bad values fail with a message naming the key, so a typo never silently reverts to
 a default.
+
+Why this module is long: it is the one config tree (architecture.md), every section a typed model
+with its defaults and the reason for them next to the key.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
+from collections.abc import Mapping
+from datetime import tzinfo
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, TypeVar
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+# The QMD and Postgres backends' sections are typed here like every other; those modules import only
+# pydantic (no cycle). They are imported while mdrecall.backends initialises (mdrecall/__init__ imports
+# it first), so they must never import mdrecall.backends or this module.
+from mdrecall.backends.postgres.settings import PostgresSettings
+from mdrecall.backends.qmd.settings import QmdSettings
 from mdrecall.errors import ConfigError
+from mdrecall.types import MemorySource
+
+SectionT = TypeVar("SectionT", bound=BaseModel)
+#: Agent tools: "auto" cites sources in direct chats only, "on" always, "off" never (seed: memory.citations).
+CitationsMode = Literal["auto", "on", "off"]
 
 MIB = 1024 * 1024
 
 
 class _Section(BaseModel):
+    """A config section: unknown keys are errors, so a typo never silently reverts to a default."""
+
     model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True)
 
 
@@ -96,7 +116,7 @@ class ChunkingConfig(_Section):
     overlap: int = Field(default=40, ge=0)
 
     @model_validator(mode="after")
-    def _overlap_below_tokens(self) -> "ChunkingConfig":
+    def _overlap_below_tokens(self) -> ChunkingConfig:
         if self.overlap >= self.tokens:
             raise ValueError(f"chunking.overlap ({self.overlap}) must be smaller than chunking.tokens ({self.tokens})")
         return self
@@ -190,6 +210,8 @@ class SyncConfig(_Section):
     # Long-lived processes (open_manager, the MCP server) watch the files; one-shot CLI commands do not.
     watch: bool = True
     watchDebounceMs: int = Field(default=1500, ge=0)
+    # Poll instead of OS events (network drives, WSL, containers without inotify).
+    watchPolling: bool = False
     intervalMinutes: float = Field(default=0, ge=0)
     # How long a search may wait for a sync it triggered before answering (marked stale) anyway.
     searchWaitMs: int = Field(default=2000, ge=0)
@@ -217,6 +239,9 @@ class StoreConfig(_Section):
     path: str | None = None
     vector: VectorStoreConfig = Field(default_factory=VectorStoreConfig)
     busyTimeoutMs: int = Field(default=10_000, ge=0)
+    # Answer from the index as it is and never write it: how a one-shot keyword-only override
+    # (`mdrecall search -c provider=none`) reads an index another configuration keeps up to date.
+    readOnly: bool = False
 
 
 class LimitsConfig(_Section):
@@ -238,6 +263,122 @@ class SessionsConfig(_Section):
     sharedKeyMarkers: list[str] = Field(default_factory=lambda: [":group:", ":channel:"])
 
 
+class DreamingConfig(_Section):
+    """Recall tracking and promotion into MEMORY.md (docs/dreaming.md). Thresholds calibrated there."""
+
+    # Master switch: recall tracking on every search, and the promote/dream commands.
+    enabled: bool = True
+    # Record recalls on searches (kept separate so promotion can be used on an existing store only).
+    tracking: bool = True
+    # Hits on session transcripts (source "sessions") count as short-term material too.
+    trackSessions: bool = True
+    # IANA zone for the day buckets of recallDays; None: the machine's local zone.
+    timezone: str | None = None
+    # The same query surfacing the same fact twice on one day is one recall (retries and loops
+    # would otherwise inflate counts).
+    dedupeByQueryPerDay: bool = True
+    # Recall store bound; single-recall and already-promoted entries are evicted first.
+    maxEntries: int = Field(default=2000, ge=50, le=200_000)
+
+    # Promotion thresholds (all must hold). Calibrated defaults, see docs/dreaming.md.
+    minScore: float = Field(default=0.5, ge=0, le=1)
+    minRecallCount: int = Field(default=3, ge=1)
+    minUniqueQueries: int = Field(default=2, ge=1, le=32)
+    minRecallDays: int = Field(default=2, ge=1, le=16)
+    # Entries not recalled for longer than this are not promoted; -1 disables the check.
+    maxAgeDays: float = Field(default=30, ge=-1)
+    recencyHalfLifeDays: float = Field(default=14, gt=0)
+
+    # How many new candidates one stage/apply/dream run handles.
+    limit: int = Field(default=10, ge=1, le=500)
+    # false: `promote --apply` and `dream` write only candidates a person approved in the queue.
+    # true: they also write every candidate that passes the thresholds.
+    autoApply: bool = False
+    # MEMORY.md is loaded at every session start; promotion refuses to grow it past this.
+    memoryMaxChars: int = Field(default=20_000, ge=500)
+    # A candidate longer than this is never written without a person shortening it in the queue.
+    maxCandidateChars: int = Field(default=400, ge=40)
+    # The light phase re-checks entries recalled within this many days against their live notes.
+    lightLookbackDays: float = Field(default=2, ge=0)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown time zone {value!r} (use an IANA name such as 'Europe/Berlin')") from exc
+        return value
+
+    def tz(self) -> tzinfo | None:
+        return ZoneInfo(self.timezone) if self.timezone else None
+
+
+_BYTE_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+def parse_byte_size(value: int | float | str) -> int:
+    """Bytes from an int or a size string such as ``"2mb"``, ``"512 KiB"`` or ``"2097152"`` (binary units)."""
+    if isinstance(value, bool):
+        raise ValueError(f"invalid byte size {value!r}")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError(f"byte size must not be negative (got {value!r})")
+        return int(value)
+    match = _BYTE_SIZE_RE.match(value)
+    if not match:
+        raise ValueError(f"invalid byte size {value!r}; use a number of bytes or a size such as '2mb'")
+    number, unit = match.groups()
+    return int(float(number) * _UNITS[(unit or "").lower()[:1]])
+
+
+class FlushConfig(_Section):
+    """The pre-compaction memory flush (OpenClaw's ``compaction.memoryFlush``); see docs/agents.md.
+    Unset thresholds are sized to the context window."""
+
+    enabled: bool = True
+    softThresholdTokens: int | None = Field(default=None, ge=0)
+    reserveTokensFloor: int | None = Field(default=None, ge=0)
+    # A transcript larger than this forces a flush whatever the token count ("2mb", bytes).
+    forceFlushTranscriptBytes: int = 2 * MIB
+    prompt: str | None = None
+    systemPrompt: str | None = None
+    timezone: str | None = None
+
+    @field_validator("forceFlushTranscriptBytes", mode="before")
+    @classmethod
+    def _bytes(cls, value: Any) -> int:
+        return parse_byte_size(value)
+
+    @field_validator("softThresholdTokens", "reserveTokensFloor", mode="before")
+    @classmethod
+    def _strict_int(cls, value: Any) -> Any:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ValueError("must be a non-negative integer")
+        return value
+
+
+class McpConfig(_Section):
+    """``mdrecall mcp`` defaults; command-line flags win. File watching is ``sync.watch``."""
+
+    sessionKey: str | None = None
+    host: str | None = None
+    port: int | None = Field(default=None, ge=0, le=65535)
+    path: str | None = None
+    allowedHosts: list[str] = Field(default_factory=list)
+    allowedOrigins: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_keys(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "watch" in data:
+            raise ValueError("'mcp.watch' was replaced by 'sync.watch' (it controlled the same watcher)")
+        return data
+
+
 class MemoryConfig(_Section):
     backend: str = "builtin"
     provider: str = "auto"
@@ -250,7 +391,7 @@ class MemoryConfig(_Section):
     cache: CacheConfig = Field(default_factory=CacheConfig)
     chunking: ChunkingConfig = Field(default_factory=ChunkingConfig)
     extraPaths: list[str] = Field(default_factory=list)
-    sources: list[Literal["memory", "sessions"]] = Field(default_factory=lambda: ["memory"])
+    sources: list[MemorySource] = Field(default_factory=lambda: list[MemorySource](["memory"]))
     sessions: SessionsConfig = Field(default_factory=SessionsConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
     query: QueryConfig = Field(default_factory=QueryConfig)
@@ -258,14 +399,16 @@ class MemoryConfig(_Section):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     read: ReadConfig = Field(default_factory=ReadConfig)
     # Agent tools: "auto" cites sources in direct chats only, "on" always, "off" never (seed: memory.citations).
-    citations: Literal["auto", "on", "off"] = "auto"
-    # Free-form sections owned by other features (dreaming, lancedb, qmd, mcp); validated there.
-    dreaming: dict[str, Any] = Field(default_factory=dict)
-    lancedb: dict[str, Any] = Field(default_factory=dict)
-    qmd: dict[str, Any] = Field(default_factory=dict)
-    mcp: dict[str, Any] = Field(default_factory=dict)
-    # Pre-compaction memory flush (softThresholdTokens, reserveTokensFloor, ...); validated in agent/flush.py.
-    flush: dict[str, Any] = Field(default_factory=dict)
+    citations: CitationsMode = "auto"
+    dreaming: DreamingConfig = Field(default_factory=DreamingConfig)
+    flush: FlushConfig = Field(default_factory=FlushConfig)
+    mcp: McpConfig = Field(default_factory=McpConfig)
+    # backend: qmd (docs/qmd.md).
+    qmd: QmdSettings = Field(default_factory=QmdSettings)
+    # backend: postgres (docs/scale-out.md).
+    postgres: PostgresSettings = Field(default_factory=PostgresSettings)
+    # Settings of third-party plugins, one mapping per plugin name; each plugin validates its own.
+    plugins: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 def global_config_path() -> Path:
@@ -308,15 +451,40 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return section
 
 
+def _section_keys(loc: tuple[Any, ...]) -> list[str]:
+    """The keys allowed beside the last part of ``loc`` (for "did you mean")."""
+    model: Any = MemoryConfig
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part)) if isinstance(part, str) else None
+        annotation = getattr(field, "annotation", None)
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return []
+        model = annotation
+    return sorted(model.model_fields)
+
+
 def _format_validation_error(exc: ValidationError, origin: str) -> str:
     lines = []
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"]) or "(root)"
         if err["type"] == "extra_forbidden":
-            lines.append(f"unknown key '{key}'")
+            close = difflib.get_close_matches(str(err["loc"][-1]), _section_keys(err["loc"]), n=1)
+            lines.append(f"unknown key '{key}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
         else:
-            lines.append(f"'{key}': {err['msg']} (got {err.get('input')!r})")
+            msg = str(err["msg"]).removeprefix("Value error, ")
+            lines.append(f"'{key}': {msg} (got {err.get('input')!r})")
     return f"invalid mdrecall config ({origin}): " + "; ".join(lines)
+
+
+def parse_section(model: type[SectionT], data: Mapping[str, Any] | SectionT | None, key: str) -> SectionT:
+    """Validate one section given on its own (``create_memory_capability(flush=...)``, a bare
+    ``dreaming`` mapping), with the same messages as the whole config."""
+    if isinstance(data, model):
+        return data
+    if data is not None and not isinstance(data, Mapping):
+        raise ConfigError(f"invalid mdrecall config ({key}): expected a mapping, got {type(data).__name__}")
+    section: SectionT = getattr(parse_config({key: dict(data or {})}, origin=key), key)
+    return section
 
 
 def parse_config(data: Mapping[str, Any], origin: str = "config") -> MemoryConfig:

@@ -1,11 +1,12 @@
-"""Result, status and probe types shared by every backend.
+"""The records every backend returns: search hits and responses, reads, status, sync reports, probes.
 
-Field names follow the seed contract (``start_line``/``end_line`` here, ``startLine``/``endLine`` in
-``to_dict(camel=True)``) so the Python API, the CLI's JSON and the agent tools agree.
+Attributes are snake_case; ``to_dict()`` gives the JSON shape the CLI, the agent tools and MCP share
+(camelCase keys, as in the seed contract: ``startLine``, ``searchMode``, ...).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -13,8 +14,15 @@ MemorySource = Literal["memory", "sessions"]
 SearchMode = Literal["hybrid", "vector-only", "keyword-only", "file-scan"]
 
 
+def format_citation(path: str, start_line: int, end_line: int) -> str:
+    """``path#L3`` for one line, ``path#L3-L7`` for a range (what ``read_file`` accepts back)."""
+    return f"{path}#L{start_line}" if start_line == end_line else f"{path}#L{start_line}-L{end_line}"
+
+
 @dataclass(frozen=True, slots=True)
-class SearchResult:
+class SearchHit:
+    """One search result: a line range of one file, its score in [0, 1] and a citation ``path#Lx-Ly``."""
+
     path: str
     start_line: int
     end_line: int
@@ -24,49 +32,80 @@ class SearchResult:
     citation: str
     vector_score: float | None = None
     text_score: float | None = None
+    #: Why it scored what it did, signal by signal (keyword terms and scores, vector cosine, the
+    #: calibrated parts, date boost, supersession, decay; docs/retrieval.md), as JSON; None when the
+    #: backend does not say. Agent tools leave it out; ``mdrecall search --explain`` and the web
+    #: inspector show it.
+    explanation: dict[str, Any] | None = None
 
     def to_dict(self, camel: bool = False) -> dict[str, Any]:
-        data = asdict(self)
-        if camel:
-            return {
-                "path": self.path,
-                "startLine": self.start_line,
-                "endLine": self.end_line,
-                "score": self.score,
-                "snippet": self.snippet,
-                "source": self.source,
-                "citation": self.citation,
-            }
-        return data
+        if not camel:
+            return asdict(self)
+        out: dict[str, Any] = {
+            "path": self.path,
+            "startLine": self.start_line,
+            "endLine": self.end_line,
+            "score": self.score,
+            "snippet": self.snippet,
+            "source": self.source,
+            "citation": self.citation,
+        }
+        if self.explanation is not None:
+            out["explanation"] = self.explanation
+        return out
 
-    # Mapping-style access so callers written against the dict contract keep working.
-    def __getitem__(self, key: str) -> Any:
-        aliases = {"startLine": "start_line", "endLine": "end_line"}
-        return getattr(self, aliases.get(key, key))
+
+@dataclass(frozen=True, slots=True)
+class Freshness:
+    """What an answer knows about the index's freshness, as of ``checked_at``."""
+
+    stale: bool = False
+    checked_at: str | None = None
+    last_sync_at: str | None = None
+    files_on_disk: int | None = None
+    files_indexed: int | None = None
+    pending_changes: int | None = None
+    deferred_sessions: int = 0
+    dirty: bool = False
+    watcher: Literal["running", "stopped", "failed", "off"] = "off"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stale": self.stale,
+            "checkedAt": self.checked_at,
+            "lastSyncAt": self.last_sync_at,
+            "filesOnDisk": self.files_on_disk,
+            "filesIndexed": self.files_indexed,
+            "pendingChanges": self.pending_changes,
+            "deferredSessions": self.deferred_sessions,
+            "dirty": self.dirty,
+            "watcher": self.watcher,
+        }
 
 
 @dataclass(slots=True)
 class SearchResponse:
-    """Results plus how they were produced; iterating yields the results."""
+    """Hits plus how they were produced; iterating yields the hits."""
 
-    results: list[SearchResult]
+    results: list[SearchHit]
     mode: SearchMode
     provider: str
     model: str
     degraded: bool = False
     warnings: list[str] = field(default_factory=list)
     stale: bool = False
-    freshness: dict[str, Any] = field(default_factory=dict)
-    #: Why ``results`` is empty: "nothing relevant" (no hit reached minScore), else None.
+    freshness: Freshness = field(default_factory=Freshness)
+    #: Why ``results`` is empty: ``"nothing relevant"`` (candidates existed, none reached
+    #: ``minScore``), ``"no candidates"``; None when there are results or the backend cannot tell.
     reason: str | None = None
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[SearchHit]:
         return iter(self.results)
 
     def __len__(self) -> int:
         return len(self.results)
 
-    def __getitem__(self, index: int) -> SearchResult:
+    def __getitem__(self, index: int) -> SearchHit:
         return self.results[index]
 
     def to_dict(self, camel: bool = False) -> dict[str, Any]:
@@ -78,9 +117,37 @@ class SearchResponse:
             "degraded": self.degraded,
             "warnings": list(self.warnings),
             "stale": self.stale,
-            "freshness": dict(self.freshness),
+            "freshness": self.freshness.to_dict(),
             "reason": self.reason,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """Lines of one memory file, as ``read_file``/``memory_get`` return them."""
+
+    text: str
+    path: str
+    from_line: int
+    lines: int
+    total_lines: int
+    truncated: bool = False
+    #: Where the next page starts, when there is one to read with ``from_line``.
+    next_from: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "text": self.text,
+            "path": self.path,
+            "from": self.from_line,
+            "lines": self.lines,
+            "totalLines": self.total_lines,
+        }
+        if self.truncated:
+            out["truncated"] = True
+            if self.next_from is not None:
+                out["nextFrom"] = self.next_from
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +169,9 @@ class SyncProgress:
     label: str
 
 
+ProgressCallback = Callable[[SyncProgress], None]
+
+
 @dataclass(slots=True)
 class SyncReport:
     files_scanned: int = 0
@@ -120,3 +190,67 @@ class SyncReport:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedFile:
+    path: str
+    source: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """A backend's health: what is indexed, how it searches and why, and how fresh it is.
+
+    The fields every backend fills; ``details`` holds backend-specific figures (for the builtin
+    engine: FTS5 and sqlite-vec state, the embedding cache, provider selection, pending changes,
+    the integrity check, the watcher, ...), already in JSON shape.
+    """
+
+    backend: str
+    workspace_dir: str
+    files: int
+    chunks: int
+    provider: str
+    model: str
+    search_mode: SearchMode
+    #: Why the mode is what it is (a missing provider or extension), empty when nothing is degraded.
+    mode_reasons: list[str] = field(default_factory=list)
+    #: The index matches the files on disk now (no pending change, no rebuild needed).
+    clean: bool = True
+    dims: int | None = None
+    sources: list[str] = field(default_factory=lambda: ["memory"])
+    skipped: list[SkippedFile] = field(default_factory=list)
+    freshness: Freshness = field(default_factory=Freshness)
+    last_sync_at: str | None = None
+    last_error: str | None = None
+    #: Where the index lives (a file, a folder, a DSN without its password), when there is one.
+    location: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend,
+            "workspaceDir": self.workspace_dir,
+            "dbPath": self.location,
+            "files": self.files,
+            "chunks": self.chunks,
+            "provider": self.provider,
+            "model": self.model,
+            "dims": self.dims,
+            "searchMode": self.search_mode,
+            "modeReasons": list(self.mode_reasons),
+            "sources": list(self.sources),
+            "clean": self.clean,
+            "skipped": [s.to_dict() for s in self.skipped],
+            "freshness": self.freshness.to_dict(),
+            "lastSyncAt": self.last_sync_at,
+            "lastError": self.last_error,
+            "warnings": list(self.warnings),
+            **self.details,
+        }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -14,13 +14,13 @@ from mdrecall.agent.flush import (
     FlushState,
     append_flush_note,
     build_flush_plan,
-    parse_byte_size,
     should_flush,
     with_safety_hints,
 )
+from mdrecall.config import parse_byte_size
 from mdrecall.errors import ConfigError
 
-NOW = datetime(2026, 4, 14, 0, 7, tzinfo=timezone.utc)
+NOW = datetime(2026, 4, 14, 0, 7, tzinfo=UTC)
 NY = FlushSettings(timezone="America/New_York")
 
 
@@ -137,7 +137,7 @@ def test_byte_sizes() -> None:
     assert parse_byte_size("1.5m") == int(1.5 * 1024 * 1024)
     assert parse_byte_size(100) == 100
     for bad in ("lots", "-1", "2 parsecs"):
-        with pytest.raises(ConfigError):
+        with pytest.raises(ValueError):
             parse_byte_size(bad)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -13,7 +13,7 @@ from mdrecall.agent import create_memory_capability
 from mdrecall.agent.prompts import render_memory_prompt_section
 from mdrecall.errors import ConfigError
 
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
 
 def _cfg(tmp_path: Path, **extra) -> dict:

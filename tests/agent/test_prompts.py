@@ -15,7 +15,7 @@ from mdrecall.agent.prompts import (
     format_relevant_memories,
     render_memory_prompt_section,
 )
-from mdrecall.types import SearchResult
+from mdrecall.types import SearchHit
 
 BOTH = (
     "## Memory Recall\n"
@@ -107,7 +107,7 @@ def test_empty_list_gives_empty_string() -> None:
 
 
 def test_search_results_carry_their_citation() -> None:
-    hit = SearchResult("memory/2026-11-09.md", 3, 6, 0.8, "v0.4 ships\nwithout the planner", "memory",
+    hit = SearchHit("memory/2026-11-09.md", 3, 6, 0.8, "v0.4 ships\nwithout the planner", "memory",
                        "memory/2026-11-09.md#L3-L6")  # fmt: skip
     text = format_relevant_memories([hit])
     assert "1. v0.4 ships without the planner (Source: memory/2026-11-09.md#L3-L6)\n" in text

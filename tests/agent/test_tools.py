@@ -4,22 +4,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import jsonschema
 import pytest
 
 from mdrecall import open_manager
-from mdrecall.agent.tools import (
-    TOOL_SPECS,
-    MemoryTools,
-    chat_type_from_session_key,
-    format_citation,
-    unavailable_result,
-)
-from mdrecall.embeddings.registry import register_provider
+from mdrecall.agent.specs import TOOL_SPECS
+from mdrecall.agent.tools import MemoryTools, chat_type_from_session_key, unavailable_result
+from mdrecall.embeddings.base import ProviderBase
 from mdrecall.errors import ConfigError, EmbeddingError, ProviderUnavailableError, StoreError
+from mdrecall.testing import plugin, registered
+from mdrecall.types import format_citation
 
 GROUP_KEY = "agent:main:telegram:group:4242"
 
@@ -297,7 +295,7 @@ def test_unavailable_messages(exc: Exception, warning_fragment: str, action_frag
     assert warning_fragment in out["warning"] and action_fragment in out["action"]
 
 
-class _QuotaExhaustedProvider:
+class _QuotaExhaustedProvider(ProviderBase):
     """A real provider plugin whose service stores documents fine but then runs out of quota."""
 
     id = "quota-test"
@@ -323,10 +321,10 @@ class _QuotaExhaustedProvider:
 
 
 def test_failing_embedding_service_degrades_to_keyword_results(example_ws: Path, tmp_path: Path) -> None:
-    register_provider("quota-test", lambda config: _QuotaExhaustedProvider())
     cfg = {"provider": "quota-test", "store": {"path": str(tmp_path / "i.sqlite")}}
-    with open_manager(example_ws, cfg, use_global_config=False) as m:
-        out = MemoryTools(m).call("memory_search", {"query": "Meilisearch"})
+    with registered(plugin(providers={"quota-test": lambda config: _QuotaExhaustedProvider()})):
+        with open_manager(example_ws, cfg, use_global_config=False) as m:
+            out = MemoryTools(m).call("memory_search", {"query": "Meilisearch"})
     assert "disabled" not in out
     assert out["degraded"] is True and out["results"]
     assert any("insufficient_quota" in w for w in out["warnings"])

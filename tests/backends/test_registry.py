@@ -1,4 +1,5 @@
-"""Third-party backends and embedding providers, found through real entry points (a dist-info on sys.path)."""
+"""Third-party plugins (a backend and an embedding provider) found through a real entry point (a dist-info
+on sys.path), and how broken plugins fail."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from mdrecall import open_manager
+from mdrecall import open_manager, plugins
 from mdrecall.agent import create_memory_capability
-from mdrecall.backends import get_backend_factory, known_backends, register_backend, unregister_backend
-from mdrecall.embeddings import registry
+from mdrecall.backends import get_backend_factory, known_backends
+from mdrecall.embeddings.registry import known_providers
 from mdrecall.errors import ConfigError
+from mdrecall.testing import FakeBackend, plugin, registered
 
 PLUGIN = textwrap.dedent(
     '''
@@ -21,16 +23,18 @@ PLUGIN = textwrap.dedent(
     import hashlib
     from pathlib import Path
 
+    from mdrecall.contract import ManagerBase
+    from mdrecall.embeddings.base import ProviderBase
     from mdrecall.errors import PathError
-    from mdrecall.types import ProbeResult, SearchResponse, SearchResult, SyncReport
+    from mdrecall.plugins import hookimpl
+    from mdrecall.types import ProbeResult, ReadResult, SearchResponse, SearchHit, Status, SyncReport
 
 
-    class ToyManager:
+    class ToyManager(ManagerBase):
         backend = "toy"
 
         def __init__(self, workspace, config):
-            self.workspace = Path(workspace)
-            self.config = config
+            super().__init__(Path(workspace), config)
             self.notes = {p.relative_to(self.workspace).as_posix(): p.read_text()
                           for p in sorted(self.workspace.glob("memory/*.md"))}
 
@@ -40,17 +44,18 @@ PLUGIN = textwrap.dedent(
             for path, text in self.notes.items():
                 for n, line in enumerate(text.splitlines(), 1):
                     if any(w in line.lower() for w in words):
-                        hits.append(SearchResult(path, n, n, 1.0, line, "memory", f"{path}#L{n}"))
+                        hits.append(SearchHit(path, n, n, 1.0, line, "memory", f"{path}#L{n}"))
             return SearchResponse(hits[: max_results or 10], "keyword-only", "toy", "toy-1")
 
         def read_file(self, rel_path, from_line=None, lines=None):
             if rel_path not in self.notes:
                 raise PathError("not_found", f"{rel_path!r} is not in the toy store")
             text = self.notes[rel_path]
-            return {"text": text.rstrip("\\n"), "path": rel_path, "from": 1, "lines": len(text.splitlines())}
+            n = len(text.splitlines())
+            return ReadResult(text.rstrip("\\n"), rel_path, 1, n, n)
 
         def status(self):
-            return {"backend": "toy", "files": len(self.notes)}
+            return Status("toy", str(self.workspace), len(self.notes), 0, "toy", "toy-1", "keyword-only")
 
         def sync(self, force=False, progress=None):
             return SyncReport(files_scanned=len(self.notes))
@@ -69,7 +74,7 @@ PLUGIN = textwrap.dedent(
         return ToyManager(workspace, config)
 
 
-    class HashProvider:
+    class HashProvider(ProviderBase):
         id = "toyvec"
         model = "hash-32"
         dims = 32
@@ -93,6 +98,16 @@ PLUGIN = textwrap.dedent(
 
     def create_provider(config):
         return HashProvider()
+
+
+    @hookimpl
+    def register_backends(register):
+        register("toy", create_manager)
+
+
+    @hookimpl
+    def register_embedding_providers(register):
+        register("toyvec", create_provider)
     '''
 )
 
@@ -105,17 +120,14 @@ def installed_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     dist = site / "toy_mdrecall-0.1.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-mdrecall\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text(
-        "[mdrecall.backends]\ntoy = toy_mdrecall:create_manager\nbroken = toy_mdrecall_missing:create\n\n"
-        "[mdrecall.providers]\ntoyvec = toy_mdrecall:create_provider\n"
-    )
+    (dist / "entry_points.txt").write_text("[mdrecall]\ntoy = toy_mdrecall\nbroken = toy_mdrecall_missing\n")
     monkeypatch.syspath_prepend(str(site))
     importlib.invalidate_caches()
-    # The provider registry reads entry points once per process; let it see this new distribution.
-    monkeypatch.setattr(registry, "_entry_points_loaded", False)
-    monkeypatch.setattr(registry, "_FACTORIES", dict(registry._FACTORIES))
+    plugins.reload_plugins()  # plugins are found once per process: look again
     yield site
     sys.modules.pop("toy_mdrecall", None)
+    monkeypatch.undo()
+    plugins.reload_plugins()
 
 
 @pytest.fixture
@@ -144,33 +156,47 @@ def test_unknown_backend_names_the_known_ones(installed_plugin: Path) -> None:
         get_backend_factory("nope")
 
 
-def test_broken_backend_plugin_is_a_config_error(installed_plugin: Path, workspace: Path) -> None:
-    with pytest.raises(ConfigError, match="'broken'.*failed to load"):
+def test_a_plugin_that_cannot_import_is_recorded_and_named_in_config_errors(installed_plugin: Path, workspace: Path) -> None:
+    errors = plugins.plugin_errors()
+    assert "broken" in errors and "ModuleNotFoundError" in errors["broken"]
+    assert "toy" in known_backends()  # the working plugin is unaffected
+    with pytest.raises(ConfigError, match=r"unknown memory backend 'broken'.*Plugins that failed: broken: failed to load"):
         get_backend_factory("broken")
     with create_memory_capability(workspace, {"backend": "broken"}) as memory:
         result = memory.call_tool("memory_search", {"query": "planner"})
     assert result["disabled"] is True and "failed to load" in result["error"]
 
 
-def test_register_backend_in_process(workspace: Path) -> None:
+def test_a_plugin_whose_hook_raises_contributes_nothing_and_is_recorded(workspace: Path) -> None:
+    class Raising:
+        @plugins.hookimpl
+        def register_backends(self, register):  # type: ignore[no-untyped-def]
+            raise RuntimeError("boom")
+
+    with registered(Raising(), name="raising"):
+        assert "builtin" in known_backends()
+        assert plugins.plugin_errors()["raising"] == "hook register_backends failed: RuntimeError: boom"
+        with pytest.raises(ConfigError, match="raising: hook register_backends failed"):
+            get_backend_factory("anything")
+    assert "raising" not in plugins.plugin_errors()
+
+
+def test_plugin_registered_in_process_is_selected_by_config(workspace: Path) -> None:
     calls = []
 
-    def factory(ws, config):
+    def factory(ws, config):  # type: ignore[no-untyped-def]
         calls.append((ws, config.backend))
-        return open_manager(ws, {"provider": "none", "store": {"path": str(ws.parent / "x.sqlite")}})
+        return FakeBackend(ws, config)
 
-    register_backend("inproc", factory)
-    try:
-        manager = open_manager(workspace, {"backend": "inproc"})
-        manager.close()
+    with registered(plugin(backends={"inproc": factory})):
+        with open_manager(workspace, {"backend": "inproc"}) as manager:
+            assert manager.search("planner").results[0].path == "memory/2026-11-09.md"
         assert calls and calls[0][1] == "inproc"
-    finally:
-        unregister_backend("inproc")
-    with pytest.raises(ValueError):
-        register_backend("builtin", factory)
+    assert "inproc" not in known_backends()
 
 
 def test_embedding_provider_from_entry_point(installed_plugin: Path, workspace: Path, tmp_path: Path) -> None:
+    assert "toyvec" in known_providers()
     cfg = {"provider": "toyvec", "store": {"path": str(tmp_path / "v.sqlite")}}
     with open_manager(workspace, cfg, use_global_config=False) as manager:
         manager.sync()

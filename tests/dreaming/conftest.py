@@ -1,12 +1,12 @@
-"""Fixtures for the dreaming tests: fixed clocks, tmp workspaces, SearchResult builders."""
+"""Fixtures for the dreaming tests: fixed clocks, tmp workspaces, SearchHit builders."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
-
 from dreamhelpers import DAILY
 
 

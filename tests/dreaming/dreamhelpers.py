@@ -1,12 +1,12 @@
-"""Shared helpers for the dreaming tests: a fixed clock, SearchResult builders, a sample daily note."""
+"""Shared helpers for the dreaming tests: a fixed clock, SearchHit builders, a sample daily note."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
-from mdrecall.types import SearchResult
+from mdrecall.types import SearchHit
 
-T0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
 
 def at(days: float = 0, hours: float = 0) -> datetime:
@@ -14,8 +14,8 @@ def at(days: float = 0, hours: float = 0) -> datetime:
     return T0 + timedelta(days=days, hours=hours)
 
 
-def hit(path: str, start: int, end: int, score: float = 0.8, snippet: str = "", source: str = "memory") -> SearchResult:
-    return SearchResult(path=path, start_line=start, end_line=end, score=score, snippet=snippet, source=source,
+def hit(path: str, start: int, end: int, score: float = 0.8, snippet: str = "", source: str = "memory") -> SearchHit:
+    return SearchHit(path=path, start_line=start, end_line=end, score=score, snippet=snippet, source=source,
                         citation=f"{path}#L{start}-L{end}")
 
 

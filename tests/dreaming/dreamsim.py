@@ -20,10 +20,11 @@ MiniLM hybrid search instead of keyword-only).
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 START = date(2026, 3, 1)
 DAYS = 30
@@ -199,10 +200,10 @@ def run_month(
             today = START + timedelta(days=day)
             (workspace / "memory" / f"{today:%Y-%m-%d}.md").write_text(plan.notes[day], encoding="utf-8")
             manager.sync()
-            morning = datetime(today.year, today.month, today.day, 8, tzinfo=timezone.utc)
+            morning = datetime(today.year, today.month, today.day, 8, tzinfo=UTC)
             for s in (s for s in plan.searches if s.day == day):
                 manager.search(s.query, now=morning + timedelta(minutes=s.minute))
-            night = datetime(today.year, today.month, today.day, 23, tzinfo=timezone.utc)
+            night = datetime(today.year, today.month, today.day, 23, tzinfo=UTC)
             manager.flush()  # recall tracking writes in the background
             state = RecallStore(workspace, cfg).load()
             evaluations = rank(state.entries.values(), night, cfg, include_failing=True)

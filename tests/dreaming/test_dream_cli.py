@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from dreamhelpers import at, hit
+
 from mdrecall.cli import main
 from mdrecall.dreaming import record_recalls
 from mdrecall.dreaming.paths import queue_path

@@ -7,19 +7,20 @@ promotion changes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-
 from dreamsim import DAYS, START, build_plan, run_month
+
 from mdrecall.dreaming import DreamingConfig, RecallStore, apply, run_dream, stage
 from mdrecall.dreaming.clock import from_iso
 from mdrecall.dreaming.paths import queue_path
 from mdrecall.dreaming.promotion import promoted_ids
-from datetime import datetime, timezone
 
-LAST_NIGHT = datetime(START.year, START.month, START.day, 23, tzinfo=timezone.utc).replace(day=START.day + DAYS - 1)
+LAST_NIGHT = datetime(START.year, START.month, START.day, 23, tzinfo=UTC).replace(day=START.day + DAYS - 1)
 
 
 def _month(tmp: Path, name: str, dreaming: dict[str, Any], after_night=None):  # type: ignore[no-untyped-def]

@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 
 import pytest
-
 from dreamhelpers import at, hit
+
 from mdrecall.dreaming import RecallStore, apply, list_candidates, record_recalls, stage
 from mdrecall.dreaming.paths import queue_path
 from mdrecall.dreaming.queue import parse_queue

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
-
 from dreamhelpers import at, hit
+
 from mdrecall import open_manager
+from mdrecall.config import parse_config
 from mdrecall.dreaming import RecallStore, install_recall_tracking, record_grounding, record_recalls
 from mdrecall.dreaming.paths import is_short_term
 from mdrecall.errors import ConfigError
@@ -70,7 +72,7 @@ def test_listener_failure_never_breaks_search(workspace: Path, manager_config: C
     with open_manager(workspace, manager_config()) as m:
         assert m.search("postgres port", now=at()).results
         m.flush()  # type: ignore[attr-defined]
-        tracking = m.status()["recallTracking"]
+        tracking = m.status().details["recallTracking"]
         assert tracking["recorded"] == 0 and tracking["queued"] == 0 and "IsADirectoryError" in tracking["lastError"]
 
 
@@ -179,7 +181,7 @@ def test_grounding_counts_reads_of_recalled_lines_once_a_day(workspace: Path) ->
 def test_install_returns_false_when_disabled() -> None:
     class Fake:
         workspace = Path(".")
-        config = {"enabled": False}
+        config = parse_config({"dreaming": {"enabled": False}})
         listeners: list = []
 
         def add_search_listener(self, fn):  # type: ignore[no-untyped-def]
@@ -244,12 +246,12 @@ def test_background_writer_records_exactly_what_recording_each_search_would(
             ("which port does postgres listen on", at(days=1)), ("acme contact", at(days=1))]
     responses = []
     with open_manager(workspace, manager_config()) as m:
-        writer = m.recall_writer  # type: ignore[attr-defined]
         for query, now in plan:
             responses.append(m.search(query, now=now))
         m.read_file("memory/2026-03-02.md")  # grounds every fact of that note already recalled
-        m.flush()  # type: ignore[attr-defined]
-        assert writer.recorded == len(plan) + 1 and 1 <= writer.batches <= len(plan) + 1  # + the read
+        m.flush()
+        tracking = m.status().details["recallTracking"]
+        assert tracking["recorded"] == len(plan) + 1 and 1 <= tracking["storeUpdates"] <= len(plan) + 1  # + the read
         live = {k: e.to_json() for k, e in RecallStore(workspace).load().entries.items()}
     for (query, now), response in zip(plan, responses):
         record_recalls(twin, query, response.results, now, config=UTC)

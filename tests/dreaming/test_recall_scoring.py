@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from dreamhelpers import at
+
 from mdrecall.dreaming.clock import to_iso
 from mdrecall.dreaming.config import DreamingConfig
 from mdrecall.dreaming.entry import RecallEntry

@@ -8,8 +8,8 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from dreamhelpers import at, hit, record_many
+
 from mdrecall.dreaming import DreamingConfig, RecallStore, record_recalls
 from mdrecall.dreaming.clock import to_iso
 from mdrecall.dreaming.entry import RecallEntry

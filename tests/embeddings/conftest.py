@@ -1,11 +1,11 @@
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
+from provider_servers import FakeClock
 
 from mdrecall.embeddings.http import set_default_clock
-from provider_servers import FakeClock
 
 PROVIDER_ENV = (
     "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID", "OPENAI_ADMIN_KEY", "OPENAI_CUSTOM_HEADERS",

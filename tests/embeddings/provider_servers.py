@@ -18,9 +18,10 @@ import re
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 WORD = re.compile(r"[a-z0-9]+")
@@ -152,7 +153,7 @@ class ProviderServer:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    def __enter__(self) -> "ProviderServer":
+    def __enter__(self) -> ProviderServer:
         return self
 
     def __exit__(self, *exc: Any) -> None:

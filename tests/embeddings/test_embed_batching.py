@@ -6,12 +6,12 @@ import threading
 
 import numpy as np
 import pytest
+from provider_servers import FakeClock, Fault, MistralServer, OpenAIServer, hashed_vector
 
 from mdrecall.config import parse_config
 from mdrecall.embeddings.batching import embed_in_batches, plan_batches
 from mdrecall.embeddings.registry import create_provider
 from mdrecall.errors import EmbeddingError
-from provider_servers import FakeClock, Fault, MistralServer, OpenAIServer, hashed_vector
 
 
 def test_plan_batches_respects_items_and_tokens() -> None:

@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import random
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
-from datetime import datetime, timedelta, timezone
 
 import pytest
+from provider_servers import (
+    FakeClock,
+    Fault,
+    GeminiServer,
+    MistralServer,
+    OpenAIServer,
+    VoyageServer,
+    google_error,
+    openai_error,
+)
 
 from mdrecall.config import parse_config
 from mdrecall.embeddings.http import (
@@ -18,16 +28,6 @@ from mdrecall.embeddings.http import (
 )
 from mdrecall.embeddings.registry import create_provider
 from mdrecall.errors import EmbeddingError
-from provider_servers import (
-    Fault,
-    FakeClock,
-    GeminiServer,
-    MistralServer,
-    OpenAIServer,
-    VoyageServer,
-    google_error,
-    openai_error,
-)
 
 RATE_LIMITED = openai_error("Rate limit reached for text-embedding-3-small on requests per min (RPM). "
                             "Visit https://platform.openai.com/account/billing to add a payment method.",
@@ -225,7 +225,7 @@ def test_waits_are_shared_between_concurrent_callers() -> None:
 def test_parse_retry_after_forms() -> None:
     assert parse_retry_after({"Retry-After": "7"}) == 7.0
     assert parse_retry_after({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
-    when = datetime(2030, 1, 1, 0, 0, 30, tzinfo=timezone.utc)
+    when = datetime(2030, 1, 1, 0, 0, 30, tzinfo=UTC)
     now = (when - timedelta(seconds=30)).timestamp()
     assert parse_retry_after({"Retry-After": format_datetime(when, usegmt=True)}, now=now) == pytest.approx(30.0)
     body = {"error": {"details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "2.5s"}]}}

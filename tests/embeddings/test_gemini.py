@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from provider_servers import FakeClock, GeminiServer
 
 from mdrecall.config import parse_config
 from mdrecall.embeddings.batching import embed_in_batches
 from mdrecall.embeddings.registry import create_provider
 from mdrecall.errors import EmbeddingError
-from provider_servers import FakeClock, GeminiServer
 
 
 def _provider(server: GeminiServer, **section):

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from provider_servers import FakeClock, Fault, MistralServer, mistral_error
 
 from mdrecall.config import parse_config
 from mdrecall.embeddings.batching import embed_in_batches
 from mdrecall.embeddings.registry import create_provider
 from mdrecall.errors import EmbeddingError
-from provider_servers import FakeClock, Fault, MistralServer, mistral_error
 
 
 def _provider(server: MistralServer, **section):

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from provider_servers import FakeClock, OllamaServer
 
 from mdrecall.config import parse_config
 from mdrecall.embeddings.registry import create_provider
 from mdrecall.errors import EmbeddingError
-from provider_servers import FakeClock, OllamaServer
 
 
 def _provider(server: OllamaServer, **section):

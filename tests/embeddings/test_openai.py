@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
+from provider_servers import FakeClock, Fault, OpenAIServer, hashed_vector, openai_error
 
 from mdrecall.config import parse_config
 from mdrecall.embeddings.registry import create_provider
 from mdrecall.errors import EmbeddingError
-from provider_servers import Fault, FakeClock, OpenAIServer, hashed_vector, openai_error
 
 
 def _provider(server: OpenAIServer, **remote):

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import numpy as np
+from provider_servers import FakeClock, Fault, OpenAIServer, hashed_vector, openai_error
 
 from mdrecall.config import parse_config
 from mdrecall.embeddings.batching import embed_in_batches
 from mdrecall.embeddings.registry import create_provider
-from provider_servers import Fault, FakeClock, OpenAIServer, hashed_vector, openai_error
 
 
 def _provider(server: OpenAIServer, **batch):

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from provider_servers import FakeClock, OpenAIServer
 
 from mdrecall.config import parse_config
 from mdrecall.embeddings.registry import create_provider, select_provider
-from provider_servers import FakeClock, OpenAIServer
 
 
 def test_keyless_server_gets_no_credentials_even_with_openai_env(monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> None:

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import pytest
+from provider_servers import FakeClock, GeminiServer, OllamaServer, OpenAIServer
 
 from mdrecall.config import parse_config
-from mdrecall.embeddings.registry import AUTO_PRIORITY, activate_fallback, select_provider
+from mdrecall.embeddings.registry import activate_fallback, auto_priority, select_provider
 from mdrecall.errors import EmbeddingError
-from provider_servers import FakeClock, GeminiServer, OllamaServer, OpenAIServer
 
 # A local model that cannot load, so auto moves past local without loading the real one.
 NO_LOCAL = {"local": {"model": "/nonexistent/local-model"}}
 
 
 def test_auto_priority_order() -> None:
-    assert AUTO_PRIORITY[:7] == ["local", "ollama", "openai-compatible", "openai", "gemini", "voyage", "mistral"]
+    assert auto_priority()[:7] == ["local", "ollama", "openai-compatible", "openai", "gemini", "voyage", "mistral"]
 
 
 def test_auto_without_keys_is_keyword_only_with_reasons() -> None:

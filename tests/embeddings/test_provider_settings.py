@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import pytest
+from provider_servers import FakeClock, GeminiServer, OpenAIServer, VoyageServer
 
 from mdrecall.config import parse_config
 from mdrecall.embeddings.base import provider_key
+from mdrecall.embeddings.gemini import DEFAULTS as GEMINI_DEFAULTS
+from mdrecall.embeddings.openai_provider import DEFAULTS as OPENAI_DEFAULTS
 from mdrecall.embeddings.registry import create_provider
 from mdrecall.embeddings.settings import resolve_settings
-from mdrecall.embeddings.openai_provider import DEFAULTS as OPENAI_DEFAULTS
-from mdrecall.embeddings.gemini import DEFAULTS as GEMINI_DEFAULTS
 from mdrecall.errors import ConfigError, ProviderUnavailableError
-from provider_servers import FakeClock, GeminiServer, OpenAIServer, VoyageServer
 
 
 def test_key_from_env(monkeypatch: pytest.MonkeyPatch) -> None:

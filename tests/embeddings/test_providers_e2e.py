@@ -11,11 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from mdrecall import open_manager
 from provider_servers import (
-    Fault,
     FakeClock,
+    Fault,
     GeminiServer,
     MistralServer,
     OllamaServer,
@@ -24,6 +22,8 @@ from provider_servers import (
     VoyageServer,
     openai_error,
 )
+
+from mdrecall import open_manager
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "workspace"
 
@@ -80,11 +80,11 @@ def test_provider_indexes_and_searches_example_workspace(
         assert top.path == "memory/projects/pebble.md" and "Thumbnail worker leaks" in top.snippet
         assert top.vector_score is not None and top.vector_score > 0
         status = m.status()
-        assert status["provider"] == provider_id and status["dims"]
-        assert status["vector"]["dims"] == status["dims"]
-        assert status["cache"]["entries"] == report.chunks_embedded
+        assert status.provider == provider_id and status.dims
+        assert status.details["vector"]["dims"] == status.dims
+        assert status.details["cache"]["entries"] == report.chunks_embedded
         probe = m.probe_embedding_availability()
-        assert probe.ok and probe.provider == provider_id and probe.dims == status["dims"]
+        assert probe.ok and probe.provider == provider_id and probe.dims == status.dims
 
         # An unchanged workspace costs no embedding requests: not on sync, not on a forced re-index.
         before = len(server.embed_requests())
@@ -108,15 +108,15 @@ def test_switching_model_and_back_uses_the_cache(workspace: Path, tmp_path: Path
             assert first.chunks_embedded == small_texts > 0
         with open_with("text-embedding-3-large") as m:
             switched = m.sync()
-            assert switched.full_rebuild and "model" in (switched.rebuild_reason or "") or "provider" in (switched.rebuild_reason or "")
+            assert switched.full_rebuild and "model changed" in (switched.rebuild_reason or "")
             assert switched.chunks_embedded == small_texts  # a new model embeds everything once
-            assert m.status()["dims"] == 3072 and m.search("Pebble recipe search").results
+            assert m.status().dims == 3072 and m.search("Pebble recipe search").results
         requests_before_back = len(server.embed_requests())
         with open_with("text-embedding-3-small") as m:
             back = m.sync()
             assert back.full_rebuild and back.chunks_embedded == 0 and back.cache_hits > 0
             assert len(server.embed_requests()) == requests_before_back
-            assert m.status()["dims"] == 1536
+            assert m.status().dims == 1536
 
 
 def test_sync_survives_two_429s_with_retry_after(workspace: Path, tmp_path: Path, clock: FakeClock) -> None:
@@ -130,9 +130,9 @@ def test_sync_survives_two_429s_with_retry_after(workspace: Path, tmp_path: Path
         progress: list[Any] = []
         with open_manager(workspace, config=config) as m:
             report = m.sync(progress=progress.append)
-            assert report.chunks_embedded > 0 and m.status()["lastError"] is None
+            assert report.chunks_embedded > 0 and m.status().last_error is None
             assert clock.sleeps == [2.0, 2.0]
-            assert "Requests rate limit exceeded" in (m.status()["providerError"] or "")  # retried, visible
+            assert "Requests rate limit exceeded" in (m.status().details["providerError"] or "")  # retried, visible
             assert any("Embedding" in p.label for p in progress)
             assert m.search("Pebble recipe search").results
 
@@ -143,7 +143,7 @@ def test_quota_exhausted_fails_the_sync_visibly_and_keeps_the_index(workspace: P
                   "remote": {"baseUrl": server.base_url, "apiKey": server.api_key}}
         with open_manager(workspace, config=config) as m:
             m.sync()
-            chunks = m.status()["chunks"]
+            chunks = m.status().chunks
             (workspace / "memory" / "new-note.md").write_text("# New\n\nA brand new fact about zeppelins.\n", encoding="utf-8")
             quota = openai_error("You exceeded your current quota, please check your plan and billing details.",
                                  "insufficient_quota", "insufficient_quota")
@@ -151,11 +151,11 @@ def test_quota_exhausted_fails_the_sync_visibly_and_keeps_the_index(workspace: P
             with pytest.raises(Exception, match="quota"):
                 m.sync()
             status = m.status()
-            assert "quota" in (status["lastError"] or "")
-            assert status["chunks"] == chunks  # nothing half-written
+            assert "quota" in (status.last_error or "")
+            assert status.chunks == chunks  # nothing half-written
             assert len(clock.sleeps) == 0 and len(server.faults) == 0  # one request, not retried
             report = m.sync()  # quota back: the file is picked up on the next sync
-            assert report.files_indexed == 1 and m.status()["chunks"] > chunks
+            assert report.files_indexed == 1 and m.status().chunks > chunks
 
 
 def test_failing_primary_switches_to_fallback_once_and_visibly(workspace: Path, tmp_path: Path, clock: FakeClock) -> None:
@@ -170,10 +170,10 @@ def test_failing_primary_switches_to_fallback_once_and_visibly(workspace: Path, 
             report = m.sync()
             assert report.full_rebuild and report.chunks_embedded > 0
             status = m.status()
-            assert status["provider"] == "gemini" and status["model"] == "gemini-embedding-001"
-            assert status["requestedProvider"] == "openai"
-            assert status["fallback"]["from"] == "openai" and "HTTP 500" in status["fallback"]["reason"]
-            assert status["meta"]["provider"] == "gemini"  # no openai vectors were mixed in
+            assert status.provider == "gemini" and status.model == "gemini-embedding-001"
+            assert status.details["requestedProvider"] == "openai"
+            assert status.details["fallback"]["from"] == "openai" and "HTTP 500" in status.details["fallback"]["reason"]
+            assert status.details["meta"]["provider"] == "gemini"  # no openai vectors were mixed in
             assert len(primary.embed_requests()) == 3 and len(clock.sleeps) == 2
             resp = m.search("Which worker leaks temp files when an upload is cancelled?")
             assert resp.provider == "gemini" and resp.results[0].path == "memory/projects/pebble.md"
@@ -188,8 +188,8 @@ def test_without_fallback_a_failing_provider_fails_closed(workspace: Path, tmp_p
             with pytest.raises(Exception, match="Provided API key is invalid"):
                 m.sync()
             status = m.status()
-            assert status["provider"] == "voyage" and status["fallback"] is None
-            assert "401" in (status["lastError"] or "")
+            assert status.provider == "voyage" and status.details["fallback"] is None
+            assert "401" in (status.last_error or "")
             probe = m.probe_embedding_availability()
             assert not probe.ok and "Provided API key is invalid" in (probe.error or "")
             assert len(server.requests) == 2 and clock.sleeps == []  # one sync request, one probe; no retries
@@ -238,12 +238,12 @@ def test_sync_interrupted_mid_batch_resumes_without_loss_or_duplicates(workspace
         with open_manager(workspace, config=config(server, "i.sqlite")) as m:
             with pytest.raises(Exception, match="Input rejected"):
                 m.sync()
-            assert m.status()["chunks"] == 0  # nothing half-written
+            assert m.status().chunks == 0  # nothing half-written
             resumed = m.sync()
             status = m.status()
-            assert status["chunks"] == expected["chunks"] and status["files"] == expected["files"]
-            assert status["cache"]["entries"] == expected["cache"]["entries"]
-            assert resumed.chunks_written == expected["chunks"]
+            assert status.chunks == expected.chunks and status.files == expected.files
+            assert status.details["cache"]["entries"] == expected.details["cache"]["entries"]
+            assert resumed.chunks_written == expected.chunks
             assert [(r.path, r.start_line) for r in m.search("Which worker leaks temp files?").results] == expected_hits
 
 
@@ -257,8 +257,8 @@ def test_auto_selects_a_keyed_provider_and_status_says_why(
         with open_manager(workspace, config=config) as m:
             m.sync()
             status = m.status()
-            assert status["provider"] == "gemini" and status["requestedProvider"] == "auto"
-            skipped = {s["provider"]: s["reason"] for s in status["providerSelection"]["skipped"]}
+            assert status.provider == "gemini" and status.details["requestedProvider"] == "auto"
+            skipped = {s["provider"]: s["reason"] for s in status.details["providerSelection"]["skipped"]}
             assert list(skipped) == ["local", "ollama", "openai-compatible", "openai"]
             assert m.search("Which worker leaks temp files when an upload is cancelled?").results[0].path == "memory/projects/pebble.md"
 
@@ -274,7 +274,7 @@ def test_openai_batch_api_through_the_manager(workspace: Path, tmp_path: Path, c
             assert server.embed_requests() == []  # documents went through /files + /batches
             assert [r.path for r in server.requests].count("/v1/batches") == 1
             assert clock.sleeps == [1.0, 1.0]
-            batch = m.status()["batch"]
+            batch = m.status().details["batch"]
             assert batch["enabled"] and batch["failures"] == 0 and batch["lastBatchId"] == "batch-0002"
             assert m.search("Which worker leaks temp files when an upload is cancelled?").results[0].path == "memory/projects/pebble.md"
 

@@ -94,7 +94,7 @@ def chat_server() -> Iterator[tuple[str, ScriptedChat]]:
     script = ScriptedChat("meal planner moved to v0.5")
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server API)
+        def do_POST(self) -> None:
             if self.path != "/v1/chat/completions":
                 self.send_error(404)
                 return

@@ -4,9 +4,9 @@ the only answer survive."""
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -14,7 +14,7 @@ from mdrecall import open_manager
 from mdrecall.search.decay import decay_multiplier
 
 BODY = "- The zebra enclosure needs repainting before the spring visitors arrive.\n"
-UTC = timezone.utc
+UTC = UTC
 DECAY = {"temporalDecay": {"enabled": True}}  # opt-in
 
 
@@ -27,6 +27,9 @@ def test_multiplier_formula() -> None:
     assert decay_multiplier("MEMORY.md", "memory", now, 30) == 1.0
     assert decay_multiplier("memory/people.md", "memory", now, 30) == 1.0
     assert decay_multiplier("memory/2020-01-01.md", "sessions", now, 30) == 1.0
+    # Another agent's team note (the Postgres backend's "@agent/path" citations) decays by its own path.
+    assert decay_multiplier("@bob/memory/2026-03-01.md", "memory", now, 30) == pytest.approx(0.5)
+    assert decay_multiplier("@bob/MEMORY.md", "memory", now, 30) == 1.0
 
 
 @pytest.fixture

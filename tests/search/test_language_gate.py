@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from mdrecall import open_manager
 from mdrecall.text import cjk_share
@@ -23,23 +23,23 @@ def test_cjk_share() -> None:
 
 
 def test_bundled_model_is_not_used_for_chinese_queries(make_ws: Callable[..., Path], cfg: Callable[..., dict], local_provider) -> None:  # type: ignore[no-untyped-def]
-    from mdrecall.embeddings.registry import register_provider
+    from mdrecall.testing import plugin, registered
 
-    assert local_provider.languages == ("en",)
-    register_provider("bundled-en", lambda config: local_provider)
-    with open_manager(make_ws(NOTES), cfg(provider="bundled-en")) as m:
-        zh = m.search("王磊喜欢喝什么？")
-        assert zh.results and zh.results[0].path == "MEMORY.md"
-        assert zh.mode == "keyword-only" and any("reads only en" in w for w in zh.warnings)
-        en = m.search("which database did the team pick for billing?")
-        assert en.mode == "hybrid" and not any("reads only" in w for w in en.warnings)
-        assert en.results[0].path == "memory/2026-02-01.md"
-        mixed = m.search("Postgres billing 服务")  # mostly Latin: vectors still help
-        assert mixed.mode == "hybrid"
-    with open_manager(make_ws(NOTES), cfg(db="off.sqlite", provider="bundled-en", query={"languageCheck": False})) as m:
-        assert m.search("王磊喜欢喝什么？").mode == "hybrid"  # switched off: the vectors are used
-    # Vector-only configuration: a Chinese query still gets keyword answers, not nothing.
-    with open_manager(make_ws(NOTES), cfg(db="vec.sqlite", provider="bundled-en", query={"hybrid": {"enabled": False}})) as m:
-        assert m.search("which database did the team pick for billing?").mode == "vector-only"
-        zh = m.search("王磊喜欢喝什么？")
-        assert zh.mode == "keyword-only" and zh.results and zh.results[0].path == "MEMORY.md"
+    with registered(plugin(providers={"bundled-en": lambda config: local_provider})):
+        assert local_provider.languages == ("en",)
+        with open_manager(make_ws(NOTES), cfg(provider="bundled-en")) as m:
+            zh = m.search("王磊喜欢喝什么？")
+            assert zh.results and zh.results[0].path == "MEMORY.md"
+            assert zh.mode == "keyword-only" and any("reads only en" in w for w in zh.warnings)
+            en = m.search("which database did the team pick for billing?")
+            assert en.mode == "hybrid" and not any("reads only" in w for w in en.warnings)
+            assert en.results[0].path == "memory/2026-02-01.md"
+            mixed = m.search("Postgres billing 服务")  # mostly Latin: vectors still help
+            assert mixed.mode == "hybrid"
+        with open_manager(make_ws(NOTES), cfg(db="off.sqlite", provider="bundled-en", query={"languageCheck": False})) as m:
+            assert m.search("王磊喜欢喝什么？").mode == "hybrid"  # switched off: the vectors are used
+        # Vector-only configuration: a Chinese query still gets keyword answers, not nothing.
+        with open_manager(make_ws(NOTES), cfg(db="vec.sqlite", provider="bundled-en", query={"hybrid": {"enabled": False}})) as m:
+            assert m.search("which database did the team pick for billing?").mode == "vector-only"
+            zh = m.search("王磊喜欢喝什么？")
+            assert zh.mode == "keyword-only" and zh.results and zh.results[0].path == "MEMORY.md"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from mdrecall import open_manager
 from mdrecall.search.mmr import jaccard, mmr_rerank

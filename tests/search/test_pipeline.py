@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
 from mdrecall import open_manager
-from mdrecall.search.pipeline import citation
+from mdrecall.types import format_citation as citation
 
 
 def _file(i: int) -> str:
@@ -113,10 +113,11 @@ def test_one_huge_line_is_cut_mid_line(make_ws: Callable[..., Path], cfg: Callab
     assert all(r.start_line == r.end_line == 1 and r.citation == "memory/wall.md#L1" for r in resp.results)
 
 
-def test_result_fields_and_dict_access(glaciers) -> None:  # type: ignore[no-untyped-def]
+def test_result_fields_and_json_shape(glaciers) -> None:  # type: ignore[no-untyped-def]
     _, m = glaciers
     hit = m.search("glacier")[0]
+    plain = hit.to_dict()
     for key in ("path", "start_line", "end_line", "score", "snippet", "source", "citation"):
-        assert hit[key] == getattr(hit, key)
+        assert plain[key] == getattr(hit, key)
     camel = hit.to_dict(camel=True)
     assert camel["startLine"] == hit.start_line and camel["endLine"] == hit.end_line

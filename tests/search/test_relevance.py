@@ -3,8 +3,8 @@ nothing (with a reason), and the scale is the same in every mode."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 

@@ -18,16 +18,9 @@ from mdrecall.agent.prompts import (
     format_relevant_memories,
     render_memory_prompt_section,
 )
-from mdrecall.agent.tools import (
-    MEMORY_GET,
-    MEMORY_SEARCH,
-    MEMORY_STATUS,
-    TOOL_SPECS,
-    MemoryTools,
-    ToolSpec,
-    format_citation,
-    unavailable_result,
-)
+from mdrecall.agent.specs import MEMORY_GET, MEMORY_SEARCH, MEMORY_STATUS, TOOL_SPECS, ToolSpec
+from mdrecall.agent.tools import MemoryTools, unavailable_result
+from mdrecall.types import format_citation
 
 __all__ = [
     "FlushDecision",

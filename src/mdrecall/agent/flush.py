@@ -15,21 +15,21 @@ read-only (curated, long-term memory is promoted deliberately, never rewritten i
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
-from pathlib import Path
 from dataclasses import dataclass, field
-from datetime import datetime, timezone, tzinfo
+from datetime import UTC, datetime, tzinfo
+from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from mdrecall.config import FlushConfig, parse_section
 from mdrecall.errors import ConfigError
 
 SILENT_REPLY_TOKEN = "NO_REPLY"
 DEFAULT_CONTEXT_WINDOW = 200_000
 DEFAULT_RESERVE_TOKENS_FLOOR = 20_000
 DEFAULT_SOFT_THRESHOLD_TOKENS = 4_000
-DEFAULT_FORCE_FLUSH_TRANSCRIPT_BYTES = 2 * 1024 * 1024
+DEFAULT_FORCE_FLUSH_TRANSCRIPT_BYTES = FlushConfig().forceFlushTranscriptBytes
 
 _DATE_PLACEHOLDER = "YYYY-MM-DD"
 
@@ -67,23 +67,6 @@ DEFAULT_FLUSH_SYSTEM_PROMPT = " ".join(
 )
 _NO_REPLY_HINT = f"\n\nIf no user-visible reply is needed, start with {SILENT_REPLY_TOKEN}."
 
-_BYTE_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-
-
-def parse_byte_size(value: int | float | str) -> int:
-    """Bytes from an int or a size string such as ``"2mb"``, ``"512 KiB"`` or ``"2097152"`` (binary units)."""
-    if isinstance(value, bool):
-        raise ConfigError(f"invalid byte size {value!r}")
-    if isinstance(value, int | float):
-        if value < 0:
-            raise ConfigError(f"byte size must not be negative (got {value!r})")
-        return int(value)
-    match = _BYTE_SIZE_RE.match(value)
-    if not match:
-        raise ConfigError(f"invalid byte size {value!r}; use a number of bytes or a size such as '2mb'")
-    number, unit = match.groups()
-    return int(float(number) * _UNITS[(unit or "").lower()[:1]])
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,37 +86,21 @@ class FlushSettings:
     timezone: str | None = None
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any] | None) -> "FlushSettings":
-        if not data:
-            return cls()
-        known = {
-            "enabled", "softThresholdTokens", "reserveTokensFloor", "forceFlushTranscriptBytes",
-            "prompt", "systemPrompt", "timezone",
-        }  # fmt: skip
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"unknown memory flush key(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-
-        def _tokens(key: str) -> int | None:
-            value = data.get(key)
-            if value is None:
-                return None
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ConfigError(f"memory flush '{key}' must be a non-negative integer (got {value!r})")
-            return value
-
-        force = data.get("forceFlushTranscriptBytes")
+    def from_config(cls, config: FlushConfig) -> FlushSettings:
         return cls(
-            enabled=data.get("enabled", True) is not False,
-            soft_threshold_tokens=_tokens("softThresholdTokens"),
-            reserve_tokens_floor=_tokens("reserveTokensFloor"),
-            force_flush_transcript_bytes=(
-                DEFAULT_FORCE_FLUSH_TRANSCRIPT_BYTES if force is None else parse_byte_size(force)
-            ),
-            prompt=data.get("prompt") or None,
-            system_prompt=data.get("systemPrompt") or None,
-            timezone=data.get("timezone") or None,
+            enabled=config.enabled,
+            soft_threshold_tokens=config.softThresholdTokens,
+            reserve_tokens_floor=config.reserveTokensFloor,
+            force_flush_transcript_bytes=config.forceFlushTranscriptBytes,
+            prompt=config.prompt or None,
+            system_prompt=config.systemPrompt or None,
+            timezone=config.timezone or None,
         )
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any] | FlushConfig | None) -> FlushSettings:
+        """From a ``flush`` mapping (validated like the config file's ``flush`` section)."""
+        return cls.from_config(parse_section(FlushConfig, data, "flush"))
 
 
 def default_reserve_and_soft(context_window: int) -> tuple[int, int]:
@@ -171,7 +138,7 @@ def format_current_time(now: datetime, tz_name: str) -> str:
     """``Monday, April 13th, 2026 — 8:07 PM (America/New_York) / 2026-04-14 00:07 UTC``."""
     hour = now.hour % 12 or 12
     local = f"{now.strftime('%A, %B')} {_ordinal(now.day)}, {now.year} — {hour}:{now.minute:02d} {now.strftime('%p')}"
-    utc = now.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    utc = now.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return f"{local} ({tz_name}) / {utc}"
 
 
@@ -232,7 +199,7 @@ def build_flush_plan(settings: FlushSettings | None = None, *, now: datetime | N
         return None
     zone, zone_name = _resolve_zone(settings.timezone)
     if now is None:
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
     if now.tzinfo is None:
         now = now.astimezone()  # naive means local wall-clock time
     local = now.astimezone(zone) if zone is not None else now.astimezone(now.tzinfo)
@@ -340,7 +307,7 @@ class FlushState:
 
     def record_flush(self, *, cycle: int | None = None, at: datetime | None = None) -> None:
         """Mark the cycle the flush *started in* (pass ``cycle`` if compaction may have run since)."""
-        at = at or datetime.now(timezone.utc)
+        at = at or datetime.now(UTC)
         self.last_flush_compaction_count = self.compaction_count if cycle is None else cycle
         self.last_flush_at = at
         self.history.append((self.last_flush_compaction_count, at))
@@ -395,7 +362,6 @@ __all__ = [
     "TARGET_HINT",
     "build_flush_plan",
     "default_reserve_and_soft",
-    "parse_byte_size",
     "should_flush",
     "with_safety_hints",
 ]

@@ -28,15 +28,16 @@ from typing import Any, ClassVar
 
 from mdrecall.agent.flush import FlushPlan, FlushSettings, build_flush_plan
 from mdrecall.agent.prompts import build_memory_prompt_section, format_relevant_memories
-from mdrecall.agent.tools import MEMORY_GET, MEMORY_SEARCH, MEMORY_STATUS, CitationsMode, MemoryTools
-from mdrecall.config import MemoryConfig, load_config
+from mdrecall.agent.specs import MEMORY_GET, MEMORY_SEARCH, MEMORY_STATUS
+from mdrecall.agent.tools import MemoryTools
+from mdrecall.backends import open_manager
+from mdrecall.config import CitationsMode, MemoryConfig, load_config
+from mdrecall.contract import MemorySearchManager
 
-ManagerOpener = Callable[[Path, Mapping[str, Any] | None], Any]
+ManagerOpener = Callable[[Path, Mapping[str, Any] | None], MemorySearchManager]
 
 
-def _default_opener(workspace: Path, config: Mapping[str, Any] | None) -> Any:
-    from mdrecall import open_manager
-
+def _default_opener(workspace: Path, config: Mapping[str, Any] | None) -> MemorySearchManager:
     return open_manager(workspace, config=dict(config) if config else None)
 
 
@@ -57,7 +58,7 @@ class MemoryRuntime:
         self.workspace = Path(workspace).expanduser().resolve()
         self.overrides = dict(config) if config else None
         self._opener = opener or _default_opener
-        self._manager: Any = None
+        self._manager: MemorySearchManager | None = None
         self._config: MemoryConfig | None = None
         self._lock = threading.Lock()
         self._closed = False
@@ -75,7 +76,7 @@ class MemoryRuntime:
     def is_open(self) -> bool:
         return self._manager is not None
 
-    def manager(self) -> Any:
+    def manager(self) -> MemorySearchManager:
         if self._manager is not None:
             return self._manager
         with self._lock:
@@ -175,7 +176,7 @@ class MemoryCapability:
     def close(self) -> None:
         self.runtime.close()
 
-    def __enter__(self) -> "MemoryCapability":
+    def __enter__(self) -> MemoryCapability:
         return self
 
     def __exit__(self, *exc: object) -> None:

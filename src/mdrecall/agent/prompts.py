@@ -13,7 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-CitationsMode = Literal["auto", "on", "off"]
+from mdrecall.config import CitationsMode
+from mdrecall.types import SearchHit
 
 MEMORY_SEARCH_TOOL = "memory_search"
 MEMORY_GET_TOOL = "memory_get"
@@ -113,7 +114,7 @@ class InjectedMemory:
     citation: str | None = None
 
     @classmethod
-    def coerce(cls, item: Any) -> "InjectedMemory":
+    def coerce(cls, item: Any) -> InjectedMemory:
         """Accept an InjectedMemory, a plain string, a mapping, or a search result."""
         if isinstance(item, InjectedMemory):
             return item
@@ -122,11 +123,9 @@ class InjectedMemory:
         if isinstance(item, Mapping):
             text = item.get("text", item.get("snippet", ""))
             return cls(str(text), item.get("category"), item.get("citation") or None)
-        # SearchResult-like objects: snippet + citation; a transcript hit is labelled as such.
-        snippet = getattr(item, "snippet", None)
-        if snippet is not None:
-            category = getattr(item, "category", None) or ("session" if getattr(item, "source", None) == "sessions" else None)
-            return cls(str(snippet), category, getattr(item, "citation", None) or None)
+        # A search hit: snippet + citation; a transcript hit is labelled as such.
+        if isinstance(item, SearchHit):
+            return cls(item.snippet, "session" if item.source == "sessions" else None, item.citation or None)
         raise TypeError(f"cannot inject a {type(item).__name__} as a memory")
 
 

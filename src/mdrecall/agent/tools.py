@@ -6,12 +6,16 @@ act on it, but cannot recover from an exception in the host. The shapes:
 
 - ``memory_search {query, maxResults?, minScore?, corpus?}`` ->
   ``{results: [{path, startLine, endLine, score, snippet, source, citation}], provider, model, mode,
-  citations, degraded, warnings, stale, freshness}``; when search is impossible
-  ``{results: [], disabled: true, unavailable: true, error, warning, action}``.
+  citations, degraded, warnings, stale, freshness}``, plus ``reason`` when nothing came back; when
+  search is impossible ``{results: [], disabled: true, unavailable: true, error, warning, action}``.
 - ``memory_get {path, from?, lines?}`` -> ``{text, path, from, lines, truncated?, nextFrom?}``; on a
   refused path ``{path, text: "", error, code, hint}`` with ``code`` one of ``not_memory_path``,
   ``outside_workspace``, ``not_found``, ``invalid_path``.
 - ``memory_status {}`` -> the manager's status.
+- ``memory_write {text, target?}`` -> ``{path, startLine, endLine, citation, text, redacted, created,
+  indexed}`` (the entry appended to today's daily note or ``target``, re-indexed at once); on a refused
+  target ``{error, code, hint}`` with the ``memory_get`` codes. Not in the default tool set: a host
+  opts in with ``tools=(..., MEMORY_WRITE)`` (``mdrecall mcp`` does, unless ``--read-only``).
 
 The session key (who is asking) comes from the host, never from the model: it is a constructor
 argument or a per-call keyword, not a schema property, so a model cannot widen its own scope.
@@ -23,112 +27,30 @@ import asyncio
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import PurePath
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
+from mdrecall.agent.specs import (
+    MAX_LINES_CAP,
+    MAX_RESULTS_CAP,
+    MAX_WRITE_CHARS,
+    MEMORY_GET,
+    MEMORY_GET_SCHEMA,
+    MEMORY_SEARCH,
+    MEMORY_SEARCH_SCHEMA,
+    MEMORY_STATUS,
+    MEMORY_STATUS_SCHEMA,
+    MEMORY_WRITE,
+    MEMORY_WRITE_SCHEMA,
+    TOOL_SPECS,
+    Corpus,
+    ToolSpec,
+)
+from mdrecall.config import CitationsMode, MemoryConfig
+from mdrecall.contract import MemorySearchManager
 from mdrecall.errors import ConfigError, EmbeddingError, PathError, ProviderUnavailableError, StoreError
-
-MEMORY_SEARCH = "memory_search"
-MEMORY_GET = "memory_get"
-MEMORY_STATUS = "memory_status"
-
-Corpus = Literal["memory", "sessions", "all"]
-CitationsMode = Literal["auto", "on", "off"]
-
-MAX_RESULTS_CAP = 50
-MAX_LINES_CAP = 2000
-
-MEMORY_SEARCH_DESCRIPTION = (
-    "Mandatory recall step: search long-term memory (MEMORY.md + memory/*.md, plus session transcripts "
-    "when they are indexed) before answering questions about prior work, decisions, dates, people, "
-    "preferences, or todos. Returns ranked snippets with path and line range; then use memory_get to "
-    "read only the lines you need. corpus selects memory files, sessions, or all (default). "
-    "If the response has disabled=true, memory retrieval is unavailable: tell the user, using the "
-    "response's warning and action."
-)
-MEMORY_GET_DESCRIPTION = (
-    "Safe exact excerpt read from MEMORY.md, memory/**/*.md or configured extra memory paths, usually a "
-    "path returned by memory_search. Returns a bounded excerpt (default 120 lines) when lines is omitted; "
-    "when more content exists the result has truncated=true and nextFrom, the line to pass as from to "
-    "continue. Session transcripts cannot be read with this tool."
-)
-MEMORY_STATUS_DESCRIPTION = (
-    "Report the memory index status: workspace, files and chunks indexed, embedding provider and model, "
-    "search mode (hybrid, keyword-only, ...), freshness and any warnings."
-)
-
-MEMORY_SEARCH_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "query": {
-            "type": "string",
-            "description": "What to look for: a question or keywords, e.g. 'database choice for search'.",
-        },
-        "maxResults": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": MAX_RESULTS_CAP,
-            "description": "Most results to return (default 10).",
-        },
-        "minScore": {
-            "type": "number",
-            "minimum": 0,
-            "maximum": 1,
-            "description": "Drop results scoring below this, from 0 to 1 (default 0.35).",
-        },
-        "corpus": {
-            "type": "string",
-            "enum": ["memory", "sessions", "all"],
-            "description": "memory: MEMORY.md and memory/ files; sessions: past session transcripts; all (default): both.",
-        },
-    },
-    "required": ["query"],
-    "additionalProperties": False,
-}
-
-MEMORY_GET_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": {
-            "type": "string",
-            "description": "Workspace-relative memory file, e.g. 'MEMORY.md' or 'memory/2026-01-31.md'.",
-        },
-        "from": {"type": "integer", "minimum": 1, "description": "First line to read, 1-based (default 1)."},
-        "lines": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": MAX_LINES_CAP,
-            "description": "How many lines to read (default and cap 120; output is also capped at 12,000 characters).",
-        },
-    },
-    "required": ["path"],
-    "additionalProperties": False,
-}
-
-MEMORY_STATUS_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
-
-
-@dataclass(frozen=True, slots=True)
-class ToolSpec:
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-
-    def to_openai(self) -> dict[str, Any]:
-        """The OpenAI-compatible ``tools`` entry (Chat Completions format)."""
-        return {
-            "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": self.input_schema},
-        }
-
-
-TOOL_SPECS: dict[str, ToolSpec] = {
-    MEMORY_SEARCH: ToolSpec(MEMORY_SEARCH, MEMORY_SEARCH_DESCRIPTION, MEMORY_SEARCH_SCHEMA),
-    MEMORY_GET: ToolSpec(MEMORY_GET, MEMORY_GET_DESCRIPTION, MEMORY_GET_SCHEMA),
-    MEMORY_STATUS: ToolSpec(MEMORY_STATUS, MEMORY_STATUS_DESCRIPTION, MEMORY_STATUS_SCHEMA),
-}
+from mdrecall.types import format_citation
 
 
 class ToolInputError(ValueError):
@@ -136,13 +58,6 @@ class ToolInputError(ValueError):
 
 
 # --- citations -------------------------------------------------------------------------------------
-
-
-def format_citation(path: str, start_line: int, end_line: int) -> str:
-    """``path#L3`` for one line, ``path#L3-L7`` for a range."""
-    if start_line == end_line:
-        return f"{path}#L{start_line}"
-    return f"{path}#L{start_line}-L{end_line}"
 
 
 def chat_type_from_session_key(session_key: str | None) -> Literal["direct", "group", "channel"]:
@@ -290,7 +205,7 @@ def parse_search_args(args: Mapping[str, Any]) -> tuple[str, int | None, float |
     query = args.get("query")
     if not isinstance(query, str) or not query.strip():
         raise ToolInputError("query is required: a non-empty string saying what to look for")
-    corpus = args.get("corpus") or "all"
+    corpus: Corpus = args.get("corpus") or "all"
     if corpus not in ("memory", "sessions", "all"):
         raise ToolInputError(f"corpus must be one of memory, sessions, all (got {corpus!r})")
     return (
@@ -309,12 +224,35 @@ def parse_get_args(args: Mapping[str, Any]) -> tuple[str, int | None, int | None
     return path, _int_arg(args, "from", 1, 10**9), _int_arg(args, "lines", 1, MAX_LINES_CAP)
 
 
+def parse_write_args(args: Mapping[str, Any]) -> tuple[str, str | None]:
+    _check_known(args, MEMORY_WRITE_SCHEMA, MEMORY_WRITE)
+    text = args.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise ToolInputError("text is required: a non-empty string, the fact to remember")
+    if len(text) > MAX_WRITE_CHARS:
+        raise ToolInputError(f"text must be at most {MAX_WRITE_CHARS} characters (got {len(text)})")
+    target = args.get("target")
+    if target is not None and (not isinstance(target, str) or not target.strip()):
+        raise ToolInputError("target must be a memory file path such as MEMORY.md or memory/projects.md")
+    return text, target.strip() if isinstance(target, str) else None
+
+
 # --- handlers --------------------------------------------------------------------------------------
 
 
 def _is_session_path(path: str) -> bool:
     normal = path.replace("\\", "/").strip().lower()
     return normal.endswith(".jsonl") or normal.startswith("sessions/") or "/sessions/" in normal
+
+
+@runtime_checkable
+class ConfigSource(Protocol):
+    """A manager factory that knows the config without opening the manager (MemoryRuntime)."""
+
+    @property
+    def config(self) -> MemoryConfig: ...
+
+    def __call__(self) -> MemorySearchManager: ...
 
 
 class MemoryTools:
@@ -328,15 +266,18 @@ class MemoryTools:
 
     def __init__(
         self,
-        manager: Any,
+        manager: MemorySearchManager | Callable[[], MemorySearchManager],
         *,
         session_key: str | None = None,
         citations: CitationsMode | None = None,
         tools: tuple[str, ...] = (MEMORY_SEARCH, MEMORY_GET, MEMORY_STATUS),
     ) -> None:
         # A manager factory (e.g. MemoryRuntime) is called per use; a plain manager is wrapped.
-        is_factory = callable(manager) and not hasattr(manager, "search")
-        self._manager_source: Callable[[], Any] = manager if is_factory else (lambda: manager)
+        if isinstance(manager, MemorySearchManager):
+            opened = manager
+            self._manager_source: Callable[[], MemorySearchManager] = lambda: opened
+        else:
+            self._manager_source = manager
         self.session_key = session_key
         self._citations = citations
         unknown = [t for t in tools if t not in TOOL_SPECS]
@@ -352,7 +293,7 @@ class MemoryTools:
     def openai_tools(self) -> list[dict[str, Any]]:
         return [spec.to_openai() for spec in self.specs()]
 
-    def manager(self) -> Any:
+    def manager(self) -> MemorySearchManager:
         return self._manager_source()
 
     def citations_mode(self) -> str:
@@ -360,8 +301,9 @@ class MemoryTools:
             return self._citations
         try:
             # A runtime knows its config without opening the manager; a bare manager has its own.
-            config = getattr(self._manager_source, "config", None) or self.manager().config
-            return getattr(config, "citations", "auto")
+            source = self._manager_source
+            config = source.config if isinstance(source, ConfigSource) else self.manager().config
+            return config.citations
         except Exception:
             return "auto"
 
@@ -372,7 +314,8 @@ class MemoryTools:
         args = arguments or {}
         if name not in self.names:
             return {"error": f"unknown tool {name!r}; available: {', '.join(self.names)}"}
-        handler = {MEMORY_SEARCH: self.memory_search, MEMORY_GET: self.memory_get, MEMORY_STATUS: self.memory_status}[name]
+        handler = {MEMORY_SEARCH: self.memory_search, MEMORY_GET: self.memory_get, MEMORY_STATUS: self.memory_status,
+                   MEMORY_WRITE: self.memory_write}[name]  # fmt: skip
         return handler(args, session_key=session_key)
 
     async def acall(
@@ -395,7 +338,7 @@ class MemoryTools:
             return unavailable_result(exc)
 
         warnings: list[str] = []
-        configured = list(getattr(manager.config, "sources", ["memory"]))
+        configured = list(manager.config.sources)
         if corpus == "sessions" and "sessions" not in configured:
             return {
                 "results": [],
@@ -441,7 +384,7 @@ class MemoryTools:
                 }
             )
         warnings.extend(response.warnings)
-        return {
+        out: dict[str, Any] = {
             "results": results,
             "provider": response.provider,
             "model": response.model,
@@ -452,6 +395,12 @@ class MemoryTools:
             "stale": bool(response.stale),
             "freshness": jsonable(response.freshness),
         }
+        # Why nothing came back ("nothing relevant": no memory reached minScore). Per-hit explanations
+        # stay out of the tools: they are for people (mdrecall search --explain, the inspector).
+        reason = getattr(response, "reason", None)
+        if not results and reason:
+            out["reason"] = reason
+        return out
 
     # -- memory_get
 
@@ -471,18 +420,8 @@ class MemoryTools:
         except Exception as exc:  # an unreadable file or broken backend: report, don't crash the turn
             return {"path": path, "text": "", "error": str(exc) or type(exc).__name__, "code": "read_failed",
                     "disabled": True}  # fmt: skip
-        out: dict[str, Any] = {
-            "text": result.get("text", ""),
-            "path": result.get("path", path),
-            "from": result.get("from"),
-            "lines": result.get("lines"),
-        }
-        if result.get("totalLines") is not None:
-            out["totalLines"] = result["totalLines"]
-        if result.get("truncated"):
-            out["truncated"] = True
-            if result.get("nextFrom") is not None:
-                out["nextFrom"] = result["nextFrom"]
+        out = result.to_dict()
+        if result.truncated:
             if out["text"]:
                 # Said in the text too: models read text more reliably than sibling fields.
                 out["text"] += (
@@ -500,15 +439,43 @@ class MemoryTools:
         except ToolInputError as exc:
             return {"error": str(exc), "code": "invalid_arguments"}
         try:
-            status = jsonable(self.manager().status())
+            status: dict[str, Any] = jsonable(self.manager().status().to_dict())
         except Exception as exc:
             return {"available": False, **unavailable_result(exc)}
-        status = dict(status) if isinstance(status, dict) else {"status": status}
         status.setdefault("available", True)
         status["citations"] = self.citations_mode()
         return status
 
 
-def build_tools(manager: Any, **kwargs: Any) -> MemoryTools:
+    # -- memory_write
+
+    def memory_write(self, args: Mapping[str, Any], *, session_key: str | None = None) -> dict[str, Any]:
+        from mdrecall.sources.remember import RememberError, remember
+
+        try:
+            text, target = parse_write_args(args)
+        except ToolInputError as exc:
+            return {"error": str(exc), "code": "invalid_arguments"}
+        try:
+            manager = self.manager()
+            written = remember(manager.workspace, text, config=manager.config, target=target, via="agent")
+        except PathError as exc:
+            return {"path": target, "error": str(exc), "code": exc.code,
+                    "hint": "memory_write appends to MEMORY.md or memory/**/*.md; omit target for today's daily note."}  # fmt: skip
+        except RememberError as exc:
+            return {"error": str(exc), "code": "invalid_arguments"}
+        except Exception as exc:  # a read-only disk, a broken backend: report, don't crash the turn
+            return {"error": str(exc) or type(exc).__name__, "code": "write_failed"}
+        out = written.to_dict()
+        try:
+            manager.sync()  # searchable at once, whatever the watcher is doing
+            out["indexed"] = True
+        except Exception as exc:  # the note is written; the next search indexes it
+            out["indexed"] = False
+            out["warning"] = f"written, but not indexed yet: {exc}"
+        return out
+
+
+def build_tools(manager: MemorySearchManager | Callable[[], MemorySearchManager], **kwargs: Any) -> MemoryTools:
     """Shorthand for :class:`MemoryTools`."""
     return MemoryTools(manager, **kwargs)

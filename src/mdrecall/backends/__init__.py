@@ -1,87 +1,92 @@
-"""Registry of memory backends other than the builtin SQLite one.
+"""Which MemorySearchManager answers for a workspace: ``config.backend`` names it, plugins provide it.
 
-``config.backend`` names the backend; ``open_manager`` asks :func:`get_backend_factory` for any name
-other than ``"builtin"``. A backend factory is ``(workspace: Path, config: MemoryConfig) ->
-MemorySearchManager`` (``search``, ``read_file``, ``status``, ``sync``, probes, ``close``).
-
-Third-party packages add a backend without touching mdrecall, through the ``mdrecall.backends``
-entry-point group::
-
-    [project.entry-points."mdrecall.backends"]
-    mystore = "mystore_mdrecall:create_manager"
-
-Code that lives in the same process can call :func:`register_backend` instead.
+``builtin`` (the SQLite engine) is registered by :mod:`mdrecall.builtin.plugin`; other backends come
+from plugins through the ``register_backends`` hook (see :mod:`mdrecall.plugins` and
+docs/backends.md). :func:`open_manager` is the one way to open a workspace's memory.
 """
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
+import os
+import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from mdrecall.errors import ConfigError
+from mdrecall import plugins
+from mdrecall.errors import ConfigError, MdrecallError
 
-BackendFactory = Callable[[Path, Any], Any]
+if TYPE_CHECKING:
+    # Not at run time: config.py imports the backends' settings modules (mdrecall.backends.<name>.settings),
+    # so this package must be importable before config is.
+    from mdrecall.config import MemoryConfig
+    from mdrecall.contract import MemorySearchManager
 
-ENTRY_POINT_GROUP = "mdrecall.backends"
-BUILTIN = "builtin"
+BackendFactory = Callable[[Path, "MemoryConfig"], "MemorySearchManager"]
 
-_REGISTERED: dict[str, BackendFactory] = {}
-
-
-def register_backend(name: str, factory: BackendFactory) -> None:
-    """Register (or replace) a backend factory in this process; wins over an entry point of the same name."""
-    if not name or name == BUILTIN:
-        raise ValueError(f"invalid backend name {name!r}")
-    _REGISTERED[name] = factory
-
-
-def unregister_backend(name: str) -> None:
-    _REGISTERED.pop(name, None)
+_lock = threading.Lock()
+_factories: dict[str, BackendFactory] = {}
+_generation = -1
 
 
-def _entry_point(name: str) -> Any | None:
-    # Read entry points on every lookup (cheap) so a package installed while running is found.
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name == name:
-            return ep
-    return None
+def _current() -> dict[str, BackendFactory]:
+    global _generation, _factories
+    current = plugins.generation()
+    with _lock:
+        if _generation != current:
+            found: dict[str, BackendFactory] = {}
+
+            def register(name: str, factory: BackendFactory) -> None:
+                if not name or not callable(factory):
+                    raise ValueError(f"invalid backend registration {name!r}")
+                found[name] = factory
+
+            for _name, _ in plugins.call_each("register_backends", register=register):
+                pass
+            _factories, _generation = found, current
+        return _factories
 
 
 def known_backends() -> list[str]:
-    """Every backend name this process can open: builtin, registered and installed ones."""
-    return sorted({BUILTIN, *_REGISTERED, *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))})
+    """Every backend name this process can open."""
+    return sorted(_current())
 
 
 def get_backend_factory(name: str) -> BackendFactory:
-    """The factory for backend ``name``; ConfigError naming the known backends when there is none.
-
-    A plugin that fails to import also gives ConfigError, with the import error in the message, so a
-    broken third-party package reads as a configuration problem, not a crash inside mdrecall.
-    """
-    if name in _REGISTERED:
-        return _REGISTERED[name]
-    ep = _entry_point(name)
-    if ep is None:
+    """The factory for backend ``name``; ConfigError naming the known ones (and broken plugins) otherwise."""
+    factory = _current().get(name)
+    if factory is None:
         raise ConfigError(
             f"unknown memory backend {name!r}; known: {', '.join(known_backends())}. "
-            f"Third-party backends register through the {ENTRY_POINT_GROUP!r} entry-point group."
+            "Other backends are installed as plugins (docs/backends.md)." + plugins.broken_plugins_note()
         )
-    try:
-        factory = ep.load()
-    except Exception as exc:
-        raise ConfigError(f"memory backend plugin {name!r} ({ep.value}) failed to load: {exc}") from exc
-    if not callable(factory):
-        raise ConfigError(f"memory backend plugin {name!r} ({ep.value}) is not callable")
     return factory
 
 
-__all__ = [
-    "BUILTIN",
-    "BackendFactory",
-    "ENTRY_POINT_GROUP",
-    "get_backend_factory",
-    "known_backends",
-    "register_backend",
-    "unregister_backend",
-]
+def open_manager(
+    workspace: str | os.PathLike[str],
+    config: Mapping[str, Any] | MemoryConfig | None = None,
+    *,
+    use_global_config: bool = True,
+) -> MemorySearchManager:
+    """Open the memory of one workspace. ``config`` is the YAML memory-section mapping (merged over
+    the config files) or a ready ``MemoryConfig``. Plugins' ``manager_opened`` hooks then attach their
+    features (recall tracking for promotion)."""
+    root = Path(workspace).expanduser()
+    if not root.is_dir():
+        raise MdrecallError(f"workspace {root} is not a directory")
+    root = Path(os.path.abspath(root))
+    from mdrecall.config import MemoryConfig, load_config
+
+    cfg = config if isinstance(config, MemoryConfig) else load_config(root, config, use_global=use_global_config)
+    manager = get_backend_factory(cfg.backend)(root, cfg)
+    try:
+        for _name, _ in plugins.call_each("manager_opened", manager=manager):
+            pass
+    except BaseException:
+        manager.close()
+        raise
+    return manager
+
+
+__all__ = ["BackendFactory", "get_backend_factory", "known_backends", "open_manager"]

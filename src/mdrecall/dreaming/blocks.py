@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable, Sequence
 
 from mdrecall.text import CJK_CHAR, query_terms, term_stems
 

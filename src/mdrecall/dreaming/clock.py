@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone, tzinfo
+from datetime import UTC, datetime, tzinfo
 
 
 def ensure_aware(now: datetime | None) -> datetime:
     """``now`` as an aware datetime; naive values are taken as local time, None as the current time."""
     if now is None:
-        return datetime.now(timezone.utc)
+        return datetime.now(UTC)
     if now.tzinfo is None:
         return now.astimezone()
     return now
 
 
 def to_iso(now: datetime) -> str:
-    return ensure_aware(now).astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return ensure_aware(now).astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def from_iso(text: str | None) -> datetime | None:
@@ -25,7 +25,7 @@ def from_iso(text: str | None) -> datetime | None:
         value = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def day_bucket(now: datetime, tz: tzinfo | None) -> str:

@@ -63,7 +63,7 @@ class RecallEntry:
         return {_CAMEL[k]: v for k, v in self.__dict__.items() if v is not None or k not in _OPTIONAL}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "RecallEntry":
+    def from_json(cls, data: dict[str, Any]) -> RecallEntry:
         """Tolerant of missing fields (older files, hand edits); raises ValueError when unusable."""
         if not isinstance(data, dict):
             raise ValueError("entry is not an object")

@@ -15,15 +15,19 @@ Guarantees:
 - atomic: MEMORY.md, the queue and the store are each replaced whole, under the store's lock;
 - bounded: MEMORY.md never grows past ``memoryMaxChars``; what does not fit is refused with a message
   and stays approved in the queue.
+
+Why this module is long: stage and apply share the live-note checks, the queue reconciliation and the
+budget; split apart they would pass a dozen values back and forth.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from mdrecall.dreaming.blocks import Located, display_text, is_generic_heading, locate, normalize, text_hash
 from mdrecall.dreaming.clock import day_bucket, ensure_aware, to_iso
@@ -90,7 +94,7 @@ def section_heading(day: str) -> str:
     return f"## {SECTION_TITLE} ({day})"
 
 
-def promoted_line(item: "Prepared") -> str:
+def promoted_line(item: Prepared) -> str:
     entry = item.entry
     marker = (
         f"<!-- {PROMOTED_MARKER} id={entry.claim_hash} source={entry.path}:{item.start_line}-{item.end_line} "

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import quote, unquote
 
 from mdrecall.dreaming.blocks import normalize, text_hash
@@ -97,7 +98,7 @@ def _status(box: str) -> str:
 def parse_queue(text: str) -> Queue:
     items: list[QueueItem] = []
     ignored = 0
-    current: dict[str, object] | None = None
+    current: dict[str, Any] | None = None
 
     def finish() -> None:
         nonlocal current, ignored
@@ -107,7 +108,7 @@ def parse_queue(text: str) -> Queue:
         if not isinstance(fields, dict) or "key" not in fields:
             ignored += 1
         else:
-            def num(name: str, kind: type) -> object:
+            def num(name: str, kind: type[int] | type[float]) -> Any:
                 try:
                     return kind(fields.get(name, 0))
                 except (TypeError, ValueError):
@@ -117,14 +118,14 @@ def parse_queue(text: str) -> Queue:
                 QueueItem(
                     key=unquote(fields["key"]),
                     status=str(current["status"]),
-                    text=normalize(" ".join(current["lines"])),  # type: ignore[arg-type]
+                    text=normalize(" ".join(current["lines"])),
                     source=unquote(fields.get("source", "")),
-                    score=float(num("score", float)),  # type: ignore[arg-type]
-                    recalls=int(num("recalls", int)),  # type: ignore[arg-type]
-                    queries=int(num("queries", int)),  # type: ignore[arg-type]
-                    days=int(num("days", int)),  # type: ignore[arg-type]
+                    score=float(num("score", float)),
+                    recalls=int(num("recalls", int)),
+                    queries=int(num("queries", int)),
+                    days=int(num("days", int)),
                     staged_hash=fields.get("staged", ""),
-                    notes=tuple(current["notes"]),  # type: ignore[arg-type]
+                    notes=tuple(current["notes"]),
                 )
             )
         current = None
@@ -153,8 +154,8 @@ def parse_queue(text: str) -> Queue:
             continue
         stripped = line.strip()
         if stripped.startswith(">"):
-            current["notes"].append(stripped[1:].strip())  # type: ignore[union-attr]
+            current["notes"].append(stripped[1:].strip())
         else:
-            current["lines"].append(stripped)  # type: ignore[union-attr]
+            current["lines"].append(stripped)
     finish()
     return Queue(items, ignored)

@@ -10,6 +10,9 @@ Per search, each hit on a daily note or a transcript is narrowed to the fact(s) 
 and the day added to ``queryHashes``/``recallDays``. A fact seen in two overlapping chunks of one search
 counts once; the same query surfacing the same fact again on the same day counts once
 (``dedupeByQueryPerDay``). Contaminated text and text already promoted are never recorded.
+
+Why this module is long: narrowing hits to facts, the background writer and grounding all update the
+same entries under the same rules; one module keeps those rules in one place.
 """
 
 from __future__ import annotations
@@ -17,10 +20,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from mdrecall.dreaming.blocks import (
     Block,
@@ -40,6 +44,10 @@ from mdrecall.dreaming.entry import MAX_QUERY_HASHES, MAX_RECALL_DAYS, RecallEnt
 from mdrecall.dreaming.paths import is_short_term, normalize_path
 from mdrecall.dreaming.scoring import clamp01
 from mdrecall.dreaming.store import RecallStore
+from mdrecall.types import SearchHit, SearchResponse
+
+if TYPE_CHECKING:
+    from mdrecall.contract import MemorySearchManager
 
 log = logging.getLogger(__name__)
 
@@ -82,15 +90,12 @@ class RecordSummary:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
 
 
-def _as_hit(result: Any) -> Hit | None:
+def _as_hit(result: SearchHit | Mapping[str, Any]) -> Hit | None:
+    """A search hit, or its JSON shape (snake_case or camelCase keys, as tools and replays give it)."""
+    data: Mapping[str, Any] = result.to_dict() if isinstance(result, SearchHit) else result
+
     def get(*names: str) -> Any:
-        for name in names:
-            if isinstance(result, Mapping):
-                if name in result:
-                    return result[name]
-            elif hasattr(result, name):
-                return getattr(result, name)
-        return None
+        return next((data[name] for name in names if name in data), None)
 
     path = get("path")
     if not isinstance(path, str) or not path:
@@ -148,7 +153,7 @@ def read_source_blocks(workspace: Path, source: str, path: str, sessions_dir: st
 
 def _transcript_blocks(workspace: Path, path: str, sessions_dir: str | None) -> list[Block] | None:
     """A transcript's rendered lines (``User: …``), cited by JSONL line as the index cites them."""
-    from mdrecall.transcripts import DEFAULT_SESSIONS_DIR, render_transcript, sessions_root
+    from mdrecall.sources.transcripts import DEFAULT_SESSIONS_DIR, render_transcript, sessions_root
 
     file = Path(path) if Path(path).is_absolute() else workspace / path
     parts = path.split("/")
@@ -546,38 +551,30 @@ def _apply_grounding(state: Any, rel: str, start: int, end: int, day: str) -> in
     return updated
 
 
-def install_recall_tracking(manager: Any) -> bool:
-    """Register recall recording on a manager's searches; False when tracking is switched off.
-
-    Raises ConfigError for an invalid ``dreaming`` section, so a typo surfaces when the manager opens.
-    """
-    cfg = dreaming_config(manager.config)
+def install_recall_tracking(manager: MemorySearchManager) -> bool:
+    """Record recalls of a manager's searches and reads; False when tracking is switched off."""
+    cfg = manager.config.dreaming
     if not (cfg.enabled and cfg.tracking):
         return False
     workspace = Path(manager.workspace)
-    memory_config = manager.config
-    writer = RecallWriter(workspace, memory_config)
+    writer = RecallWriter(workspace, manager.config)
 
-    def on_search(query: str, response: Any, session_key: str | None, now: datetime | None) -> None:
+    def on_search(query: str, response: SearchResponse, session_key: str | None, now: datetime | None) -> None:
         del session_key  # recalls are per workspace
-        if not query or not getattr(response, "results", response):
-            return
-        writer.submit(query, getattr(response, "results", response), now)
+        if query and response.results:
+            writer.submit(query, response.results, now)
+
+    def on_read(path: str, from_line: int | None, lines: int | None, now: datetime | None = None) -> None:
+        try:
+            if is_short_term(normalize_path(path), "memory", track_sessions=cfg.trackSessions):
+                writer.submit_grounding(path, from_line, lines, now)
+        except Exception as exc:
+            log.warning("recall grounding failed for %s: %s", workspace, exc)
 
     manager.add_search_listener(on_search)
-    if hasattr(manager, "add_flush_hook"):
-        manager.add_flush_hook(writer.flush)
-        manager.add_close_hook(writer.close)
-    else:
-        log.warning("manager has no close hook: recall tracking may lose its last searches")
-    manager.recall_writer = writer
-    if hasattr(manager, "add_read_listener"):
-        def on_read(path: str, from_line: int | None, lines: int | None, now: datetime | None = None) -> None:
-            try:
-                if is_short_term(normalize_path(path), "memory", track_sessions=cfg.trackSessions):
-                    writer.submit_grounding(path, from_line, lines, now)
-            except Exception as exc:
-                log.warning("recall grounding failed for %s: %s", workspace, exc)
-
-        manager.add_read_listener(on_read)
+    manager.add_read_listener(on_read)
+    manager.add_flush_hook(writer.flush)
+    manager.add_close_hook(writer.close)
+    # Recall tracking for promotion (dreaming), recorded on a background thread.
+    manager.add_status_section("recallTracking", writer.status)
     return True

@@ -30,9 +30,9 @@ Gates (all must hold): ``n >= minRecallCount``, ``q >= minUniqueQueries``, ``d >
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Iterable
 
 from mdrecall.dreaming.clock import age_days, from_iso
 from mdrecall.dreaming.config import DreamingConfig

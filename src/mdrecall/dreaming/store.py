@@ -24,11 +24,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from collections.abc import Iterator, MutableMapping
 
 from mdrecall.dreaming.clock import age_days, ensure_aware, from_iso, to_iso
 from mdrecall.dreaming.config import DreamingConfig
@@ -277,7 +277,7 @@ def enforce_bound(state: StoreState, cfg: DreamingConfig, now: datetime) -> int:
     excess = len(state.entries) - cfg.maxEntries
     if excess <= 0:
         return 0
-    ranked = sorted(((_eviction_rank(e, now, cfg), e.key) for e in state.entries.values()))
+    ranked = sorted((_eviction_rank(e, now, cfg), e.key) for e in state.entries.values())
     slack = cfg.maxEntries // 10
     evicted = 0
     for rank, key in ranked:

@@ -105,12 +105,12 @@ class DreamReport:
                         lines.append(f"  - `{s.key}`: {s.reason}{tag}")
             lines.extend(f"- {m}" for m in a.messages)
         if self.stage:
-            s = self.stage
-            lines.append(f"- Staged {len(s.added)} new candidate(s) for review in `{queue_path(self.workspace).relative_to(self.workspace)}` "
-                         f"({s.kept} already waiting).")
-            for item in s.added:
-                lines.append(f"  - {item.text} (score {item.score:.2f}, id `{item.id}`){tag}")
-            for skipped in s.dropped:
+            staged = self.stage
+            lines.append(f"- Staged {len(staged.added)} new candidate(s) for review in `{queue_path(self.workspace).relative_to(self.workspace)}` "
+                         f"({staged.kept} already waiting).")
+            for queued in staged.added:
+                lines.append(f"  - {queued.text} (score {queued.score:.2f}, id `{queued.id}`){tag}")
+            for skipped in staged.dropped:
                 lines.append(f"  - not staged `{skipped.key}`: {skipped.reason}{tag}")
         return "\n".join(lines) + "\n"
 

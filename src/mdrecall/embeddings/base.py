@@ -8,15 +8,35 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Protocol, Sequence, runtime_checkable
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from mdrecall.text import estimate_tokens
+
+#: ``progress(completed_texts, total_texts)``
+ProgressFn = Callable[[int, int], None]
+#: ``on_batch(indexes, vectors)``: one finished batch, so a caller can cache it before a later one fails.
+BatchDoneFn = Callable[[list[int], list[list[float]]], None]
 
 
 @runtime_checkable
 class EmbeddingProvider(Protocol):
+    """What the engine uses of a provider. Subclass :class:`ProviderBase`: it fills in every member
+    but ``embed_documents``/``embed_query`` and the properties that describe the model."""
+
     #: Registry id, e.g. ``"local"``, ``"openai"``.
     id: str
     #: Model name as the provider knows it.
     model: str
+    #: ISO codes of the languages the model reads; None: multilingual or unknown. Search skips the
+    #: vector side of a mostly-CJK query when the model reads none of zh/ja/ko.
+    languages: tuple[str, ...] | None
+
+    @property
+    def last_error(self) -> str | None:
+        """The last failed call (retried or not), for status; None when there was none."""
+    #: An asynchronous batch API for large inputs (OpenAI), or None.
+    batch_api: Any
 
     @property
     def dims(self) -> int | None:
@@ -35,6 +55,14 @@ class EmbeddingProvider(Protocol):
     def max_batch_items(self) -> int:
         """Most texts per request."""
 
+    @property
+    def max_batch_tokens(self) -> int | None:
+        """Most tokens per request, when the API limits them."""
+
+    @property
+    def concurrency(self) -> int:
+        """Requests in flight at once."""
+
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         """Embed texts for storage, one vector per text, in order."""
 
@@ -44,32 +72,66 @@ class EmbeddingProvider(Protocol):
     def count_tokens(self, text: str) -> int:
         """Tokens the model would see for ``text`` (an estimate is fine for remote models)."""
 
-    # Optional: ``languages: tuple[str, ...] | None``, the ISO codes a model reads (None or absent:
-    # unknown or multilingual). Search skips the vector side of a mostly-CJK query when the model
-    # reads none of zh/ja/ko, instead of letting noise outrank keyword hits.
+    def count_tokens_many(self, texts: Sequence[str]) -> list[int]: ...
+
+    def embed_documents_batched(
+        self, texts: Sequence[str], progress: ProgressFn | None = None, on_batch: BatchDoneFn | None = None
+    ) -> list[list[float]]:
+        """Embed many documents, reporting progress and each finished batch."""
+
+    def resolve_dims(self) -> int | None:
+        """Learn the vector size (one probe for remote models of unknown size)."""
+
+    def close(self) -> None:
+        """Release connections."""
+
+
+class ProviderBase:
+    """Defaults for everything but the model itself: a provider implements ``embed_documents``,
+    ``embed_query``, ``dims``, ``identity``, ``max_input_tokens`` and ``max_batch_items``."""
+
+    id: str = "custom"
+    model: str = ""
+    languages: tuple[str, ...] | None = None
+    last_error: str | None = None
+    batch_api: Any = None
+
+    @property
+    def max_batch_tokens(self) -> int | None:
+        return None
+
+    @property
+    def concurrency(self) -> int:
+        return 1
+
+    def count_tokens(self, text: str) -> int:
+        return estimate_tokens(text)
+
+    def count_tokens_many(self, texts: Sequence[str]) -> list[int]:
+        return [self.count_tokens(t) for t in texts]
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        raise NotImplementedError
+
+    def embed_documents_batched(
+        self, texts: Sequence[str], progress: ProgressFn | None = None, on_batch: BatchDoneFn | None = None
+    ) -> list[list[float]]:
+        # One call: a local model batches internally at its best size.
+        vectors = self.embed_documents(texts)
+        if on_batch is not None:
+            on_batch(list(range(len(vectors))), vectors)
+        if progress is not None:
+            progress(len(vectors), len(texts))
+        return vectors
+
+    def resolve_dims(self) -> int | None:
+        return getattr(self, "dims", None)
+
+    def close(self) -> None:
+        return None
 
 
 def provider_key(identity: dict[str, Any]) -> str:
     """Stable hash of a provider identity; part of the index identity and the cache key."""
     blob = json.dumps(identity, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
-
-
-def estimate_tokens(text: str) -> int:
-    """Word-piece estimate for models whose tokenizer is not available here.
-
-    CJK characters are one token each (often more); other text about four characters a token.
-    """
-    cjk = sum(1 for ch in text if _is_cjk(ch))
-    return cjk + (len(text) - cjk + 3) // 4
-
-
-def _is_cjk(ch: str) -> bool:
-    code = ord(ch)
-    return (
-        0x2E80 <= code <= 0x9FFF
-        or 0xA000 <= code <= 0xA4FF
-        or 0xAC00 <= code <= 0xD7AF
-        or 0xF900 <= code <= 0xFAFF
-        or 0x20000 <= code <= 0x2FA1F
-    )

@@ -7,15 +7,11 @@ cap *and* its per-request token budget; a single text above the token budget sti
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import Any, Callable, Sequence
 
-from mdrecall.embeddings.base import EmbeddingProvider
+from mdrecall.embeddings.base import BatchDoneFn, EmbeddingProvider, ProgressFn
 from mdrecall.errors import EmbeddingError
-
-ProgressFn = Callable[[int, int], None]
-#: Called with (indexes into ``texts``, their vectors) as each batch finishes, in completion order.
-BatchDoneFn = Callable[[list[int], list[list[float]]], None]
 
 
 def plan_batches(
@@ -43,8 +39,7 @@ def plan_batches(
 
 
 def _token_counts(provider: EmbeddingProvider, texts: Sequence[str]) -> list[int]:
-    many = getattr(provider, "count_tokens_many", None)
-    counts = list(many(texts)) if many is not None else [provider.count_tokens(t) for t in texts]
+    counts = list(provider.count_tokens_many(texts))
     cap = provider.max_input_tokens
     # Longer inputs are truncated (by us or the model) to the input limit; plan with what is sent.
     return [min(c, cap) for c in counts]
@@ -73,7 +68,7 @@ def embed_in_batches(
         return []
     results: list[list[float] | None] = [None] * total
 
-    batch_api: Any = getattr(provider, "batch_api", None)
+    batch_api = provider.batch_api
     if batch_api is not None and batch_api.should_use(total):
         got = batch_api.run(list(texts), progress=progress)  # {index: vector}; never raises EmbeddingError
         if got:
@@ -88,9 +83,9 @@ def embed_in_batches(
         todo_texts = [texts[i] for i in todo]
         counts = _token_counts(provider, todo_texts)
         items_cap = max_items or provider.max_batch_items
-        tokens_cap = max_tokens if max_tokens is not None else getattr(provider, "max_batch_tokens", None)
+        tokens_cap = max_tokens if max_tokens is not None else provider.max_batch_tokens
         batches = [[todo[j] for j in group] for group in plan_batches(todo_texts, counts, items_cap, tokens_cap)]
-        workers = max(1, concurrency if concurrency is not None else int(getattr(provider, "concurrency", 1)))
+        workers = max(1, concurrency if concurrency is not None else provider.concurrency)
         _run_batches(provider, texts, batches, results, workers, total - len(todo), total, progress, on_batch)
 
     return results  # type: ignore[return-value]  # every slot is filled or an error was raised

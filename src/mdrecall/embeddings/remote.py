@@ -7,14 +7,16 @@ A subclass implements ``_request(texts, input_type) -> vectors`` for one request
 from __future__ import annotations
 
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from mdrecall.embeddings.base import estimate_tokens
-from mdrecall.embeddings.batching import BatchDoneFn, ProgressFn, embed_in_batches
+from mdrecall.embeddings.base import BatchDoneFn, ProgressFn, ProviderBase
+from mdrecall.embeddings.batching import embed_in_batches
 from mdrecall.embeddings.http import Clock, JsonHttpClient, RemoteEmbeddingError, Retrier
 from mdrecall.embeddings.settings import ResolvedSettings
+from mdrecall.text import estimate_tokens
 
 #: Retry limits for query embeddings (documents use remote.maxRetries / remote.maxRetrySeconds).
 QUERY_MAX_RETRIES = 2
@@ -37,7 +39,7 @@ KNOWN_DIMS: dict[str, int] = {
 }
 
 
-class RemoteProvider:
+class RemoteProvider(ProviderBase):
     id: str = "remote"
 
     def __init__(self, settings: ResolvedSettings, *, clock: Clock | None = None) -> None:
@@ -83,7 +85,7 @@ class RemoteProvider:
         return self.settings.concurrency
 
     @property
-    def last_error(self) -> str | None:
+    def last_error(self) -> str | None:  # type: ignore[override]  # the retrier records it
         return self.retrier.last_error
 
     def count_tokens(self, text: str) -> int:
@@ -125,7 +127,7 @@ class RemoteProvider:
         return embed_in_batches(self, texts, concurrency=self.concurrency, progress=progress, on_batch=on_batch)
 
     def close(self) -> None:
-        client = getattr(self, "client", None)
+        client: Any = getattr(self, "client", None)  # set by subclasses that hold an HTTP client
         if client is not None:
             client.close()
 

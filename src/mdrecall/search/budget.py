@@ -18,24 +18,27 @@ budget before the short turn that held the answer. Here:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
 import json
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
-from mdrecall.store.db import IndexDB
+if TYPE_CHECKING:
+    from mdrecall.search.relevance import KeywordEvidence
 
 #: (path, source) -> the length of each line as a reader of the citation gets it (a Markdown line's
 #: characters; a transcript line's message content), or None when the file cannot be read.
 LineLengths = Callable[[str, str], "Sequence[int] | None"]
 
-if TYPE_CHECKING:
-    from mdrecall.search.relevance import KeywordEvidence
+
+class Messages(Protocol):
+    """Where the whole text of a transcript message can be looked up (search/corpus.py)."""
+
+    def whole_message(self, path: str, message: int) -> list[str] | None: ...
 
 _PREFIXES = ("User: ", "Assistant: ")
 #: transcripts.WRAP_CHARS: a rendered segment this long (less a word's slack) may continue.
@@ -54,7 +57,7 @@ class FileLineLengths:
 
     def __init__(self, workspace: Path, max_files: int = 256) -> None:
         self.root = workspace.resolve()
-        self._cache: "OrderedDict[str, tuple[tuple[int, int], list[int]]]" = OrderedDict()
+        self._cache: OrderedDict[str, tuple[tuple[int, int], list[int]]] = OrderedDict()
         self._lock = threading.Lock()
         self._max = max_files
 
@@ -93,7 +96,8 @@ def _line_length(line: str, jsonl: bool) -> int:
     except ValueError:
         return len(line)
     if isinstance(record, dict):
-        message = record.get("message") if isinstance(record.get("message"), dict) else record
+        inner = record.get("message")
+        message: dict[str, Any] = inner if isinstance(inner, dict) else record
         content = message.get("content", "")
         if isinstance(content, str):
             return len(content)
@@ -127,7 +131,14 @@ class Hit:
     cosine: float | None = None
     text_score: float | None = None
     keyword_rank: int | None = None
-    evidence: "KeywordEvidence | None" = None
+    evidence: KeywordEvidence | None = None
+    #: The calibrated parts behind ``logit`` (None: that side did not score it), the date boost in
+    #: logit, the decay multiplier (None: decay off) and a supersession move: what the explanation shows.
+    keyword_logit: float | None = None
+    vector_logit: float | None = None
+    date_boost: float = 0.0
+    decay: float | None = None
+    superseded: str | None = None
     #: Per line of ``text``, the query-term weight it matches (filled from the evidence).
     line_weights: list[float] = field(default_factory=list)
     #: Characters the citation covers (set by narrowing).
@@ -175,7 +186,7 @@ def _content_length(lines: list[str]) -> int:
     return total
 
 
-def _session_message_lengths(db: IndexDB | None, hit: Hit, messages: range) -> int:
+def _session_message_lengths(corpus: Messages | None, hit: Hit, messages: range) -> int:
     """Characters of the whole cited messages (the scorer's and a reader's view of the citation)."""
     assert hit.line_map is not None
     lines = hit.text.split("\n")
@@ -189,18 +200,15 @@ def _session_message_lengths(db: IndexDB | None, hit: Hit, messages: range) -> i
             complete = False  # the message may have begun in an earlier chunk
         if last_line_of_chunk and m == hit.end_line and len(own[-1]) >= _CONTINUES:
             complete = False
-        if not complete and db is not None:
-            own = _whole_message(db, hit.path, m) or own
+        if not complete and corpus is not None:
+            own = corpus.whole_message(hit.path, m) or own
         total += int(_content_length(own) * _SESSION_SLACK) + 1
     return total
 
 
-def _whole_message(db: IndexDB, path: str, message: int) -> list[str] | None:
-    rows = db.conn.execute(
-        "SELECT start_line, end_line, text FROM chunks WHERE path = ? AND source = 'sessions' "
-        "AND start_line <= ? AND end_line >= ? ORDER BY start_line, rowid",
-        (path, message, message),
-    ).fetchall()
+def message_lines(rows: Sequence[tuple[int, int, str]], message: int) -> list[str] | None:
+    """The rendered lines of transcript message ``message`` from the chunks ``(start, end, text)``
+    that cover it, each line once; None when none can be mapped."""
     seen: set[str] = set()
     out: list[str] = []
     for start, end, text in rows:
@@ -253,11 +261,11 @@ def narrowed(hit: Hit, context: int) -> Hit | None:
 
 
 def _copy(hit: Hit, start: int, end: int, lines: list[str], weights: list[float], line_map: list[int] | None) -> Hit:
-    return Hit(hit.rowid, hit.path, hit.source, start, end, "\n".join(lines), hit.score, hit.logit, hit.cosine,
-               hit.text_score, hit.keyword_rank, hit.evidence, weights, 0, line_map)
+    return replace(hit, start_line=start, end_line=end, text="\n".join(lines), line_weights=weights, cost=0,
+                   line_map=line_map)
 
 
-def cited_cost(hit: Hit, lengths: LineLengths | None, db: IndexDB | None) -> int:
+def cited_cost(hit: Hit, lengths: LineLengths | None, corpus: Messages | None) -> int:
     """Characters of everything the citation covers, counted as a reader of it gets them."""
     if lengths is not None:
         found = lengths(hit.path, hit.source)
@@ -265,7 +273,7 @@ def cited_cost(hit: Hit, lengths: LineLengths | None, db: IndexDB | None) -> int
             return sum(found[n - 1] + 1 for n in range(hit.start_line, hit.end_line + 1))
     if hit.source == "sessions":
         if hit.line_map is not None:
-            return _session_message_lengths(db, hit, range(hit.start_line, hit.end_line + 1))
+            return _session_message_lengths(corpus, hit, range(hit.start_line, hit.end_line + 1))
         return int(len(hit.text) * _SESSION_SLACK) + 1
     return len(hit.text) + 1
 
@@ -310,7 +318,7 @@ def _trim_session(hit: Hit, other: Hit) -> Hit | None:
     return hit
 
 
-def _cut(hit: Hit, remaining: int, lengths: LineLengths | None, db: IndexDB | None) -> Hit | None:
+def _cut(hit: Hit, remaining: int, lengths: LineLengths | None, corpus: Messages | None) -> Hit | None:
     """The leading whole lines (messages) of ``hit`` that fit ``remaining``; a single Markdown line
     that is the whole citation is cut mid-line instead."""
     lines = hit.text.split("\n")
@@ -320,14 +328,14 @@ def _cut(hit: Hit, remaining: int, lengths: LineLengths | None, db: IndexDB | No
         for last in range(hit.end_line - 1, hit.start_line - 1, -1):
             keep = [i for i, n in enumerate(hit.line_map) if n <= last]
             trial = _copy(hit, hit.start_line, last, [lines[i] for i in keep], [], [hit.line_map[i] for i in keep])
-            trial.cost = cited_cost(trial, lengths, db)
+            trial.cost = cited_cost(trial, lengths, corpus)
             if trial.cost <= remaining:
                 return trial
         return _snippet(hit, remaining)
     if _contiguous(hit):
         for last in range(len(lines) - 1, 0, -1):
             trial = _copy(hit, hit.start_line, hit.start_line + last - 1, lines[:last], [], None)
-            trial.cost = cited_cost(trial, lengths, db)
+            trial.cost = cited_cost(trial, lengths, corpus)
             if trial.cost <= remaining:
                 return trial
     if hit.start_line == hit.end_line:
@@ -362,7 +370,7 @@ def pack(
     budget: int,
     context: int,
     narrow_above: int,
-    db: IndexDB | None,
+    corpus: Messages | None,
     lengths: LineLengths | None = None,
 ) -> list[Hit]:
     """The results an agent receives, in rank order: de-overlapped, narrowed where they would not
@@ -378,11 +386,11 @@ def pack(
         trimmed = _trim_overlap(hit, out)
         if trimmed is None:
             continue
-        trimmed.cost = cited_cost(trimmed, lengths, db)
+        trimmed.cost = cited_cost(trimmed, lengths, corpus)
         if trimmed.cost > narrow_above or used + trimmed.cost > budget:
             small = narrowed(trimmed, context)
             if small is not None:
-                small.cost = cited_cost(small, lengths, db)
+                small.cost = cited_cost(small, lengths, corpus)
                 if small.cost < trimmed.cost:
                     trimmed = small
         if used + trimmed.cost <= budget:
@@ -391,7 +399,7 @@ def pack(
         else:
             skipped.append(trimmed)
     if skipped and len(out) < max_results and budget - used >= 200:
-        cut = _cut(skipped[0], budget - used, lengths, db)
+        cut = _cut(skipped[0], budget - used, lengths, corpus)
         if cut is not None:
             out.append(cut)
     return out

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from datetime import date, datetime, timedelta
 
-from mdrecall.workspace import note_date
+from mdrecall.sources.workspace import note_date
 
 _MONTHS = {
     name: i
@@ -124,7 +124,8 @@ def date_logit(path: str, source: str, ranges: list[tuple[date, date]], boost: f
     """Logit added to a dated note's score: ``boost`` inside a named range, less nearby, else 0."""
     if source != "memory" or not ranges:
         return 0.0
-    day = note_date(path)
+    # Another agent's team note is cited as ``@agent/<its path>`` (Postgres backend): its path's date.
+    day = note_date(path.partition("/")[2] if path.startswith("@") else path)
     if day is None:
         return 0.0
     best = 0.0

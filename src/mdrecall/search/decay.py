@@ -2,6 +2,8 @@
 
 Dates come from ``memory/**/YYYY-MM-DD[-slug].md`` names; ``MEMORY.md``, undated topic notes and
 transcripts are evergreen. Age is measured from ``now`` (the search's as-of time), never negative.
+Another agent's team note is cited as ``@agent/<its path>`` (the Postgres backend): its date is its
+path's, so the team's dated notes decay like one's own.
 """
 
 from __future__ import annotations
@@ -9,12 +11,14 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
-from mdrecall.workspace import note_timestamp
+from mdrecall.sources.workspace import note_timestamp
 
 
 def decay_multiplier(path: str, source: str, now: datetime, half_life_days: float) -> float:
     if source != "memory" or half_life_days <= 0:
         return 1.0
+    if path.startswith("@"):
+        path = path.partition("/")[2]
     stamp = note_timestamp(path)
     if stamp is None:
         return 1.0

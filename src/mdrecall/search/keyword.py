@@ -8,6 +8,7 @@ ORed, so BM25 ranks chunks by how many rare query words they hold instead of req
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 import apsw
 
 from mdrecall.search.scope import Scope, ScopeLike, as_scope

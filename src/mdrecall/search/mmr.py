@@ -13,14 +13,15 @@ every fused candidate with fresh token sets, 30–50× a plain search.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Callable, Hashable, Sequence, TypeVar
+from collections.abc import Callable, Hashable, Sequence
+from typing import TypeVar
 
 from mdrecall.text import similarity_tokens
 
 T = TypeVar("T")
 
 _CACHE_SIZE = 4096
-_tokens_cache: "OrderedDict[tuple[Hashable, int], frozenset[str]]" = OrderedDict()
+_tokens_cache: OrderedDict[tuple[Hashable, int], frozenset[str]] = OrderedDict()
 
 
 def jaccard(a: set[str] | frozenset[str], b: set[str] | frozenset[str]) -> float:

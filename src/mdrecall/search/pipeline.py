@@ -1,4 +1,5 @@
-"""One search, start to finish: retrieve, score, boost dates, diversify, filter, narrow, pack, cite.
+"""One search, start to finish: retrieve, score, boost dates, order restatements, decay, filter,
+diversify, narrow, pack, cite.
 
 Degrades step by step and says so in the response: hybrid → in-process vectors (no sqlite-vec) →
 keyword-only (no provider, or the query embedding failed) → file scan (no FTS5).
@@ -6,35 +7,44 @@ keyword-only (no provider, or the query embedding failed) → file scan (no FTS5
 Scores are absolute (search/relevance.py): a calibrated probability that the hit holds what was
 asked, the same scale for keyword-only, vector-only and hybrid search. ``minScore`` therefore
 filters, and a query about something the memory does not hold returns nothing, with a reason.
+Everything after retrieval (:func:`rank_candidates`) is shared by every engine that retrieves its
+own candidates (the Postgres backend); the corpus statistics it needs come from a
+:class:`~mdrecall.search.corpus.Corpus` of that engine's store. Each hit carries an
+``explanation``: the signals behind its score (docs/retrieval.md).
 """
 
 from __future__ import annotations
 
-import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from mdrecall.config import MemoryConfig
 from mdrecall.search import relevance as rel
 from mdrecall.search.budget import Hit, LineLengths, pack
+from mdrecall.search.corpus import CandidateCorpus, Corpus, Vector, index_corpus
 from mdrecall.search.dates import date_logit, query_dates
 from mdrecall.search.decay import decay_multiplier
-from mdrecall.search.fusion import Scored, rrf_fusion
+from mdrecall.search.fusion import rrf_fusion
 from mdrecall.search.keyword import Candidate, keyword_search, scan_search
 from mdrecall.search.mmr import mmr_rerank
 from mdrecall.search.scope import ScopeLike
 from mdrecall.search.supersede import supersede
 from mdrecall.store.db import IndexDB
 from mdrecall.text import cjk_share
-from mdrecall.types import SearchMode, SearchResult
+from mdrecall.types import SearchHit, SearchMode, format_citation
 
 VectorSearch = Callable[[IndexDB, np.ndarray, int, ScopeLike], list[Candidate]]
 
-#: Why a search returned nothing although the index has chunks: no hit reached ``minScore``.
+#: Why a search returned nothing although the index had candidates: no hit reached ``minScore``.
 NOTHING_RELEVANT = "nothing relevant"
+#: Why a search returned nothing: no chunk matched at all.
+NO_CANDIDATES = "no candidates"
+#: The logit of a side that found nothing (far below any cut-off).
+_NO_EVIDENCE = -12.0
 
 
 @dataclass
@@ -52,7 +62,7 @@ class SearchPlan:
 
 @dataclass
 class SearchOutcome:
-    results: list[SearchResult]
+    results: list[SearchHit]
     mode: SearchMode
     warnings: list[str] = field(default_factory=list)
     degraded: bool = False
@@ -60,19 +70,21 @@ class SearchOutcome:
     reason: str | None = None
 
 
-_ANALYZERS: "weakref.WeakKeyDictionary[IndexDB, rel.Analyzer]" = weakref.WeakKeyDictionary()
+@dataclass
+class Retrieved:
+    """Both candidate lists of one search and how they were produced."""
 
-
-def analyzer_for(db: IndexDB, tokenizer: str) -> rel.Analyzer:
-    found = _ANALYZERS.get(db)
-    if found is None or found.kind != tokenizer or found.db.conn is not db.conn:
-        found = _ANALYZERS[db] = rel.Analyzer(db, tokenizer)
-    return found
+    keyword: list[Candidate]
+    vector: list[Candidate]
+    mode: SearchMode
+    warnings: list[str]
+    degraded: bool
+    query_vec: Vector | None
 
 
 @dataclass
 class Gathered:
-    """Every candidate of one search with its evidence, before scores are turned into results."""
+    """Every candidate of one search with its evidence and score, before filtering and packing."""
 
     hits: list[Hit]
     mode: SearchMode
@@ -83,20 +95,26 @@ class Gathered:
     topical: float | None = None
 
 
-_CENTROIDS: "weakref.WeakKeyDictionary[IndexDB, rel.Centroids]" = weakref.WeakKeyDictionary()
+def candidate_limit(config: MemoryConfig, max_results: int) -> int:
+    """How many candidates each retriever (keywords, vectors) returns for one search."""
+    return min(400, max(max_results * config.query.hybrid.candidateMultiplier, 60))
 
 
-def _topical(db: IndexDB, query_vec: np.ndarray, vector_search: object) -> float | None:
-    centroids = _CENTROIDS.get(db)
-    if centroids is None:
-        centroids = _CENTROIDS[db] = rel.Centroids()
-    # The in-memory KNN already holds every vector as one matrix: its mean costs ~2 ms at 10k.
-    owner = getattr(vector_search, "__self__", None)
-    matrix = getattr(owner, "_matrix", None) if owner is not None else None
-    return centroids.mean_cosine(db, query_vec, matrix if isinstance(matrix, np.ndarray) else None)
+def vector_skip_reason(config: MemoryConfig, query: str, vector_languages: Sequence[str] | None) -> str | None:
+    """Why this query's vector side is skipped (None: it is not), whatever engine retrieves it."""
+    if not config.query.languageCheck or vector_languages is None or _reads_cjk(vector_languages):
+        return None
+    if cjk_share(query) < 0.5:
+        return None
+    # An English-only model maps Chinese, Japanese or Korean text to noise that the fusion would
+    # rank first (CMRC 2018: hybrid 0.47 recall@10 against keyword-only 0.99).
+    return (
+        "vector search skipped for this query: the embedding model reads only "
+        f"{', '.join(vector_languages)}; answered by keyword search"
+    )
 
 
-def gather(
+def retrieve(
     db: IndexDB,
     config: MemoryConfig,
     plan: SearchPlan,
@@ -104,13 +122,12 @@ def gather(
     vector_search: VectorSearch | None,
     degraded_reasons: list[str],
     vector_languages: Sequence[str] | None = None,
-    model: str | None = None,
-) -> Gathered:
-    """Retrieve candidates (keyword and vector) and score each with calibrated evidence."""
+) -> Retrieved:
+    """The builtin index's keyword and vector candidates for ``plan``."""
     q = config.query
     warnings = list(degraded_reasons)
     degraded = bool(degraded_reasons)
-    limit = min(400, max(plan.max_results * q.hybrid.candidateMultiplier, 60))
+    limit = candidate_limit(config, plan.max_results)
     fts = db.caps.fts_available
 
     keyword: list[Candidate] = []
@@ -118,37 +135,26 @@ def gather(
         keyword = keyword_search(db, plan.query, limit, plan.scope, q.fts.tokenizer)
 
     vector: list[Candidate] = []
-    query_vec: np.ndarray | None = None
+    query_vec: Vector | None = None
     use_vectors = embed_query is not None and vector_search is not None
-    if (
-        use_vectors
-        and q.languageCheck
-        and vector_languages is not None
-        and not _reads_cjk(vector_languages)
-        and cjk_share(plan.query) >= 0.5
-    ):
-        # An English-only model maps Chinese, Japanese or Korean text to noise that the fusion would
-        # rank first (CMRC 2018: hybrid 0.47 recall@10 against keyword-only 0.99).
-        warnings.append(
-            "vector search skipped for this query: the embedding model reads only "
-            f"{', '.join(vector_languages)}; answered by keyword search"
-        )
+    skip_reason = vector_skip_reason(config, plan.query, vector_languages) if use_vectors else None
+    if skip_reason is not None:
+        warnings.append(skip_reason)
         use_vectors = False
         if fts and not keyword:
             keyword = keyword_search(db, plan.query, limit, plan.scope, q.fts.tokenizer)
-    if use_vectors:
+    if use_vectors and embed_query is not None and vector_search is not None:
         try:
-            query_vec = np.asarray(embed_query(plan.query), dtype=np.float32)  # type: ignore[misc]
+            query_vec = np.asarray(embed_query(plan.query), dtype=np.float32)
         except Exception as exc:  # any provider failure degrades this query to keywords
             warnings.append(f"query embedding failed, answered by keyword search only: {exc}")
             degraded = True
             use_vectors = False
-            query_vec = None
             if fts and not keyword:
                 keyword = keyword_search(db, plan.query, limit, plan.scope, q.fts.tokenizer)
         else:
             if np.any(query_vec):
-                vector = vector_search(db, query_vec, limit, plan.scope)  # type: ignore[misc]
+                vector = vector_search(db, query_vec, limit, plan.scope)
             else:
                 query_vec = None
 
@@ -161,56 +167,19 @@ def gather(
     else:
         mode = "file-scan"
         keyword = scan_search(db, plan.query, limit, plan.scope)
+    return Retrieved(keyword, vector, mode, warnings, degraded, query_vec)
 
-    # One entry per chunk, keyword candidates first (they carry the better-calibrated evidence).
-    hits: dict[int, Hit] = {}
-    for c in keyword + vector:
-        if c.rowid not in hits:
-            hits[c.rowid] = Hit(c.rowid, c.path, c.source, c.start_line, c.end_line, c.text)
-    for c in vector:
-        hits[c.rowid].cosine = c.score
-    for rank, c in enumerate(keyword, 1):
-        hits[c.rowid].keyword_rank = rank
-        hits[c.rowid].text_score = c.score
 
-    stats: rel.QueryStats | None = None
-    use_keywords = mode != "vector-only"
-    if mode == "vector-only" or hits:
-        analyzer = analyzer_for(db, q.fts.tokenizer)
-        stats = analyzer.query_stats(plan.query, db.chunk_count())
-        texts = rel.fts_texts(db, hits) if fts else {}
-        # BM25's length normalisation against the configured chunk size (in estimated tokens), a
-        # constant: the corpus's own average would move every score whenever a note is added.
-        ref_length = max(8, config.chunking.tokens)
-        for hit in hits.values():
-            indexed = texts.get(hit.rowid, hit.text)
-            ev = analyzer.evidence(stats, indexed, ref_length)
-            body_lines = hit.text.count("\n") + 1
-            ev.line_terms = ev.line_terms[-body_lines:] if len(ev.line_terms) >= body_lines else [()] * body_lines
-            hit.evidence = ev
-            hit.line_weights = [sum(stats.idf[i] for i in terms) for terms in ev.line_terms]
-    if query_vec is not None and hits:
-        missing = [rowid for rowid, h in hits.items() if h.cosine is None]
-        for rowid, cos in rel.cosines(db, query_vec, missing).items():
-            hits[rowid].cosine = cos
+def _knn_matrix(vector_search: VectorSearch | None) -> Vector | None:
+    # The in-memory KNN already holds every vector as one matrix: the corpus centroid comes from it.
+    owner = getattr(vector_search, "__self__", None)
+    matrix = getattr(owner, "_matrix", None) if owner is not None else None
+    return matrix if isinstance(matrix, np.ndarray) and matrix.ndim == 2 else None
 
-    topical = _topical(db, query_vec, vector_search) if query_vec is not None else None
-    vmodel = rel.vector_model(model)
-    dates = query_dates(plan.query, plan.now) if q.dates.enabled else []
-    for hit in hits.values():
-        k_logit = rel.keyword_logit(hit.evidence) if use_keywords and hit.evidence is not None else None
-        v_logit = rel.vector_logit(hit.cosine, vmodel, topical) if hit.cosine is not None and mode != "keyword-only" else None
-        if mode == "hybrid":
-            logit = rel.fused_logit(k_logit, v_logit)
-        elif mode == "vector-only":
-            logit = v_logit if v_logit is not None else -12.0
-        else:
-            logit = k_logit if k_logit is not None else -12.0
-        if dates:
-            logit += date_logit(hit.path, hit.source, dates, q.dates.boost, q.dates.nearbyDays)
-        hit.logit = logit
-        hit.score = rel.SCALE.score(logit)
-    return Gathered(sorted(hits.values(), key=lambda h: h.score, reverse=True), mode, warnings, degraded, stats, topical)
+
+def _model_of(embed_query: Callable[[str], list[float]] | None) -> str | None:
+    model = getattr(getattr(embed_query, "__self__", None), "model", None)
+    return model if isinstance(model, str) else None
 
 
 def run_search(
@@ -224,11 +193,125 @@ def run_search(
     model: str | None = None,
 ) -> SearchOutcome:
     """``vector_languages``: what the embedding model reads (None: unknown or many); ``model``: the
-    embedding model's name, which picks its cosine calibration (None: a conservative default)."""
-    if model is None and embed_query is not None:
-        model = getattr(getattr(embed_query, "__self__", None), "model", None)
+    embedding model's name, which picks its cosine calibration (default: the provider's ``model``)."""
+    found = retrieve(db, config, plan, embed_query, vector_search, degraded_reasons, vector_languages)
+    corpus = index_corpus(db, config.query.fts.tokenizer, _knn_matrix(vector_search))
+    return rank_candidates(
+        config, plan, found.keyword, found.vector, found.mode, found.warnings, found.degraded,
+        corpus=corpus, query_vec=found.query_vec, model=model or _model_of(embed_query),
+    )  # fmt: skip
+
+
+def gather(
+    db: IndexDB,
+    config: MemoryConfig,
+    plan: SearchPlan,
+    embed_query: Callable[[str], list[float]] | None,
+    vector_search: VectorSearch | None,
+    degraded_reasons: list[str],
+    vector_languages: Sequence[str] | None = None,
+    model: str | None = None,
+) -> Gathered:
+    """Every scored candidate of one builtin search, unfiltered (benchmarks/calibrate.py fits on them)."""
+    found = retrieve(db, config, plan, embed_query, vector_search, degraded_reasons, vector_languages)
+    corpus = index_corpus(db, config.query.fts.tokenizer, _knn_matrix(vector_search))
+    return score_candidates(config, plan, found.keyword, found.vector, found.mode, found.warnings, found.degraded,
+                            corpus, found.query_vec, model or _model_of(embed_query))  # fmt: skip
+
+
+def score_candidates(
+    config: MemoryConfig,
+    plan: SearchPlan,
+    keyword: list[Candidate],
+    vector: list[Candidate],
+    mode: SearchMode,
+    warnings: list[str],
+    degraded: bool,
+    corpus: Corpus,
+    query_vec: Vector | None,
+    model: str | None,
+) -> Gathered:
+    """One entry per candidate chunk with its calibrated evidence and score, best first."""
     q = config.query
-    found = gather(db, config, plan, embed_query, vector_search, degraded_reasons, vector_languages, model)
+    hits: dict[int, Hit] = {}
+    for c in keyword + vector:  # keyword candidates first: theirs is the better-calibrated evidence
+        if c.rowid not in hits:
+            hits[c.rowid] = Hit(c.rowid, c.path, c.source, c.start_line, c.end_line, c.text)
+    for c in vector:
+        hits[c.rowid].cosine = c.score
+    for rank, c in enumerate(keyword, 1):
+        hits[c.rowid].keyword_rank = rank
+        hits[c.rowid].text_score = c.score
+
+    stats: rel.QueryStats | None = None
+    use_keywords = mode != "vector-only"
+    if hits:
+        stats = rel.query_stats(plan.query, corpus)
+        texts = corpus.indexed_texts(list(hits)) if mode != "file-scan" else {}
+        # BM25's length normalisation against the configured chunk size (in estimated tokens), a
+        # constant: the corpus's own average would move every score whenever a note is added.
+        ref_length = max(8, config.chunking.tokens)
+        for hit in hits.values():
+            ev = rel.evidence(stats, texts.get(hit.rowid, hit.text), ref_length, corpus)
+            body_lines = hit.text.count("\n") + 1
+            # The indexed text starts with the heading trail: the body's lines are the last ones.
+            ev.line_terms = ev.line_terms[-body_lines:] if len(ev.line_terms) >= body_lines else [()] * body_lines
+            hit.evidence = ev
+            hit.line_weights = [sum(stats.idf[i] for i in terms) for terms in ev.line_terms]
+    if query_vec is not None and hits:
+        missing = [rowid for rowid, h in hits.items() if h.cosine is None]
+        if missing:
+            for rowid, cos in corpus.cosines(query_vec, missing).items():
+                if rowid in hits:
+                    hits[rowid].cosine = cos
+
+    topical = corpus.mean_cosine(query_vec) if query_vec is not None and hits else None
+    vmodel = rel.vector_model(model)
+    dates = query_dates(plan.query, plan.now) if q.dates.enabled else []
+    for hit in hits.values():
+        k_logit = rel.keyword_logit(hit.evidence) if use_keywords and hit.evidence is not None else None
+        v_logit = (rel.vector_logit(hit.cosine, vmodel, topical)
+                   if hit.cosine is not None and mode in ("hybrid", "vector-only") else None)  # fmt: skip
+        if mode == "hybrid":
+            logit = rel.fused_logit(k_logit, v_logit)
+        elif mode == "vector-only":
+            logit = v_logit if v_logit is not None else _NO_EVIDENCE
+        else:
+            logit = k_logit if k_logit is not None else _NO_EVIDENCE
+        hit.keyword_logit, hit.vector_logit = k_logit, v_logit
+        if dates:
+            hit.date_boost = date_logit(hit.path, hit.source, dates, q.dates.boost, q.dates.nearbyDays)
+            logit += hit.date_boost
+        hit.logit = logit
+        hit.score = rel.SCALE.score(logit)
+    ordered = sorted(hits.values(), key=lambda h: h.score, reverse=True)
+    return Gathered(ordered, mode, warnings, degraded, stats, topical)
+
+
+def rank_candidates(
+    config: MemoryConfig,
+    plan: SearchPlan,
+    keyword: list[Candidate],
+    vector: list[Candidate],
+    mode: SearchMode,
+    warnings: list[str],
+    degraded: bool,
+    *,
+    corpus: Corpus | None = None,
+    query_vec: Vector | None = None,
+    model: str | None = None,
+) -> SearchOutcome:
+    """Everything after retrieval: score, order, decay, filter, diversify, narrow, pack, cite.
+
+    Shared by every engine that retrieves its own candidates. ``corpus`` answers the statistics
+    scores need from that engine's store (without one they are estimated from the candidates,
+    :class:`~mdrecall.search.corpus.CandidateCorpus`); ``query_vec`` is the query's embedding
+    (for the cosines of keyword-only candidates and the topical statistic); ``model`` the
+    embedding model's name, which picks its cosine calibration.
+    """
+    q = config.query
+    found = score_candidates(config, plan, keyword, vector, mode, list(warnings), degraded,
+                             corpus if corpus is not None else CandidateCorpus(keyword, vector), query_vec, model)  # fmt: skip
     hits = found.hits
     warnings = found.warnings
 
@@ -241,7 +324,8 @@ def run_search(
     relevance = {h.rowid: h.score for h in hits}
     if q.temporalDecay.enabled:
         for h in hits:
-            h.score *= decay_multiplier(h.path, h.source, plan.now, q.temporalDecay.halfLifeDays)
+            h.decay = decay_multiplier(h.path, h.source, plan.now, q.temporalDecay.halfLifeDays)
+            h.score *= h.decay
         hits.sort(key=lambda h: h.score, reverse=True)
 
     min_score = plan.min_score
@@ -255,41 +339,72 @@ def run_search(
     if q.mmr.enabled and len(passing) > 1:
         head = passing[: max(q.mmr.candidates, plan.max_results)]
         passing = mmr_rerank(head, lambda h: h.score, lambda h: h.text, q.mmr.lambda_, key=lambda h: h.rowid,
-                               normalise=False)
+                             normalise=False)  # fmt: skip
 
     reason = None
     if not passing:
-        reason = NOTHING_RELEVANT if hits else "no candidates"
+        reason = NOTHING_RELEVANT if hits else NO_CANDIDATES
         if hits:
             warnings.append(
-                f"nothing relevant: no memory scored at least minScore {min_score:g} "
-                f"(best {hits[0].score:.3f})"
+                f"nothing relevant: no memory scored at least minScore {min_score:g} (best {hits[0].score:.3f})"
             )
-    packed = pack(passing, plan.max_results, q.maxInjectedChars, q.snippet.contextLines, q.snippet.narrowAboveChars, db,
-                  plan.line_lengths)
+    packed = pack(passing, plan.max_results, q.maxInjectedChars, q.snippet.contextLines, q.snippet.narrowAboveChars,
+                  corpus, plan.line_lengths)  # fmt: skip
     results = [
-        SearchResult(
+        SearchHit(
             path=h.path,
             start_line=h.start_line,
             end_line=h.end_line,
             score=round(min(1.0, max(0.0, h.score)), 6),
             snippet=h.text,
             source=h.source,
-            citation=citation(h.path, h.start_line, h.end_line),
+            citation=format_citation(h.path, h.start_line, h.end_line),
             vector_score=h.cosine,
             text_score=h.text_score,
+            explanation=explain(h, found),
         )
         for h in packed
     ]
     return SearchOutcome(results, found.mode, warnings, found.degraded, reason)
 
 
+def explain(hit: Hit, found: Gathered) -> dict[str, Any]:
+    """The signals behind one hit's score, as JSON (docs/retrieval.md, "Explanations")."""
+    out: dict[str, Any] = {"mode": found.mode}
+    stats, ev = found.stats, hit.evidence
+    if hit.keyword_logit is not None and stats is not None and ev is not None:
+        matched = set(ev.matched)
+        out["keyword"] = {
+            "rank": hit.keyword_rank,
+            "rawScore": None if hit.text_score is None else round(hit.text_score, 4),
+            "matched": [stats.terms[i] for i in ev.matched],
+            "missing": [t for i, t in enumerate(stats.terms) if i not in matched],
+            "coverage": round(ev.coverage, 4),
+            "bm25": round(ev.bm25, 4),
+            "logit": round(hit.keyword_logit, 3),
+        }
+    if hit.vector_logit is not None and hit.cosine is not None:
+        vector: dict[str, Any] = {"cosine": round(hit.cosine, 4), "logit": round(hit.vector_logit, 3)}
+        if found.topical is not None:
+            vector["topical"] = round(found.topical, 4)
+        out["vector"] = vector
+    if hit.date_boost:
+        out["dateBoost"] = round(hit.date_boost, 3)
+    if hit.superseded:
+        out["supersession"] = hit.superseded
+    out["logit"] = round(hit.logit, 3)
+    out["probability"] = round(rel.sigmoid(hit.logit), 4)
+    if hit.decay is not None:
+        out["decay"] = round(hit.decay, 4)
+    return out
+
+
 def _rank_fuse(hits: list[Hit], vector_weight: float, text_weight: float, k: int) -> None:
     """``fusion: rrf``: order by reciprocal-rank fusion, keeping each hit's calibrated score."""
     keyword = [Candidate(h.rowid, h.path, h.source, h.start_line, h.end_line, h.text, h.text_score or 0.0)
-               for h in sorted((h for h in hits if h.keyword_rank), key=lambda h: h.keyword_rank or 0)]
+               for h in sorted((h for h in hits if h.keyword_rank), key=lambda h: h.keyword_rank or 0)]  # fmt: skip
     vector = [Candidate(h.rowid, h.path, h.source, h.start_line, h.end_line, h.text, h.cosine or 0.0)
-              for h in sorted((h for h in hits if h.cosine is not None), key=lambda h: -(h.cosine or 0.0))]
+              for h in sorted((h for h in hits if h.cosine is not None), key=lambda h: -(h.cosine or 0.0))]  # fmt: skip
     order = {s.rowid: i for i, s in enumerate(rrf_fusion(keyword, vector, vector_weight, text_weight, k))}
     hits.sort(key=lambda h: order.get(h.rowid, len(order)))
 
@@ -298,8 +413,8 @@ def _reads_cjk(languages: Sequence[str]) -> bool:
     return any(lang in ("zh", "ja", "ko", "multilingual") for lang in languages)
 
 
-def citation(path: str, start: int, end: int) -> str:
-    return f"{path}#L{start}" if start == end else f"{path}#L{start}-L{end}"
-
-
-__all__ = ["SearchPlan", "SearchOutcome", "run_search", "gather", "citation", "NOTHING_RELEVANT", "Scored"]
+__all__ = [
+    "NOTHING_RELEVANT", "NO_CANDIDATES", "Gathered", "Retrieved", "SearchOutcome", "SearchPlan", "VectorSearch",
+    "candidate_limit", "explain", "gather", "rank_candidates", "retrieve", "run_search", "score_candidates",
+    "vector_skip_reason",
+]  # fmt: skip

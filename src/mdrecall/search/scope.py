@@ -7,10 +7,13 @@ transcripts filled the candidate list first.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence, Union
 
 import numpy as np
+
+from mdrecall.config import MemoryConfig
+from mdrecall.sources.sessions import transcripts_prefix
 
 SESSIONS = "sessions"
 
@@ -66,12 +69,12 @@ class Scope:
             else:
                 own = np.zeros(len(sources), dtype=bool)
                 for i in np.flatnonzero(is_session):
-                    own[i] = paths[i].startswith(self.transcripts_prefix)
+                    own[i] = paths[int(i)].startswith(self.transcripts_prefix)
                 allowed &= ~is_session | own
         return allowed
 
 
-ScopeLike = Union[Scope, Sequence[str], None]
+ScopeLike = Scope | Sequence[str] | None
 
 
 def as_scope(value: ScopeLike) -> Scope:
@@ -84,3 +87,21 @@ def as_scope(value: ScopeLike) -> Scope:
 
 
 __all__ = ["Scope", "ScopeLike", "as_scope"]
+
+
+def scope_for(config: MemoryConfig, sources: Sequence[str] | None, session_key: str | None) -> Scope:
+    """What one search may see. Memory files are always visible to every session.
+
+    A session always sees its own transcripts. With ``sessions.visibility: all`` a direct (private)
+    session also sees the others; a group or channel session key (one containing a
+    ``sessions.sharedKeyMarkers`` marker) never sees any transcript but its own, whatever the
+    visibility, so a private conversation cannot leak into a group.
+    """
+    wanted = tuple(sources) if sources else None
+    if SESSIONS not in config.sources:
+        return Scope(wanted)
+    policy = config.sessions
+    shared = session_key is not None and any(marker in session_key for marker in policy.sharedKeyMarkers)
+    if policy.visibility == "all" and not shared:
+        return Scope(wanted)
+    return Scope(wanted, transcripts_prefix(session_key or "", config))

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from mdrecall.search.budget import Hit
 from mdrecall.search.relevance import SCALE
-from mdrecall.workspace import note_date
+from mdrecall.sources.workspace import note_date
+from mdrecall.types import format_citation
 
 #: Hits considered (the head of the ranking): pairs below it cannot reach the results anyway.
 HEAD = 30
@@ -26,10 +27,16 @@ def _same_fact(a: Hit, b: Hit) -> bool:
     return len(sa & sb) / len(sa | sb) >= 0.6
 
 
+def _cite(hit: Hit) -> str:
+    return format_citation(hit.path, hit.start_line, hit.end_line)
+
+
 def supersede(hits: list[Hit], margin: float) -> None:
     """Reorder ``hits`` (sorted by score) in place so restatements come newest first."""
     head = hits[:HEAD]
-    dated = [(h, note_date(h.path)) for h in head if h.source == "memory"]
+    # ``@agent/<path>``: another agent's team note (Postgres backend), dated by its path.
+    dated = [(h, note_date(h.path.partition("/")[2] if h.path.startswith("@") else h.path)) for h in head
+             if h.source == "memory"]
     days = {h.rowid: d for h, d in dated if d is not None}
     if len(days) < 2:
         return
@@ -46,6 +53,8 @@ def supersede(hits: list[Hit], margin: float) -> None:
                 continue
             older.logit, newer.logit = newer.logit, older.logit
             older.score, newer.score = SCALE.score(older.logit), SCALE.score(newer.logit)
+            older.superseded = f"moved below the newer restatement {_cite(newer)} (scores swapped)"
+            newer.superseded = f"moved above the older statement {_cite(older)} (scores swapped)"
             changed = True
             break
     if changed:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import threading
+
 import numpy as np
 
-from mdrecall.search.keyword import Candidate, _COLUMNS
+from mdrecall.search.keyword import _COLUMNS, Candidate
 from mdrecall.search.scope import Scope, ScopeLike, as_scope
 from mdrecall.store.db import IndexDB
 
@@ -21,7 +22,7 @@ def sqlite_vec_search(db: IndexDB, query_vec: np.ndarray, limit: int, scope: Sco
         ).fetchall()
         ids = [r[0] for r in rows]
         dist = {r[0]: float(r[1]) for r in rows}
-        out = _hydrate(db, ids, where, lambda rowid: 1.0 - dist[rowid])
+        out = _hydrate(db, ids, where, lambda rowid, dist=dist: 1.0 - dist[rowid])
         # A filter can drop KNN hits: widen until enough survive or everything was seen.
         if len(out) >= limit or len(rows) >= total or not where.restricted:
             return out[:limit]

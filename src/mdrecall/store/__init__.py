@@ -15,9 +15,9 @@ import fcntl
 import hashlib
 import os
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import apsw
 

@@ -3,6 +3,9 @@
 apsw is used because Python's stdlib ``sqlite3`` is often built without extension loading, and
 sqlite-vec is an extension. When the extension cannot load, vectors still live in ``chunks.embedding``
 (float32 blobs) and are searched in process.
+
+Why this module is long: it is the only code that speaks SQL to the index; every table's reads and
+writes live here so the schema has one owner.
 """
 
 from __future__ import annotations
@@ -10,9 +13,11 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, NamedTuple
 
 import apsw
 import numpy as np
@@ -119,6 +124,15 @@ class FileRow:
     path: str
     source: str
     hash: str
+    mtime: int
+    size: int
+
+
+class SkipRecord(NamedTuple):
+    """A file the index holds no chunks for, and why (too large, binary, unreadable)."""
+
+    source: str
+    reason: str
     mtime: int
     size: int
 
@@ -333,9 +347,9 @@ class IndexDB:
             args = (source,)
         return {r[0]: FileRow(*r) for r in self.conn.execute(sql, args)}
 
-    def skipped(self) -> dict[str, tuple[str, str, int, int]]:
+    def skipped(self) -> dict[str, SkipRecord]:
         return {
-            r[0]: (r[1], r[2], r[3], r[4])
+            r[0]: SkipRecord(r[1], r[2], r[3], r[4])
             for r in self.conn.execute("SELECT path, source, reason, mtime, size FROM skipped_files")
         }
 
@@ -428,6 +442,10 @@ class IndexDB:
             out.setdefault(source, {"files": 0, "chunks": 0})["chunks"] = n
         return out
 
+    def has_source(self, source: str) -> bool:
+        """Whether any chunk of ``source`` is indexed (one lookup in idx_chunks_source)."""
+        return self.conn.execute("SELECT 1 FROM chunks WHERE source = ? LIMIT 1", (source,)).fetchone() is not None
+
     def chunk_count(self) -> int:
         return int(self.conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
 
@@ -491,5 +509,5 @@ class IndexDB:
         return int(self.conn.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()[0])
 
     # -- transactions ----------------------------------------------------------------------------
-    def transaction(self) -> Iterator[None]:
-        return self.conn  # type: ignore[return-value]
+    def transaction(self) -> AbstractContextManager[object]:
+        return self.conn  # apsw: the connection as a context manager is one transaction

@@ -1,0 +1,339 @@
+"""The builtin MemorySearchManager: the SQLite index of a workspace's Markdown, kept fresh, searched.
+
+A facade over the parts that do the work:
+
+* :mod:`mdrecall.index.recovery` — the read connection, opened with a cheap probe, rebuilt from the
+  files when damaged; :mod:`mdrecall.index.syncing` — one sync or rebuild under the writer lock;
+* :mod:`mdrecall.freshness.monitor` — when a search must re-check the files, the watcher and
+  interval syncs; :mod:`mdrecall.builtin.provider` — the embedding provider and its fallback;
+* :mod:`mdrecall.search.pipeline` — retrieval, fusion and citations; :mod:`mdrecall.builtin.status`.
+
+Threading: searches read through one connection, syncs write through another (WAL lets both run at
+once). Across processes one writer at a time holds ``<db>.lock``; a search never waits for another
+sync longer than ``sync.searchWaitMs`` and says so when it answers from an index it could not refresh.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from mdrecall.builtin.provider import ProviderState
+from mdrecall.config import MemoryConfig
+from mdrecall.contract import ManagerBase
+from mdrecall.crashpoints import crash_point
+from mdrecall.embeddings.base import EmbeddingProvider
+from mdrecall.errors import EmbeddingError, MdrecallError
+from mdrecall.freshness.monitor import BUSY_OTHER_PROCESS, BUSY_OTHER_THREAD, READ_ONLY, Comparison, FreshnessMonitor
+from mdrecall.freshness.snapshot import scan_dirs
+from mdrecall.freshness.watcher import MemoryWatcher
+from mdrecall.index.changes import pending_changes
+from mdrecall.index.identity import EMBEDDING_KEYS, identity_mismatch
+from mdrecall.index.recovery import IndexHandle
+from mdrecall.index.syncing import LAST_SYNC_KEY, IndexSyncer, SyncRun
+from mdrecall.search.budget import lengths_for
+from mdrecall.search.pipeline import SearchPlan, VectorSearch, run_search
+from mdrecall.search.scope import scope_for
+from mdrecall.search.vector import InProcessVectors, sqlite_vec_search
+from mdrecall.sources.base import SourceAdapter
+from mdrecall.sources.reading import read_memory_lines
+from mdrecall.sources.sessions import SessionSource
+from mdrecall.store import WriterLock, default_store_path
+from mdrecall.store.db import IndexDB, StoreOptions
+from mdrecall.types import ProbeResult, ProgressCallback, ReadResult, SearchResponse, Status, SyncReport
+
+
+class BuiltinMemoryManager(ManagerBase):
+    backend = "builtin"
+
+    def __init__(self, workspace: Path, config: MemoryConfig, *, store_options: StoreOptions | None = None) -> None:
+        super().__init__(workspace, config)
+        self.db_path = Path(config.store.path).expanduser() if config.store.path else default_store_path(workspace)
+        options = store_options or StoreOptions()
+        options.fts_enabled = config.query.fts.enabled
+        options.fts_tokenizer = config.query.fts.tokenizer
+        options.vector_enabled = config.store.vector.enabled
+        options.vector_extension_path = config.store.vector.extensionPath
+        options.busy_timeout_ms = config.store.busyTimeoutMs
+        self.store_options = options
+        self.providers = ProviderState(config)
+        self.extra_sources: list[SourceAdapter] = [SessionSource(workspace, config)] if "sessions" in config.sources else []
+        self.monitor = FreshnessMonitor(self)
+        self._lock = WriterLock(self.db_path)
+        self._sync_mutex = threading.RLock()
+        self._syncer = IndexSyncer(workspace, config, self.db_path, options, self.extra_sources)
+        self.vectors = InProcessVectors(max_bytes=config.store.vector.memoryCacheMiB * 2**20)
+        self.last_sync_at: float | None = None
+        self.last_error: str | None = None
+        self.last_report: SyncReport | None = None
+        self._closed = False
+        self.index = IndexHandle(self.db_path, options, self._lock, on_recovered=self.monitor.invalidate)
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def start_background(self) -> None:
+        """Start the index's full integrity check, the watcher and interval syncs (stopped by close)."""
+        self.index.start_verify()
+        self.monitor.start()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._run_close_hooks()  # background writers (recall tracking) drain first
+        self.monitor.stop()
+        self.index.close()
+        self.providers.close()
+
+    @property
+    def provider(self) -> EmbeddingProvider | None:
+        return self.providers.provider
+
+    @property
+    def watcher(self) -> MemoryWatcher | None:
+        return self.monitor.watcher
+
+    @property
+    def migration(self) -> dict[str, object] | None:
+        return self._syncer.migration
+
+    # -- sync -------------------------------------------------------------------------------------
+    def mark_dirty(self, paths: Sequence[str] | None = None) -> None:
+        self.monitor.mark_dirty()
+
+    def sync(
+        self,
+        force: bool = False,
+        progress: ProgressCallback | None = None,
+        *,
+        lock_timeout: float | None = None,
+        defer_sessions: bool = False,
+    ) -> SyncReport:
+        """Bring the index up to date with the files. Blocks while another thread or process syncs,
+        or gives up after ``lock_timeout`` seconds and returns an empty report whose
+        ``rebuild_reason`` is ``BUSY_OTHER_THREAD`` / ``BUSY_OTHER_PROCESS``. ``defer_sessions`` lets
+        growing transcripts wait for their delta thresholds (automatic syncs)."""
+        if self.config.store.readOnly:
+            return SyncReport(rebuild_reason=READ_ONLY)
+        deadline = None if lock_timeout is None else time.monotonic() + max(0.0, lock_timeout)
+        if not self._sync_mutex.acquire(timeout=-1 if lock_timeout is None else max(0.0, lock_timeout)):
+            return SyncReport(rebuild_reason=BUSY_OTHER_THREAD)
+        try:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not self._lock.acquire(remaining):
+                return SyncReport(rebuild_reason=BUSY_OTHER_PROCESS)
+            try:
+                crash_point("sync:locked")
+                return self._sync_locked(force, progress, defer_sessions)
+            except Exception as exc:
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                raise
+            finally:
+                self._lock.release()
+        finally:
+            self._sync_mutex.release()
+
+    def run_sync(self, *, lock_timeout: float | None, defer_sessions: bool) -> SyncReport:
+        return self.sync(lock_timeout=lock_timeout, defer_sessions=defer_sessions)
+
+    def _sync_locked(self, force: bool, progress: ProgressCallback | None, defer_sessions: bool) -> SyncReport:
+        generation = self.monitor.generation
+
+        def attempt() -> tuple[SyncRun, tuple[dict[str, int], bool]]:
+            self.providers.resolve_dims()
+            dirs = scan_dirs(self.workspace, self.config)  # before the files are listed
+            return self._syncer.run(
+                self.providers.provider,
+                self.providers.key,
+                self.providers.desired_meta(self.workspace),
+                force=force,
+                progress=progress,
+                defer_sessions=defer_sessions,
+            ), dirs
+
+        try:
+            run, dirs = self.index.recovering(attempt, lock_held=True)
+        except EmbeddingError as exc:
+            if not self.providers.switch_to_fallback(exc):
+                raise
+            run, dirs = self.index.recovering(attempt, lock_held=True)  # new provider identity: a full rebuild
+        self.monitor.synced(run, dirs, generation, self._indexed_count())
+        self.last_sync_at = time.time()
+        self.last_error = None
+        self.last_report = run.report
+        return run.report
+
+    def compare_with_files(self) -> Comparison:
+        """The files on disk against the index, without a lock (what a full sync would do now)."""
+        dirs, dirs_racy = scan_dirs(self.workspace, self.config)  # before the files are listed
+        with self.index.reading() as db:
+            indexed, skipped, meta = db.files(), db.skipped(), db.read_meta()
+        observed: dict[str, tuple[int, int, int]] = {}
+        pending = pending_changes(self.workspace, self.config, self.extra_sources, indexed, skipped, observed)
+        return Comparison(pending, self.stored_identity_mismatch(meta), meta is not None, dirs, dirs_racy, observed)
+
+    def stored_identity_mismatch(self, meta: dict[str, object] | None) -> str | None:
+        """Why the stored index does not fit the configuration, or None (unknown dims are not one).
+        Keyword-only over a read-only index reads whatever vectors it holds: only the text must fit."""
+        desired = self.providers.desired_meta(self.workspace)
+        if self.config.store.readOnly and self.providers.provider is None:
+            desired = {k: v for k, v in desired.items() if k not in EMBEDDING_KEYS}
+        return identity_mismatch(meta, desired, ignore_unknown=True)
+
+    def _indexed_count(self) -> int:
+        with self.index.reading() as db:
+            return len(db.files())
+
+    def index_last_sync_at(self) -> float | None:
+        """The last sync finished by any process on this index (this process's if newer)."""
+        try:
+            with self.index.reading() as db:
+                raw = db.get_kv(LAST_SYNC_KEY)
+            stored = float(raw) if raw else None
+        except Exception:
+            stored = None
+        candidates = [t for t in (stored, self.last_sync_at) if t]
+        return max(candidates) if candidates else None
+
+    # -- search -----------------------------------------------------------------------------------
+    def search(
+        self,
+        query: str,
+        max_results: int | None = None,
+        min_score: float | None = None,
+        session_key: str | None = None,
+        sources: Sequence[str] | None = None,
+        now: datetime | None = None,
+    ) -> SearchResponse:
+        if self._closed:
+            raise MdrecallError("manager is closed")
+        return self.index.recovering(lambda: self._search(query, max_results, min_score, session_key, sources, now))
+
+    def _search(
+        self,
+        query: str,
+        max_results: int | None,
+        min_score: float | None,
+        session_key: str | None,
+        sources: Sequence[str] | None,
+        now: datetime | None,
+    ) -> SearchResponse:
+        now = now or datetime.now(UTC)
+        if now.tzinfo is None:
+            now = now.replace(tzinfo=UTC)
+        selection = self.providers.selection
+        provider = selection.provider
+        stale, notes = self.monitor.before_search(session_key)
+        recovery = self.index.take_recovery_note()
+        if recovery:
+            notes.append(recovery)
+        building = self._syncer.migration
+        if building is not None:
+            done, total = building.get("completed", 0), building.get("total", 0)
+            what = "first index" if building.get("from") is None else "rebuild"
+            notes.append(
+                f"{what} in progress ({done} of {total} {building.get('label', '')}); results may be incomplete"
+                if total else f"{what} in progress; results may be incomplete"
+            )
+        text = (query or "").strip()
+        configured = list(self.config.sources)
+        wanted = [s for s in sources if s in configured] if sources else configured
+        response = SearchResponse(
+            results=[],
+            mode="keyword-only" if provider is None else "hybrid",
+            provider=provider.id if provider else "none",
+            model=provider.model if provider else "fts-only",
+            stale=stale,
+            freshness=self.monitor.freshness(stale),
+            warnings=notes,
+        )
+        if not text or not wanted:
+            return response
+
+        degraded: list[str] = []
+        if provider is None:
+            degraded.append(f"keyword-only: {selection.unavailable_reason}")
+        scope = scope_for(self.config, None if set(wanted) == set(configured) else wanted, session_key)
+        plan = SearchPlan(
+            query=text,
+            max_results=max_results or self.config.query.maxResults,
+            min_score=self.config.query.minScore if min_score is None else min_score,
+            scope=scope,
+            now=now,
+            line_lengths=lengths_for(self.workspace),
+        )
+        with self.index.reading() as db:
+            if "sessions" in wanted and scope.transcripts_prefix == "" and db.has_source("sessions"):
+                response.warnings.append(
+                    "session transcripts are indexed but hidden from a search without a session key "
+                    "(sessions.visibility: own): pass one (--session-key, MDRECALL_SESSION_KEY, "
+                    "mcp.sessionKey) or set sessions.visibility: all"
+                )
+            embed = None
+            vector_fn: VectorSearch | None = None
+            stored = db.read_meta()
+            if provider is not None and stored is not None and stored.get("providerKey") != self.providers.key:
+                # The index holds another model's vectors (a rebuild is pending or running): comparing
+                # them with this model's query vector would return wrong results. Keywords until then.
+                degraded.append(
+                    f"vector search paused: the index was built with {stored.get('provider')}/{stored.get('model')}; "
+                    f"it resumes when the rebuild for {provider.id}/{provider.model} finishes"
+                )
+            elif provider is not None:
+                embed = provider.embed_query
+                vector_fn, note = self._vector_search_fn(db)
+                if note:
+                    degraded.append(note)
+            if not db.caps.fts_available:
+                degraded.append(f"no keyword index: {db.caps.fts_error}")
+            outcome = run_search(db, self.config, plan, embed, vector_fn, degraded, provider.languages if provider else None)
+        response.results = outcome.results
+        response.mode = outcome.mode
+        response.degraded = outcome.degraded
+        response.warnings.extend(outcome.warnings)
+        response.reason = outcome.reason
+        self._notify_search(text, response, session_key, now)
+        return response
+
+    def _vector_search_fn(self, db: IndexDB) -> tuple[VectorSearch, str | None]:
+        """The KNN for the next search, and why it is degraded (None when it is not): the in-memory
+        matrix while it fits ``store.vector.memoryCacheMiB`` (same ranking, ~40× faster), else
+        sqlite-vec; the matrix whatever its size when sqlite-vec is unavailable."""
+        if not db.caps.vector_available:
+            return self.vectors.search, f"vectors searched in process: {db.caps.vector_error}"
+        vec_dims = db.vec_dims()
+        if vec_dims is None:  # nothing embedded yet (an empty or first index): nothing is degraded
+            return self.vectors.search, None
+        if self.vectors.fits(db, vec_dims):
+            return self.vectors.search, None
+        return sqlite_vec_search, None
+
+    # -- read, status, probes ---------------------------------------------------------------------
+    def read_file(self, rel_path: str, from_line: int | None = None, lines: int | None = None) -> ReadResult:
+        result = read_memory_lines(self.workspace, self.config, rel_path, from_line, lines)
+        self._notify_read(result.path, result.from_line, result.lines, datetime.now(UTC))
+        return result
+
+    def status(self) -> Status:
+        from mdrecall.builtin.status import build_status
+
+        return self.index.recovering(lambda: build_status(self))
+
+    def probe_embedding_availability(self) -> ProbeResult:
+        selection = self.providers.selection
+        provider = selection.provider
+        if provider is None:
+            return ProbeResult(False, selection.unavailable_reason or "no embedding provider (keyword-only mode)")
+        try:
+            vec = provider.embed_query("ping")
+        except Exception as exc:
+            return ProbeResult(False, f"{type(exc).__name__}: {exc}", provider.id, provider.model)
+        return ProbeResult(True, None, provider.id, provider.model, len(vec))
+
+    def probe_vector_availability(self) -> bool:
+        if not self.config.store.vector.enabled or self.providers.provider is None:
+            return False
+        with self.index.reading() as db:
+            return db.caps.vector_available

@@ -1,0 +1,144 @@
+"""The ``mdrecall`` command: a thin shell over the core (one module per command group).
+
+Exit codes: 0 success; 1 nothing found (search) or an operation failed; 2 bad usage or config;
+3 promotion refused (``promote --apply``, ``dream``); 130 interrupted. Output closed early
+(``mdrecall ... | head``) ends the command quietly with 1, as Click does. Plugins add subcommands through the ``register_commands`` hook.
+
+Commands are imported when they run, not at start: a one-shot keyword search should not pay for
+the MCP server, export or promotion code (docs/cli.md has the start-up figures).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+from mdrecall.cli.options import parse_overrides
+from mdrecall.errors import ConfigError, MdrecallError, PathError
+
+__all__ = ["COMMANDS", "cli", "main", "parse_overrides"]
+
+#: Built-in commands: name -> "module:attribute", in the order ``--help`` lists them.
+COMMANDS: dict[str, str] = {
+    "init": "mdrecall.cli.workspace:init",
+    "index": "mdrecall.cli.memory:index",
+    "search": "mdrecall.cli.memory:search",
+    "get": "mdrecall.cli.memory:get",
+    "remember": "mdrecall.cli.remember:remember",
+    "status": "mdrecall.cli.memory:status",
+    "doctor": "mdrecall.cli.doctor:doctor",
+    "config": "mdrecall.cli.config:config",
+    "watch": "mdrecall.cli.watch:watch",
+    "mcp": "mdrecall.cli.mcp:mcp",
+    "ui": "mdrecall.cli.ui:ui",
+    "export": "mdrecall.cli.portable:export",
+    "import": "mdrecall.cli.portable:import_",
+    "gc": "mdrecall.cli.workspace:gc",
+    "plugins": "mdrecall.cli.plugins:plugins",
+    "completion": "mdrecall.cli.completion:completion",
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose built-in commands load on use; plugin commands are registered on first need."""
+
+    _plugins_registered = False
+
+    def _register_plugin_commands(self) -> None:
+        if LazyGroup._plugins_registered:
+            return
+        LazyGroup._plugins_registered = True
+        from mdrecall.plugins import call_each
+
+        for _name, _ in call_each("register_commands", cli=self):
+            pass
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._register_plugin_commands()
+        return [*COMMANDS, *sorted(name for name in self.commands if name not in COMMANDS)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        if cmd_name in COMMANDS:
+            module, attribute = COMMANDS[cmd_name].split(":")
+            command: click.Command = getattr(importlib.import_module(module), attribute)
+            self.commands[cmd_name] = command
+            return command
+        self._register_plugin_commands()
+        return self.commands.get(cmd_name)
+
+
+@click.group(
+    name="mdrecall",
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.version_option(version=None, package_name="mdrecall", prog_name="mdrecall", message="%(prog)s %(version)s")
+def cli() -> None:
+    """Long-term memory for AI agents, from Markdown files.
+
+    Start with `mdrecall init`, then `mdrecall index` and `mdrecall search "question"`;
+    `mdrecall doctor` says what is wrong and how to fix it. Shell completion: `mdrecall completion --help`.
+    """
+
+
+def _stdout_gone() -> None:
+    # The reader went away (`| head`): send whatever is still buffered nowhere, so the interpreter's
+    # final flush does not print a BrokenPipeError of its own.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    # Our own process: no "Loading weights" bar from transformers on every command (a library user's
+    # progress bars are theirs to decide, so this is set here and not in the provider).
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        try:
+            result: Any = cli.main(args=args, prog_name="mdrecall", standalone_mode=False)
+        finally:
+            sys.stdout.flush()
+    except BrokenPipeError:  # Click turns most of these into exit 1 itself; the last flush is ours
+        _stdout_gone()
+        return 1
+    except click.exceptions.NoArgsIsHelpError as exc:
+        click.echo(exc.ctx.get_help() if exc.ctx else str(exc), err=True)
+        return 2
+    except click.UsageError as exc:
+        exc.show()
+        return 2
+    except click.exceptions.Abort:
+        click.echo("interrupted", err=True)
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except ConfigError as exc:
+        click.echo(f"mdrecall: config error: {exc}", err=True)
+        return 2
+    except PathError as exc:
+        click.echo(f"mdrecall: {exc} [{exc.code}]", err=True)
+        return 1
+    except MdrecallError as exc:
+        click.echo(f"mdrecall: {exc}", err=True)
+        return 1
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        return 130
+    if isinstance(result, int):
+        return result
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

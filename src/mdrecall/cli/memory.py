@@ -1,0 +1,394 @@
+"""``mdrecall index | search | get | status``: the memory itself.
+
+Arguments are checked by the same code as the agent tools (:func:`mdrecall.agent.tools.parse_search_args`,
+:func:`~mdrecall.agent.tools.parse_get_args`), so ``-n 0``, ``--min-score 2``, an empty query or
+``--lines -5`` are refused the same way over MCP and here (exit 2).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from mdrecall.cli.options import (
+    ProgressLine,
+    dumps,
+    echo_json,
+    json_option,
+    load_model,
+    now_option,
+    open_cli_manager,
+    session_key_option,
+    workspace_options,
+)
+from mdrecall.errors import MdrecallError
+
+if TYPE_CHECKING:
+    from mdrecall.contract import MemorySearchManager
+    from mdrecall.types import SearchHit, SearchResponse
+
+#: ``path#L3`` or ``path#L3-L7``, as search prints citations.
+CITATION = re.compile(r"^(?P<path>.+?)#L(?P<start>\d+)(?:-L?(?P<end>\d+))?$")
+
+
+@click.command("index")
+@workspace_options
+@click.option("--force", is_flag=True, help="rebuild the whole index (cached embeddings are reused)")
+@json_option
+@click.option("-q", "--quiet", is_flag=True, help="no progress")
+def index(workspace: str, overrides: tuple[str, ...], force: bool, as_json: bool, quiet: bool) -> int:
+    """Sync the index with the files (incremental; --force rebuilds)."""
+    bar = ProgressLine()
+    with open_cli_manager(workspace, overrides) as manager:
+        load_model(manager, quiet=quiet or as_json)
+        report = manager.sync(force=force, progress=None if quiet or as_json else bar)
+        bar.done()
+        status = manager.status()
+    if as_json:
+        short = {"files": status.files, "chunks": status.chunks, "provider": status.provider, "model": status.model,
+                 "searchMode": status.search_mode, "dbPath": status.location}  # fmt: skip
+        echo_json({"report": report.to_dict(), "status": short})
+        return 0
+    what = "rebuilt" if report.full_rebuild else "synced"
+    click.echo(
+        f"{what} {status.files} files / {status.chunks} chunks in {report.seconds:.2f}s "
+        f"({report.files_indexed} indexed, {report.files_unchanged} unchanged, {report.files_removed} removed, "
+        f"{report.files_skipped} skipped; {report.chunks_embedded} embedded, {report.cache_hits} from cache)"
+    )
+    if report.rebuild_reason:
+        click.echo(f"reason: {report.rebuild_reason}")
+    click.echo(f"mode: {status.search_mode} (provider {status.provider}, model {status.model})")
+    for reason in status.mode_reasons:
+        click.echo(f"  note: {reason}")
+    for skip in status.skipped:
+        click.echo(f"  skipped {skip.path}: {skip.reason}")
+    if not status.files and not status.skipped:
+        click.echo("  note: no memory files here (MEMORY.md, memory/*.md): `mdrecall init` writes a skeleton", err=True)
+    return 0
+
+
+def _validated_search(query: str, max_results: int | None, min_score: float | None, corpus: str) -> tuple[str, int | None, float | None, str]:
+    from mdrecall.agent.tools import ToolInputError, parse_search_args
+
+    args: dict[str, Any] = {"query": query, "corpus": corpus}
+    if max_results is not None:
+        args["maxResults"] = max_results
+    if min_score is not None:
+        args["minScore"] = min_score
+    try:
+        return parse_search_args(args)
+    except ToolInputError as exc:
+        raise click.UsageError(_cli_names(str(exc))) from None
+
+
+def _cli_names(message: str) -> str:
+    """The tool's argument names in a message, as this command's options."""
+    for tool_name, option in (("maxResults", "-n"), ("minScore", "--min-score"), ("from", "--from"), ("lines", "--lines")):
+        message = re.sub(rf"^{tool_name}\b", option, message)
+    return message
+
+
+@click.command("search")
+@workspace_options
+@click.argument("query")
+@click.option("-n", "max_results", type=int, default=None, help="most results, 1 to 50 (default query.maxResults = 10)")
+@click.option("--min-score", type=float, default=None, help="drop results scoring below this, 0 to 1 (default query.minScore)")
+@click.option("--corpus", type=click.Choice(["memory", "sessions", "all"]), default="all", show_default=True,
+              help="memory files, session transcripts, or both")  # fmt: skip
+@session_key_option
+@now_option
+@click.option("--explain", is_flag=True, help="how each hit matched: keyword and vector scores, matched words, freshness")
+@click.option("--full", is_flag=True, help="print whole snippets (default: the matching lines with one line around them)")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "md", "files"]), default="text", show_default=True,
+              help="text for people, json, md (Markdown with citations), files (matching paths, one per line)")  # fmt: skip
+@json_option
+def search(
+    workspace: str,
+    overrides: tuple[str, ...],
+    query: str,
+    max_results: int | None,
+    min_score: float | None,
+    corpus: str,
+    session_key: str | None,
+    now: datetime | None,
+    explain: bool,
+    full: bool,
+    fmt: str,
+    as_json: bool,
+) -> int:
+    """Search memory. Exit 1 when nothing matches (the reason is printed)."""
+    query, max_results, min_score, corpus = _validated_search(query, max_results, min_score, corpus)
+    fmt = "json" if as_json else fmt
+    with open_cli_manager(workspace, overrides) as manager:
+        if corpus == "sessions" and "sessions" not in manager.config.sources:
+            raise MdrecallError("session transcripts are not indexed in this workspace (add sessions to the sources setting)")
+        load_model(manager, quiet=fmt != "text")
+        sources = None if corpus == "all" else [corpus]
+        response = manager.search(query, max_results=max_results, min_score=min_score, session_key=session_key,
+                                  sources=sources, now=now)  # fmt: skip
+        reason = _why_nothing(manager, response, session_key, min_score) if not response.results else None
+    if fmt == "json":
+        data = response.to_dict(camel=True)
+        for hit, out in zip(response.results, data["results"], strict=True):
+            out.pop("explanation", None)  # shown under "explain" with --explain, else left out
+            if explain:
+                out["explain"] = explanation(query, hit, response)
+        if reason:
+            data["reason"] = reason
+        echo_json(data)
+        return 0 if response.results else 1
+    for warning in response.warnings:
+        if warning != reason:  # "nothing relevant: ..." is printed once, as the reason
+            click.echo(f"note: {warning}", err=True)
+    if not response.results:
+        click.echo(f"no matching memories: {reason}", err=True)
+        return 1
+    if fmt == "files":
+        for path in dict.fromkeys(hit.path for hit in response.results):
+            click.echo(path)
+        return 0
+    if fmt == "md":
+        _print_markdown(query, response)
+        return 0
+    color = sys.stdout.isatty()
+    for i, hit in enumerate(response.results, 1):
+        click.echo(click.style(f"{i}. {hit.citation}", bold=True) if color else f"{i}. {hit.citation}", nl=False)
+        click.echo(f"  score {hit.score:.3f}  [{hit.source}]")
+        if explain:
+            _print_explanation(explanation(query, hit, response))
+        for line in snippet_lines(query, hit.snippet, hit.start_line, full=full):
+            click.echo(_styled(line, color))
+        click.echo()
+    stale = "; answered from a stale index" if response.stale else ""
+    click.echo(f"({response.mode}; {response.provider}/{response.model}{stale})", err=True)
+    return 0
+
+
+def _why_nothing(manager: MemorySearchManager, response: SearchResponse, session_key: str | None, min_score: float | None) -> str:
+    """Why a search found nothing: nothing indexed, hidden by scope, or nothing relevant enough."""
+    from mdrecall.doctor import hidden_transcripts
+
+    # A backend that knows says so itself; its warning says more ("nothing relevant: no memory
+    # scored at least minScore 0.35 (best 0.041)"). "no candidates" gets the message below.
+    told = getattr(response, "reason", None)
+    told = next((w for w in response.warnings if w.startswith(f"{told}:")), None) if told else None
+    fresh = response.freshness
+    if fresh.files_on_disk == 0:
+        return (f"{manager.workspace} holds no memory files (MEMORY.md, memory/*.md); "
+                "create some with `mdrecall init` or `mdrecall remember \"...\"`")  # fmt: skip
+    status = manager.status()
+    if status.files == 0:
+        if status.skipped:
+            return f"nothing is indexed: all {len(status.skipped)} memory file(s) were skipped (`mdrecall doctor` says why)"
+        return "nothing is indexed yet: run `mdrecall index`"
+    hidden, all_hidden = hidden_transcripts(status, manager.config, session_key)
+    memory_chunks = sum(int(c.get("chunks", 0)) for c in status.details.get("sourceCounts") or [] if c.get("source") == "memory")
+    if hidden and (all_hidden or not memory_chunks):
+        return (f"nothing relevant that this search may see; {hidden} transcript chunk(s) are hidden by scope "
+                "(pass --session-key KEY, or set sessions.visibility: all)")  # fmt: skip
+    threshold = manager.config.query.minScore if min_score is None else min_score
+    return told or f"nothing relevant: no hit scored {threshold:g} or more (try other words, or --min-score 0)"
+
+
+def explanation(query: str, hit: SearchHit, response: SearchResponse) -> dict[str, Any]:
+    """What made ``hit`` come back. Today: the fused score, the keyword and vector scores behind it,
+    the query words found in it and the index's freshness. A backend that explains its own ranking
+    puts a mapping on ``hit.explanation`` (signal -> details); it is shown as it is."""
+    from mdrecall.search.highlight import matched_terms
+
+    signals: dict[str, Any] = {}
+    if hit.text_score is not None:
+        signals["keyword"] = round(hit.text_score, 4)
+    if hit.vector_score is not None:
+        signals["vector"] = round(hit.vector_score, 4)
+    out: dict[str, Any] = {
+        "score": round(hit.score, 4),
+        "signals": signals,
+        "matchedTerms": matched_terms(query, hit.snippet),
+        "mode": response.mode,
+        "stale": response.stale,
+    }
+    extra = getattr(hit, "explanation", None)
+    if extra:
+        out["details"] = extra
+    return out
+
+
+def _print_explanation(data: dict[str, Any]) -> None:
+    signals = ", ".join(f"{name} {value:.3f}" for name, value in data["signals"].items()) or "none recorded"
+    terms = ", ".join(data["matchedTerms"]) or "none (matched by meaning)"
+    click.echo(f"   why: {signals}; words: {terms}; {data['mode']}{', STALE index' if data['stale'] else ''}")
+    for name, value in (data.get("details") or {}).items():
+        click.echo(f"        {name}: {_detail(value)}")
+
+
+def _detail(value: Any) -> str:
+    """One explanation value for people: mappings as ``key value`` pairs, lists comma-separated."""
+    if isinstance(value, dict):
+        return "; ".join(f"{k} {_detail(v)}" for k, v in value.items() if v not in (None, [], ""))
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value) or "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def snippet_lines(query: str, snippet: str, start_line: int, *, full: bool = False) -> list[tuple[int, str, bool]]:
+    """(file line number, text, matched) for the lines to print: every line with ``full``, else the
+    matching ones with one line of context (all lines when none match, e.g. a vector-only hit)."""
+    from mdrecall.search.highlight import matching_lines
+
+    lines = snippet.split("\n")
+    marked = set(matching_lines(query, snippet))
+    if full or not marked or len(lines) <= 4:
+        keep = set(range(len(lines)))
+    else:
+        keep = {j for i in marked for j in (i - 1, i, i + 1) if 0 <= j < len(lines)}
+    out: list[tuple[int, str, bool]] = []
+    for i, text in enumerate(lines):
+        if i in keep:
+            out.append((start_line + i, text, i in marked))
+        elif out and out[-1][0] != -1:
+            out.append((-1, "…", False))
+    return out
+
+
+def _styled(line: tuple[int, str, bool], color: bool) -> str:
+    number, text, matched = line
+    if number == -1:
+        return "      …"
+    prefix = f"{number:>5}{'>' if matched else ' '} "
+    if color and matched:
+        return click.style(prefix, fg="green", bold=True) + click.style(text, bold=True)
+    return prefix + text
+
+
+def _print_markdown(query: str, response: SearchResponse) -> None:
+    from mdrecall.search.highlight import matching_lines
+
+    click.echo(f"## Memories for: {query}\n")
+    for hit in response.results:
+        marked = set(matching_lines(query, hit.snippet))
+        click.echo(f"- **{hit.citation}** (score {hit.score:.2f}, {hit.source})\n")
+        for i, line in enumerate(hit.snippet.split("\n")):
+            click.echo(f"  > {'**' + line.strip() + '**' if i in marked and line.strip() else line}".rstrip())
+        click.echo()
+
+
+def parse_citation(path: str, from_line: int | None, lines: int | None) -> tuple[str, int | None, int | None]:
+    """``get path#L3-L7`` → (path, 3, 5): the citations search prints are accepted back."""
+    match = CITATION.match(path)
+    if not match:
+        return path, from_line, lines
+    if from_line is not None or lines is not None:
+        raise click.UsageError(f"{path!r} already names its lines; drop --from/--lines (or the #L part)")
+    start = int(match["start"])
+    end = int(match["end"]) if match["end"] else start
+    if end < start:
+        raise click.UsageError(f"{path!r}: the range ends before it starts")
+    return match["path"], start, end - start + 1
+
+
+@click.command("get")
+@workspace_options
+@click.argument("path")
+@click.option("--from", "from_line", type=int, default=None, help="first line (1-based)")
+@click.option("--lines", type=int, default=None, help="number of lines (default read.maxLines = 120)")
+@json_option
+def get(workspace: str, overrides: tuple[str, ...], path: str, from_line: int | None, lines: int | None, as_json: bool) -> int:
+    """Print lines of a memory file: PATH, or a citation from search (memory/2026-11-05.md#L3-L7)."""
+    from mdrecall.agent.tools import ToolInputError, parse_get_args
+
+    path, from_line, lines = parse_citation(path, from_line, lines)
+    args: dict[str, Any] = {"path": path}
+    if from_line is not None:
+        args["from"] = from_line
+    if lines is not None:
+        args["lines"] = lines
+    try:
+        path, from_line, lines = parse_get_args(args)
+    except ToolInputError as exc:
+        raise click.UsageError(_cli_names(str(exc))) from None
+    with open_cli_manager(workspace, overrides) as manager:
+        result = manager.read_file(path, from_line=from_line, lines=lines)
+    if as_json:
+        echo_json(result.to_dict())
+        return 0
+    if "\x00" in result.text or "\ufffd" in result.text:
+        raise MdrecallError(f"{result.path} is not UTF-8 text (a binary file?); not printing it (--json shows it escaped)")
+    click.echo(result.text)
+    if result.truncated and result.next_from is not None:
+        click.echo(f"\n… more below: mdrecall get {result.path} --from {result.next_from}", err=True)
+    return 0
+
+
+@click.command("status")
+@workspace_options
+@json_option
+@click.option("--deep", is_flag=True, help="also probe the embedding provider and vector extension")
+def status(workspace: str, overrides: tuple[str, ...], as_json: bool, deep: bool) -> int:
+    """Index health, mode and freshness (`mdrecall doctor` adds the fix for each problem)."""
+    with open_cli_manager(workspace, overrides) as manager:
+        load_model(manager, quiet=as_json)
+        data = manager.status().to_dict()
+        if deep:
+            data["probes"] = {
+                "embedding": manager.probe_embedding_availability().to_dict(),
+                "vector": manager.probe_vector_availability(),
+            }
+    if as_json:
+        click.echo(dumps(data))
+        return 0
+    _print_status(data)
+    return 0
+
+
+def _print_status(status: dict[str, Any]) -> None:
+    out = click.echo
+    out(f"workspace: {status['workspaceDir']}")
+    out(f"backend:   {status['backend']}")
+    out(f"index:     {status['dbPath']}")
+    out(f"files:     {status['files']}  chunks: {status['chunks']}")
+    out(f"mode:      {status['searchMode']}  (provider {status['provider']}, model {status['model']}, dims {status['dims']})")
+    for reason in status["modeReasons"]:
+        out(f"  note: {reason}")
+    # Backends that hand searches to another engine say who answered the last search and why.
+    answered = status.get("answeredBy")
+    if answered:
+        out(f"answered:  {answered} (last search)")
+    fallback = status.get("fallback")
+    if isinstance(fallback, dict) and fallback.get("reason"):
+        route = " -> ".join(str(fallback[k]) for k in ("from", "to") if fallback.get(k))
+        when = f" (at {fallback['at']})" if fallback.get("at") else ""
+        out(f"fallback:  {route + ': ' if route else ''}{fallback['reason']}{when}")
+    vec = status.get("vector")
+    if vec:
+        out(f"vectors:   {vec['backend'] or 'none'}" + (f" (sqlite-vec {vec['version']})" if vec.get("version") else ""))
+    cache = status.get("cache")
+    if cache:
+        out(f"cache:     {cache['entries']} / {cache['maxEntries']} embeddings")
+    pending = status.get("pendingChanges") or {}
+    if pending and status.get("meta"):
+        deferred = pending.get("deferredCount") or 0
+        note = f" ({deferred} transcript append(s) below the delta thresholds)" if deferred else ""
+        out(f"freshness: {pending['count']} file change(s) not indexed yet{note} — run `mdrecall index`")
+    elif status.get("rebuildNeeded") and status.get("meta"):
+        out(f"freshness: index must be rebuilt ({status['rebuildNeeded']}) — run `mdrecall index`")
+    else:
+        out(f"freshness: {'clean' if status['clean'] else 'not indexed yet — run `mdrecall index`'} (last sync {status['lastSyncAt'] or 'never'})")
+    watcher = status.get("watcher")
+    if watcher:
+        out(f"watcher:   {'running' if watcher.get('running') else 'not running'}"
+            + (f" ({watcher['error']})" if watcher.get("error") else ""))  # fmt: skip
+    for skip in status["skipped"]:
+        out(f"skipped:   {skip['path']}: {skip['reason']}")
+    for warning in status.get("warnings") or []:
+        out(f"warning:   {warning}")
+    probes = status.get("probes")
+    if probes:
+        emb = probes["embedding"]
+        out(f"probe:     embedding {'ok' if emb['ok'] else 'FAILED: ' + str(emb['error'])}; vector {probes['vector']}")

@@ -1,0 +1,251 @@
+"""What every command shares: ``-w/--workspace``, ``-c KEY=VALUE`` overrides, ``--json``, opening the
+manager (with the embedding model's load shown), progress lines on the terminal, JSON output."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+import click
+
+from mdrecall.errors import ConfigError
+from mdrecall.types import SyncProgress
+
+if TYPE_CHECKING:
+    from mdrecall.config import MemoryConfig
+    from mdrecall.contract import MemorySearchManager
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
+    """``["query.maxResults=5", "provider=none"]`` → a nested mapping (values parsed as YAML)."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"config override {item!r} must look like KEY=VALUE")
+        key, raw = item.split("=", 1)
+        value = yaml.safe_load(raw) if raw else ""
+        node = out
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return out
+
+
+def _existing_workspace(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    path = Path(value).expanduser()
+    if not path.is_dir():
+        hint = " (create it with `mdrecall init`)" if not path.exists() else ""
+        raise click.BadParameter(f"workspace {path} is not a directory{hint}", ctx=ctx, param=param)
+    return value
+
+
+@overload
+def workspace_options(func: F) -> F: ...
+@overload
+def workspace_options(*, must_exist: bool = True) -> Callable[[F], F]: ...
+def workspace_options(func: F | None = None, *, must_exist: bool = True) -> F | Callable[[F], F]:
+    """``-w/--workspace`` and repeatable ``-c KEY=VALUE``, as ``workspace`` and ``overrides``.
+
+    A workspace that is not a directory is a usage error (exit 2), except for ``init``."""
+
+    def decorate(f: F) -> F:
+        f = click.option(
+            "-c",
+            "--config",
+            "overrides",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="override a config key, e.g. -c provider=none -c query.maxResults=5 (repeatable)",
+        )(f)
+        f = click.option(
+            "-w",
+            "--workspace",
+            default=lambda: os.environ.get("MDRECALL_WORKSPACE", "."),
+            show_default="$MDRECALL_WORKSPACE or the current directory",
+            callback=_existing_workspace if must_exist else None,
+            help="agent workspace holding MEMORY.md and memory/",
+        )(f)
+        return f
+
+    return decorate(func) if func is not None else decorate
+
+
+def json_option(func: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="machine-readable output (JSON)")(func)
+
+
+def session_key_option(func: F) -> F:
+    return click.option(
+        "--session-key",
+        envvar="MDRECALL_SESSION_KEY",
+        default=None,
+        metavar="KEY",
+        help="who is asking: that session's transcripts are visible (or $MDRECALL_SESSION_KEY)",
+    )(func)
+
+
+def parse_now(ctx: click.Context | None, param: click.Parameter | None, value: str | None) -> datetime | None:
+    """``--now 2026-11-05`` or ``--now 2026-11-05T14:00:00+01:00`` (no zone: local time)."""
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not an ISO date or time, e.g. 2026-11-05 or 2026-11-05T14:00", ctx=ctx, param=param) from None
+    return parsed.astimezone() if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+def now_option(func: F) -> F:
+    return click.option(
+        "--now", callback=parse_now, metavar="WHEN",
+        help="answer as of this date/time (ISO, e.g. 2026-11-05): temporal decay is measured from it",
+    )(func)  # fmt: skip
+
+
+def dumps(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, indent=2, default=str)
+
+
+def echo_json(data: Any) -> None:
+    click.echo(dumps(data))
+
+
+def workspace_path(workspace: str) -> Path:
+    path = Path(workspace).expanduser()
+    if not path.is_dir():
+        raise click.BadParameter(f"workspace {path} is not a directory", param_hint="'-w' / '--workspace'")
+    return path
+
+
+#: The config sections that decide which vectors an index holds.
+_EMBEDDING_SECTIONS = ("provider", "model", "fallback", "local", "remote", "providers")
+
+
+def load_cli_config(workspace: str, overrides: Sequence[str], **updates: Any) -> MemoryConfig:
+    """The workspace's config with ``-c`` overrides. A command runs once and exits: no background
+    watcher (``sync.watch`` is for long-lived processes) unless a command asks for one.
+
+    One-shot overrides never rewrite the workspace's shared index: when ``-c`` changes the embedding
+    provider or model, the command uses an index of its own beside the shared one; ``-c provider=none``
+    answers keyword-only from the shared index as it is (``store.readOnly``) when there is one.
+    """
+    from mdrecall.config import load_config
+
+    path = Path(workspace).expanduser()
+    root = path if path.is_dir() else None
+    parsed = parse_overrides(overrides)
+    config = load_config(root, parsed)
+    if root is not None and not (parsed.get("store") or {}).get("path"):
+        config = _keep_shared_index(root, load_config(root), config)
+    sync = {"watch": False, **updates.pop("sync", {})}
+    return config.model_copy(update={"sync": config.sync.model_copy(update=sync), **updates})
+
+
+def _keep_shared_index(root: Path, configured: MemoryConfig, config: MemoryConfig) -> MemoryConfig:
+    import hashlib
+    import json
+
+    from mdrecall.store import default_store_path
+
+    def identity(c: MemoryConfig) -> str:
+        return json.dumps(c.model_dump(include=set(_EMBEDDING_SECTIONS)), sort_keys=True, default=str)
+
+    if identity(configured) == identity(config):
+        return config
+    if config.backend != "builtin":
+        # A shared store (Postgres rows, a QMD or LanceDB index) has no index "beside" it: keyword-only
+        # reads it as it is; another model would rewrite it, which a one-shot command must not do.
+        if config.provider == "none":
+            return config.model_copy(update={"store": config.store.model_copy(update={"readOnly": True})})
+        raise ConfigError(
+            f"-c cannot switch the embedding provider for one command on the {config.backend} backend: it would "
+            "rewrite the shared store; change the provider in the config file instead"
+        )
+    shared = Path(configured.store.path).expanduser() if configured.store.path else default_store_path(root)
+    if config.provider == "none" and shared.exists():
+        store = config.store.model_copy(update={"path": str(shared), "readOnly": True})
+    else:
+        key = hashlib.sha256(identity(config).encode()).hexdigest()[:12]
+        store = config.store.model_copy(update={"path": str(shared.with_name(f"{shared.stem}.override-{key}.sqlite"))})
+    return config.model_copy(update={"store": store})
+
+
+def open_cli_manager(workspace: str, overrides: Sequence[str], **updates: Any) -> MemorySearchManager:
+    from mdrecall.backends import open_manager
+
+    root = workspace_path(workspace)
+    return open_manager(root, load_cli_config(workspace, overrides, **updates))
+
+
+def load_model(manager: MemorySearchManager, *, quiet: bool = False) -> None:
+    """Choose (and load) the embedding provider now, saying so on a terminal: loading a local model
+    takes seconds, and a bare "Scanning memory files…" meanwhile looks like a hang."""
+    from mdrecall.builtin.manager import BuiltinMemoryManager
+
+    if not isinstance(manager, BuiltinMemoryManager) or manager.config.provider == "none":
+        return
+    line = ProgressLine()
+    show = line.tty and not quiet
+    if show:
+        line.note(f"loading the embedding model ({manager.config.provider})…")
+    started = time.monotonic()
+    provider = manager.providers.selection.provider
+    if show:
+        what = f"{provider.id}/{provider.model}" if provider else "none available: keyword-only"
+        line.note(f"embedding model: {what} ({time.monotonic() - started:.1f}s)")
+        line.done()
+
+
+class ProgressLine:
+    """One self-overwriting line on a terminal (stderr); plain lines every few seconds otherwise."""
+
+    def __init__(self, stream: Any = None) -> None:
+        # Look sys.stderr up now, not at import: callers (and pytest) may have replaced it since.
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._last = 0.0
+        self._started = time.monotonic()
+        self._drawn = False
+
+    def note(self, text: str) -> None:
+        if self.tty:
+            self.stream.write(f"\r{text[:96]:<96}")
+            self.stream.flush()
+            self._drawn = True
+        else:
+            print(text, file=self.stream)
+
+    def __call__(self, p: SyncProgress) -> None:
+        now = time.monotonic()
+        if not self.tty:
+            if p.total and p.completed == p.total or now - self._last > 2:
+                print(p.label, file=self.stream)
+                self._last = now
+            return
+        elapsed = f"{now - self._started:5.1f}s"
+        if p.total:
+            width = 24
+            filled = int(width * p.completed / max(1, p.total))
+            bar = "#" * filled + "-" * (width - filled)
+            self.stream.write(f"\r[{bar}] {p.completed}/{p.total} {elapsed} {p.label[:50]:<50}")
+        else:
+            self.stream.write(f"\r{elapsed} {p.label[:84]:<86}")
+        self.stream.flush()
+        self._drawn = True
+
+    def done(self) -> None:
+        if self.tty and self._drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._drawn = False

@@ -1,0 +1,209 @@
+"""The contract every memory backend implements, and the base class that gives it the common parts.
+
+``MemorySearchManager`` is what the CLI, the MCP server, the agent tools and dreaming are written
+against; the builtin SQLite engine, LanceDB, QMD, Postgres and third-party backends all satisfy it
+(``tests/contract/`` runs the same suite against each). :class:`ManagerBase` supplies what does not
+depend on the backend: listeners for searches and reads (recall tracking hooks in there), flush and
+close hooks, the context manager and the asyncio wrappers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from mdrecall.types import ProbeResult, ProgressCallback, ReadResult, SearchResponse, Status, SyncReport
+
+if TYPE_CHECKING:
+    from mdrecall.config import MemoryConfig
+
+log = logging.getLogger(__name__)
+
+#: ``listener(query, response, session_key, now)`` after each search that ran.
+SearchListener = Callable[[str, SearchResponse, "str | None", datetime], None]
+#: ``listener(path, from_line, lines, now)`` after each successful ``read_file``.
+ReadListener = Callable[[str, int, int, datetime], None]
+
+
+@runtime_checkable
+class MemorySearchManager(Protocol):
+    """One workspace's memory, whatever stores it."""
+
+    #: The backend's name, as ``config.backend`` selects it.
+    backend: str
+    workspace: Path
+    config: MemoryConfig
+
+    def search(
+        self,
+        query: str,
+        max_results: int | None = None,
+        min_score: float | None = None,
+        session_key: str | None = None,
+        sources: Sequence[str] | None = None,
+        now: datetime | None = None,
+    ) -> SearchResponse: ...
+
+    def read_file(self, rel_path: str, from_line: int | None = None, lines: int | None = None) -> ReadResult: ...
+
+    def status(self) -> Status: ...
+
+    def sync(self, force: bool = False, progress: ProgressCallback | None = None) -> SyncReport: ...
+
+    def probe_embedding_availability(self) -> ProbeResult: ...
+
+    def probe_vector_availability(self) -> bool: ...
+
+    def add_search_listener(self, listener: SearchListener) -> None: ...
+
+    def add_read_listener(self, listener: ReadListener) -> None: ...
+
+    def add_flush_hook(self, hook: Callable[[], object]) -> None: ...
+
+    def add_close_hook(self, hook: Callable[[], object]) -> None: ...
+
+    def add_status_section(self, key: str, section: Callable[[], object]) -> None: ...
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> MemorySearchManager: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class ManagerBase(ABC):
+    """The backend-independent half of :class:`MemorySearchManager`.
+
+    A backend implements the abstract methods, calls :meth:`_notify_search` / :meth:`_notify_read`
+    after each search and read, and runs :meth:`_run_close_hooks` first thing in ``close()``.
+    """
+
+    backend: str = "custom"
+
+    def __init__(self, workspace: Path, config: MemoryConfig) -> None:
+        self.workspace = workspace
+        self.config = config
+        self._search_listeners: list[SearchListener] = []
+        self._read_listeners: list[ReadListener] = []
+        self._flush_hooks: list[Callable[[], object]] = []
+        self._close_hooks: list[Callable[[], object]] = []
+        self._status_sections: dict[str, Callable[[], object]] = {}
+
+    # -- listeners and hooks ----------------------------------------------------------------------
+    def add_search_listener(self, listener: SearchListener) -> None:
+        self._search_listeners.append(listener)
+
+    def add_read_listener(self, listener: ReadListener) -> None:
+        self._read_listeners.append(listener)
+
+    def add_flush_hook(self, hook: Callable[[], object]) -> None:
+        """``hook()`` runs on :meth:`flush`: wait for background work a listener queued."""
+        self._flush_hooks.append(hook)
+
+    def add_close_hook(self, hook: Callable[[], object]) -> None:
+        """``hook()`` runs first thing in ``close()`` (drain and stop a listener's thread)."""
+        self._close_hooks.append(hook)
+
+    def add_status_section(self, key: str, section: Callable[[], object]) -> None:
+        """``status().details[key]`` is ``section()``: a feature's own state (recall tracking)."""
+        self._status_sections[key] = section
+
+    def extra_status(self) -> dict[str, object]:
+        out: dict[str, object] = {}
+        for key, section in self._status_sections.items():
+            try:
+                out[key] = section()
+            except Exception as exc:  # a feature's report must never break status
+                out[key] = {"error": f"{type(exc).__name__}: {exc}"}
+        return out
+
+    def flush(self) -> None:
+        """Wait until what searches and reads queued in the background (recall tracking) is written."""
+        for hook in self._flush_hooks:
+            hook()
+
+    def _notify_search(self, query: str, response: SearchResponse, session_key: str | None, now: datetime) -> None:
+        for listener in list(self._search_listeners):
+            try:
+                listener(query, response, session_key, now)
+            except Exception as exc:  # recall tracking must never break a search
+                log.warning("mdrecall: search listener failed: %s", exc)
+
+    def _notify_read(self, path: str, from_line: int, lines: int, now: datetime) -> None:
+        for listener in list(self._read_listeners):
+            try:
+                listener(path, from_line, lines, now)
+            except Exception as exc:  # grounding signals must never break a read
+                log.warning("mdrecall: read listener failed: %s", exc)
+
+    def _run_close_hooks(self) -> None:
+        for hook in self._close_hooks:
+            try:
+                hook()
+            except Exception as exc:
+                log.warning("mdrecall: close hook failed: %s", exc)
+
+    # -- the backend's part -----------------------------------------------------------------------
+    @abstractmethod
+    def search(
+        self,
+        query: str,
+        max_results: int | None = None,
+        min_score: float | None = None,
+        session_key: str | None = None,
+        sources: Sequence[str] | None = None,
+        now: datetime | None = None,
+    ) -> SearchResponse: ...
+
+    @abstractmethod
+    def read_file(self, rel_path: str, from_line: int | None = None, lines: int | None = None) -> ReadResult: ...
+
+    @abstractmethod
+    def status(self) -> Status: ...
+
+    @abstractmethod
+    def sync(self, force: bool = False, progress: ProgressCallback | None = None) -> SyncReport: ...
+
+    @abstractmethod
+    def probe_embedding_availability(self) -> ProbeResult: ...
+
+    @abstractmethod
+    def probe_vector_availability(self) -> bool: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    # -- context manager and asyncio --------------------------------------------------------------
+
+    def __enter__(self) -> ManagerBase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def asearch(
+        self,
+        query: str,
+        max_results: int | None = None,
+        min_score: float | None = None,
+        session_key: str | None = None,
+        sources: Sequence[str] | None = None,
+        now: datetime | None = None,
+    ) -> SearchResponse:
+        return await asyncio.to_thread(self.search, query, max_results, min_score, session_key, sources, now)
+
+    async def aread_file(self, rel_path: str, from_line: int | None = None, lines: int | None = None) -> ReadResult:
+        return await asyncio.to_thread(self.read_file, rel_path, from_line, lines)
+
+    async def async_sync(self, force: bool = False, progress: ProgressCallback | None = None) -> SyncReport:
+        return await asyncio.to_thread(self.sync, force, progress)
+
+    async def astatus(self) -> Status:
+        return await asyncio.to_thread(self.status)

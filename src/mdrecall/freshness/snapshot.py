@@ -1,0 +1,125 @@
+"""The quick check a search runs before trusting the index: "has anything changed since the last
+full comparison of the files with the index?"
+
+A full comparison (a sync, or the walk behind ``status()``) ends with a :class:`Snapshot`: the
+mtime+size of every file it looked at, and the mtime of every directory under the indexed roots
+(taken *before* the files were listed). Re-checking the snapshot costs one ``stat`` per file and
+directory, no directory listing, no database access. It sees:
+
+* edits, appends and truncations of known files (mtime or size moved),
+* deletions (stat fails),
+* creations and renames, also in new subdirectories (the containing directory's mtime moves; a
+  new directory changes its parent's mtime, and every directory down from each root is recorded).
+
+Timestamps come from a coarse clock, so an entry whose mtime is within ``RACY_WINDOW_NS`` of the
+moment it was observed could change again without its mtime moving: such a snapshot is not trusted
+(``changed()`` says True, forcing a full comparison that will produce a trustworthy one).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mdrecall.config import MemoryConfig
+from mdrecall.freshness.roots import IGNORED_SEGMENTS, watch_roots
+from mdrecall.index.indexer import is_racy
+
+
+@dataclass
+class Snapshot:
+    #: absolute file path -> (mtime_ns, size)
+    files: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: absolute directory path -> mtime_ns
+    dirs: dict[str, int] = field(default_factory=dict)
+    racy: bool = False
+    taken_at: float = field(default_factory=time.time)
+
+    def changed(self) -> bool:
+        if self.racy:
+            return True
+        try:
+            for path, mtime in self.dirs.items():
+                if os.stat(path).st_mtime_ns != mtime:
+                    return True
+            for path, (mtime, size) in self.files.items():
+                st = os.stat(path)
+                if st.st_mtime_ns != mtime or st.st_size != size:
+                    return True
+        except OSError:
+            return True  # something vanished
+        return False
+
+
+def scan_dirs(workspace: Path, config: MemoryConfig) -> tuple[dict[str, int], bool]:
+    """Record the mtime of every directory a sync would look into; (dirs, racy).
+
+    Call this *before* listing files: a file created after the listing then moves a recorded mtime.
+    """
+    dirs: dict[str, int] = {}
+    racy = False
+
+    def record(path: Path | str) -> bool:
+        nonlocal racy
+        try:
+            mtime = os.stat(path).st_mtime_ns
+        except OSError:
+            return False
+        dirs[str(path)] = mtime
+        racy = racy or is_racy(mtime, time.time_ns())
+        return True
+
+    def nearest_existing(path: Path) -> None:
+        for candidate in [path, *path.parents]:
+            if record(candidate):
+                return
+
+    seen_real: set[str] = set()
+    workspace_real = os.path.realpath(workspace)
+
+    def walk(directory: str, skip_hidden: bool) -> None:
+        real = os.path.realpath(directory)
+        if real in seen_real:  # link loops, or two roots sharing a directory
+            return
+        seen_real.add(real)
+        if not record(directory):
+            return
+        try:
+            with os.scandir(directory) as entries:
+                subdirs = [
+                    e
+                    for e in entries
+                    if e.is_dir(follow_symlinks=True)
+                    and e.name not in IGNORED_SEGMENTS
+                    and not (skip_hidden and e.name.startswith("."))
+                ]
+        except OSError:
+            return
+        for sub in subdirs:
+            if sub.is_symlink():
+                # Follow links only where discovery could (inside the workspace): a link to "/" must
+                # not turn every search into a walk of the whole disk.
+                target = os.path.realpath(sub.path)
+                if not (target == workspace_real or target.startswith(workspace_real + os.sep)):
+                    continue
+            walk(sub.path, skip_hidden)
+
+    for root in watch_roots(workspace, config):
+        if root.is_file:
+            nearest_existing(root.path.parent)
+        elif root.path.is_dir():
+            walk(str(root.path), skip_hidden=root.kind == "memory")
+        else:
+            nearest_existing(root.path.parent)
+    return dirs, racy
+
+
+def make_snapshot(dirs: dict[str, int], dirs_racy: bool, observed: dict[str, tuple[int, int, int]]) -> Snapshot:
+    """Build a snapshot from recorded directories and files observed as ``path -> (mtime, size, seen_ns)``."""
+    racy = dirs_racy or any(is_racy(m, seen) for m, _s, seen in observed.values())
+    return Snapshot(files={p: (m, s) for p, (m, s, _seen) in observed.items()}, dirs=dirs, racy=racy)
+
+
+__all__ = ["Snapshot", "make_snapshot", "scan_dirs"]

@@ -1,0 +1,436 @@
+"""Incremental indexing: find what changed, chunk it, embed what the cache lacks, write it atomically.
+
+Cost model: an unchanged file costs one ``stat`` (mtime+size match) or one read+hash (touched but
+identical). A changed file is re-chunked; only chunks whose text hash has no cached embedding are
+embedded, in large batches. Each file's rows are replaced in one transaction, after all of its
+embeddings exist, so an interrupted sync never leaves a half-written file: the next sync redoes it.
+
+Trusting mtime+size has one hole: file timestamps come from a coarse clock, so a file rewritten with
+the same size within the same clock tick as our read keeps its mtime, and the change would never be
+seen. Files read within ``RACY_WINDOW_NS`` of their mtime ("racily clean", as git calls it) are
+therefore read and hashed once more after the window has passed, before the sync returns.
+
+Automatic syncs (``defer_sessions``) leave a growing transcript alone until the appended bytes or
+lines reach ``sync.sessions.deltaBytes`` / ``deltaMessages`` (checked against the stored size and
+hash, so only true appends are deferred); explicit syncs and rebuilds index everything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mdrecall.config import MemoryConfig
+from mdrecall.crashpoints import crash_point
+from mdrecall.embeddings.base import EmbeddingProvider
+from mdrecall.index.chunking import Chunk, chunk_id, chunk_lines, chunk_markdown, fit_to_model, heading_trails
+from mdrecall.sources.base import SourceAdapter
+from mdrecall.sources.workspace import MemoryFile, discover_memory_files
+from mdrecall.store.db import ChunkRow, FileRow, IndexDB, SkipRecord, vector_to_blob
+from mdrecall.store.protocol import IndexStore
+from mdrecall.text import fts_index_text
+from mdrecall.types import ProgressCallback, SyncProgress, SyncReport
+
+#: Texts embedded per call; large calls keep the model at its raw throughput.
+EMBED_GROUP = 512
+
+#: A file read less than this after its mtime may still change without its mtime moving.
+RACY_WINDOW_NS = 50_000_000
+#: The same on filesystems that store whole seconds (FAT, some network mounts).
+RACY_WINDOW_COARSE_NS = 2_000_000_000
+#: Upper bound on waiting for racy files to settle (a clock skewed into the future must not hang a sync).
+RACY_MAX_WAIT_S = 2.5
+
+
+def is_racy(mtime_ns: int, checked_ns: int) -> bool:
+    """Whether a file seen at ``checked_ns`` could still change without its mtime moving."""
+    window = RACY_WINDOW_COARSE_NS if mtime_ns % 1_000_000_000 == 0 else RACY_WINDOW_NS
+    return checked_ns - mtime_ns < window
+
+
+@dataclass
+class PendingFile:
+    file: MemoryFile
+    row: FileRow
+    chunks: list[Chunk]
+    #: Source line numbers per rendered line for transcripts (None for Markdown: identity).
+    line_map: list[int] | None = None
+    #: Heading trail per chunk, indexed for keywords beside the chunk text.
+    contexts: list[str] = field(default_factory=list)
+    missing: list[int] = field(default_factory=list)  # chunk indexes still without a vector
+    vectors: dict[int, bytes] = field(default_factory=dict)
+
+    def embed_input(self, i: int) -> str:
+        """What the model reads for chunk ``i``: its heading trail, then its text."""
+        context = self.contexts[i] if self.contexts else ""
+        return f"{context}\n{self.chunks[i].text}" if context else self.chunks[i].text
+
+    def embed_key(self, i: int) -> str:
+        """Embedding-cache key: the hash of exactly what was embedded."""
+        if not self.contexts or not self.contexts[i]:
+            return self.chunks[i].hash
+        return hashlib.sha256(self.embed_input(i).encode("utf-8")).hexdigest()
+
+
+@dataclass
+class SyncContext:
+    provider: EmbeddingProvider | None
+    provider_key: str
+    model: str
+
+
+def _read_text(path: Path, max_bytes: int, lenient: bool = False) -> tuple[str | None, bytes | None, str | None]:
+    """(text, raw bytes, skip reason)."""
+    try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            return None, None, f"larger than limits.maxFileBytes ({size} > {max_bytes} bytes)"
+        raw = path.read_bytes()
+    except OSError as exc:
+        return None, None, f"cannot read: {exc.strerror or exc}"
+    if len(raw) > max_bytes:
+        return None, None, f"larger than limits.maxFileBytes ({len(raw)} > {max_bytes} bytes)"
+    if lenient:
+        return raw.decode("utf-8", errors="replace"), raw, None
+    if b"\x00" in raw:
+        return None, raw, "binary file (contains NUL bytes)"
+    try:
+        return raw.decode("utf-8"), raw, None
+    except UnicodeDecodeError as exc:
+        return None, raw, f"not valid UTF-8 (byte {exc.start})"
+
+
+#: ``on_text(file, text)``: the exact text a file is about to be chunked from.
+TextObserver = Callable[[MemoryFile, str], None]
+
+
+class Indexer:
+    """One sync of ``db`` (any :class:`~mdrecall.store.protocol.IndexStore`) with the files.
+
+    ``on_text`` sees each file's text before it is chunked and written: a store that decides who may
+    see a file from its content, or keeps a copy of it (the Postgres backend), takes it there.
+    """
+
+    def __init__(
+        self,
+        workspace: Path,
+        config: MemoryConfig,
+        db: IndexStore,
+        ctx: SyncContext,
+        progress: ProgressCallback | None = None,
+        extra_sources: Sequence[SourceAdapter] = (),
+        *,
+        defer_sessions: bool = False,
+        on_text: TextObserver | None = None,
+    ) -> None:
+        self.workspace = workspace
+        self.config = config
+        self.db = db
+        self.ctx = ctx
+        self.progress = progress
+        self.extra_sources = list(extra_sources)
+        self.defer_sessions = defer_sessions
+        self.on_text = on_text
+        #: absolute path -> (mtime_ns, size, when stat ran in ns) for every file looked at (freshness.py).
+        self.observed: dict[str, tuple[int, int, int]] = {}
+
+    # -- discovery -------------------------------------------------------------------------------
+    def discover(self) -> list[MemoryFile]:
+        files: list[MemoryFile] = []
+        if "memory" in self.config.sources:
+            files.extend(discover_memory_files(self.workspace, self.config))
+        for adapter in self.extra_sources:
+            files.extend(adapter.discover())
+        return files
+
+    def _adapter_for(self, source: str) -> SourceAdapter | None:
+        for adapter in self.extra_sources:
+            if adapter.source == source:
+                return adapter
+        return None
+
+    def _chunk(self, file: MemoryFile, text: str) -> tuple[list[Chunk], list[int] | None]:
+        tokens, overlap = self.config.chunking.tokens, self.config.chunking.overlap
+        adapter = self._adapter_for(file.source)
+        if adapter is not None:
+            lines, line_map = adapter.render(file, text)
+            chunks = chunk_lines(lines, tokens, overlap, line_map)
+        else:
+            chunks, line_map = chunk_markdown(text, tokens, overlap), None
+        provider = self.ctx.provider
+        if provider is not None and chunks:
+            chunks = fit_to_model(chunks, provider.count_tokens_many, provider.max_input_tokens)
+        return chunks, line_map
+
+    # -- main ------------------------------------------------------------------------------------
+    def run(self, full: bool = False) -> SyncReport:
+        started = time.monotonic()
+        report = SyncReport(full_rebuild=full)
+        self._emit(0, 0, "Scanning memory files…")
+        discovered = self.discover()
+        report.files_scanned = len(discovered)
+        existing = self.db.files()
+        skipped = self.db.skipped()
+        seen = {file.rel_path for file in discovered}
+        racy: list[tuple[MemoryFile, int]] = []
+        pending: list[PendingFile] = []
+        for file in discovered:
+            item = self._examine(file, existing, skipped, full, report, racy, verify=False)
+            if item is not None:
+                pending.append(item)
+
+        self._embed_and_write(pending, report)
+        crash_point("index:before-removals")
+
+        for path in existing:
+            if path not in seen:
+                self.db.remove_file(path)
+                report.files_removed += 1
+                crash_point("index:file-removed")
+        for path in skipped:
+            if path not in seen:
+                self.db.remove_file(path)
+        self._settle_racy(racy, report)
+        if self.config.cache.enabled:
+            self.db.cache_prune(self.config.cache.maxEntries)
+        report.seconds = time.monotonic() - started
+        self._emit(report.files_indexed, len(pending), "Done")
+        return report
+
+    def _examine(
+        self,
+        file: MemoryFile,
+        existing: dict[str, FileRow],
+        skipped: dict[str, SkipRecord],
+        full: bool,
+        report: SyncReport,
+        racy: list[tuple[MemoryFile, int]],
+        verify: bool,
+    ) -> PendingFile | None:
+        """Decide what one file needs; returns the work to do, or None. ``verify`` ignores mtime+size."""
+        try:
+            st = os.stat(file.abspath)
+        except OSError:
+            return None
+        checked_ns = time.time_ns()
+        mtime, size = st.st_mtime_ns, st.st_size
+        self.observed[file.abspath] = (mtime, size, checked_ns)
+        old = existing.get(file.rel_path)
+        trust_stat = not full and not verify
+        if trust_stat and old is not None and old.mtime == mtime and old.size == size and old.source == file.source:
+            report.files_unchanged += 1
+            return None
+        prev_skip = skipped.get(file.rel_path)
+        if trust_stat and prev_skip is not None and prev_skip[2] == mtime and prev_skip[3] == size:
+            report.files_skipped += 1
+            return None
+        adapter = self._adapter_for(file.source)
+        text, raw, reason = _read_text(file.path, self.config.limits.maxFileBytes, lenient=adapter is not None and adapter.lenient_decode)
+        racy_now = is_racy(mtime, checked_ns)
+        if reason is not None or text is None or raw is None:
+            self.db.record_skipped(file.rel_path, file.source, reason or "unreadable", mtime, size)
+            if not verify:
+                report.files_skipped += 1
+            if racy_now:
+                racy.append((file, mtime))
+            return None
+        digest = hashlib.sha256(raw).hexdigest()
+        if not full and old is not None and old.hash == digest and old.source == file.source:
+            if old.mtime != mtime or old.size != size:
+                self.db.touch_file(file.rel_path, mtime, size)
+            if not verify:
+                report.files_unchanged += 1
+            if racy_now:
+                racy.append((file, mtime))
+            return None
+        if (
+            self.defer_sessions
+            and not full
+            and old is not None
+            and old.source == file.source
+            and len(raw) > old.size
+            and adapter is not None
+            and adapter.defer_growth(raw, old.size)
+            and hashlib.sha256(raw[: old.size]).hexdigest() == old.hash  # a pure append, nothing rewritten
+        ):
+            report.files_deferred += 1
+            return None
+        if racy_now:
+            racy.append((file, mtime))
+        if self.on_text is not None:
+            self.on_text(file, text)
+        chunks, line_map = self._chunk(file, text)
+        contexts = heading_trails(text, chunks) if line_map is None else []
+        return PendingFile(file, FileRow(file.rel_path, file.source, digest, mtime, size), chunks, line_map, contexts)
+
+    def _settle_racy(self, racy: list[tuple[MemoryFile, int]], report: SyncReport) -> None:
+        """Re-read files that were read too soon after their last change (see the module docstring)."""
+        for _ in range(2):
+            if not racy:
+                return
+            newest = max(mtime for _, mtime in racy)
+            window = RACY_WINDOW_COARSE_NS if newest % 1_000_000_000 == 0 else RACY_WINDOW_NS
+            wait = (newest + window - time.time_ns()) / 1e9
+            if wait > 0:
+                time.sleep(min(wait, RACY_MAX_WAIT_S))
+            existing = self.db.files()
+            skipped = self.db.skipped()
+            again: list[tuple[MemoryFile, int]] = []
+            pending: list[PendingFile] = []
+            for file, _mtime in racy:
+                item = self._examine(file, existing, skipped, False, report, again, verify=True)
+                if item is not None:
+                    pending.append(item)
+            self._embed_and_write(pending, report)
+            racy = again
+
+    def _emit(self, completed: int, total: int, label: str) -> None:
+        if self.progress is not None:
+            suffix = f" {completed}/{total}" if total else ""
+            self.progress(SyncProgress(completed, total, label + suffix))
+
+    def _embed_and_write(self, pending: list[PendingFile], report: SyncReport) -> None:
+        ctx = self.ctx
+        provider = ctx.provider
+        total_chunks = sum(len(p.chunks) for p in pending)
+        if provider is None:
+            for done, item in enumerate(pending, 1):
+                self._write(item, report)
+                self._emit(done, len(pending), "Indexing memory files…")
+            return
+
+        use_cache = self.config.cache.enabled
+        # Cache lookups for every pending chunk, in one pass.
+        all_hashes = {p.embed_key(i) for p in pending for i in range(len(p.chunks))}
+        cached = self.db.cache_get(provider.id, provider.model, ctx.provider_key, all_hashes) if use_cache else {}
+        if cached:
+            self.db.cache_touch(provider.id, provider.model, ctx.provider_key, list(cached))
+        for item in pending:
+            for i in range(len(item.chunks)):
+                blob = cached.get(item.embed_key(i))
+                if blob is not None:
+                    item.vectors[i] = blob
+                    report.cache_hits += 1
+                else:
+                    item.missing.append(i)
+
+        embedded = report.cache_hits
+        group: list[PendingFile] = []
+        group_size = 0
+        for item in pending:
+            group.append(item)
+            group_size += len(item.missing)
+            if group_size >= EMBED_GROUP:
+                embedded = self._embed_group(group, report, embedded, total_chunks)
+                group, group_size = [], 0
+        if group:
+            self._embed_group(group, report, embedded, total_chunks)
+
+    def _embed_group(self, group: list[PendingFile], report: SyncReport, embedded: int, total: int) -> int:
+        provider = self.ctx.provider
+        assert provider is not None
+        # Identical texts inside a group are embedded once.
+        unique: dict[str, str] = {}
+        for item in group:
+            for i in item.missing:
+                unique.setdefault(item.embed_key(i), item.embed_input(i))
+        hashes = list(unique)
+        vectors: dict[str, bytes] = {}
+        if hashes:
+            texts = [unique[h] for h in hashes]
+            raw_vectors = provider.embed_documents_batched(
+                texts,
+                lambda done, _total: self._emit(embedded + done, total, "Embedding chunks…"),
+                on_batch=lambda indexes, vecs: self._cache_batch([hashes[i] for i in indexes], vecs),
+            )
+            if len(raw_vectors) != len(texts):
+                raise RuntimeError(f"provider {provider.id} returned {len(raw_vectors)} vectors for {len(texts)} texts")
+            for h, vec in zip(hashes, raw_vectors):
+                vectors[h] = vector_to_blob(vec)
+            report.chunks_embedded += len(hashes)
+            if self.config.cache.enabled:
+                with self.db.transaction():
+                    self.db.cache_put(provider.id, provider.model, self.ctx.provider_key, list(vectors.items()))
+        for item in group:
+            for i in item.missing:
+                item.vectors[i] = vectors[item.embed_key(i)]
+            item.missing.clear()
+            self._write(item, report)
+        embedded += sum(len(item.chunks) for item in group)
+        self._emit(min(embedded, total), total, "Embedding chunks…")
+        return embedded
+
+    def _fts_text(self, text: str) -> str:
+        return fts_index_text(text) if self.config.query.fts.tokenizer == "unicode61" else text
+
+    def _cache_batch(self, hashes: list[str], vectors: Sequence[Sequence[float]]) -> None:
+        """Cache each finished request at once, so a failure later in the group wastes no paid calls."""
+        provider = self.ctx.provider
+        if provider is None or not self.config.cache.enabled:
+            return
+        items = [(h, vector_to_blob(v)) for h, v in zip(hashes, vectors)]
+        with self.db.transaction():
+            self.db.cache_put(provider.id, provider.model, self.ctx.provider_key, items)
+
+    def _write(self, item: PendingFile, report: SyncReport) -> None:
+        rows = []
+        for i, chunk in enumerate(item.chunks):
+            rows.append(
+                ChunkRow(
+                    id=chunk_id(item.file.source, item.file.rel_path, chunk),
+                    path=item.file.rel_path,
+                    source=item.file.source,
+                    start_line=chunk.start_line,
+                    end_line=chunk.end_line,
+                    hash=chunk.hash,
+                    text=chunk.text,
+                    embedding=item.vectors.get(i),
+                    embed_hash=item.embed_key(i),
+                    fts_text=self._fts_text(item.contexts[i] + "\n" + chunk.text if item.contexts and item.contexts[i] else chunk.text),
+                )
+            )
+        self.db.replace_file(item.row, rows, self.ctx.model)
+        report.files_indexed += 1
+        report.chunks_written += len(rows)
+        crash_point("index:file-written")
+
+
+def seed_cache_from(db: IndexDB, old_path: Path) -> None:
+    """Copy reusable embeddings from the live index into a database being rebuilt."""
+    if not old_path.exists():
+        return
+    conn = db.conn
+    try:
+        conn.execute("ATTACH DATABASE ? AS old", (str(old_path),))
+    except Exception:
+        return
+    try:
+        with conn:
+            tables = {r[0] for r in conn.execute("SELECT name FROM old.sqlite_master WHERE type='table'")}
+            if "embedding_cache" in tables:
+                conn.execute("INSERT OR IGNORE INTO embedding_cache SELECT * FROM old.embedding_cache")
+            meta_row = conn.execute("SELECT value FROM old.meta WHERE key = 'memory_index_meta_v1'").fetchone() if "meta" in tables else None
+            if meta_row and "chunks" in tables:
+                meta = json.loads(meta_row[0])
+                if meta.get("provider") not in (None, "none"):
+                    conn.execute(
+                        "INSERT OR IGNORE INTO embedding_cache(provider, model, provider_key, hash, embedding, dims, updated_at) "
+                        "SELECT ?, ?, ?, COALESCE(embed_hash, hash), embedding, length(embedding) / 4, ? FROM old.chunks "
+                        "WHERE embedding IS NOT NULL",
+                        (meta["provider"], meta["model"], meta["providerKey"], time.time_ns()),
+                    )
+    except Exception:
+        pass  # a damaged old index only costs re-embedding
+    finally:
+        try:
+            conn.execute("DETACH DATABASE old")
+        except Exception:
+            pass
+
+
+__all__ = ["EMBED_GROUP", "Indexer", "SyncContext", "TextObserver", "seed_cache_from"]

@@ -1,0 +1,205 @@
+"""The live index as searches read it: opened with a cheap check, rebuilt from the files when damaged.
+
+Opening runs a structural probe (the first and last row of each table, milliseconds); the full
+``PRAGMA quick_check`` (it reads the whole file: about a second at 10k chunks with vectors) runs on a
+background thread and its verdict is reported in ``status()``. Damage found either way, or raised by
+SQLite while the index is in use, moves the index files aside (never anything under the workspace)
+and starts a fresh index, which the next sync fills from the Markdown.
+
+Every read of the connection goes through :meth:`IndexHandle.reading`, under one lock: recovery
+closes and replaces the connection under the same lock, so a search or ``status()`` never touches a
+connection that is being closed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+import apsw
+
+from mdrecall.errors import StoreError
+from mdrecall.store import WriterLock
+from mdrecall.store.db import IndexDB, StoreOptions
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: What SQLite raises on a damaged database file.
+CORRUPTION_ERRORS = (apsw.CorruptError, apsw.NotADBError)
+
+
+def is_corruption(exc: BaseException) -> bool:
+    """A damaged index file, raised directly or wrapped in a StoreError when opening it."""
+    return isinstance(exc, CORRUPTION_ERRORS) or isinstance(exc.__cause__, CORRUPTION_ERRORS)
+
+
+class IndexHandle:
+    """The read connection of one index, its recovery and its background integrity check."""
+
+    def __init__(
+        self,
+        db_path: Path,
+        options: StoreOptions,
+        lock: WriterLock,
+        *,
+        on_recovered: Callable[[], None] | None = None,
+    ) -> None:
+        self.db_path = db_path
+        self.options = options
+        self._lock = lock
+        self._on_recovered = on_recovered
+        self._mutex = threading.Lock()
+        #: "pending" until the background check ran, then "ok", "failed: ...", "interrupted", "not checked: ...".
+        self.integrity = "pending"
+        #: What the last recovery did, for status and the next search's warnings.
+        self.recovered: str | None = None
+        self._recovery_reported = False
+        self._verify_conn: apsw.Connection | None = None
+        self._verify_thread: threading.Thread | None = None
+        self._closed = False
+        self._db = self._open()
+
+    # -- reading ----------------------------------------------------------------------------------
+    @contextmanager
+    def reading(self) -> Iterator[IndexDB]:
+        """The connection, held for the duration of the ``with`` block."""
+        with self._mutex:
+            if self._closed:
+                raise StoreError("the index is closed")
+            yield self._db
+
+    def recovering(self, call: Callable[[], T], *, lock_held: bool = False) -> T:
+        """``call()``, and once more after recovering the index if SQLite reports it damaged."""
+        try:
+            return call()
+        except (StoreError, *CORRUPTION_ERRORS) as exc:
+            if not is_corruption(exc):
+                raise
+            self.recover_in_use(exc, lock_held=lock_held)
+            return call()
+
+    def take_recovery_note(self) -> str | None:
+        """The recovery message, once: the first search after a recovery says what happened."""
+        if self.recovered and not self._recovery_reported:
+            self._recovery_reported = True
+            return self.recovered
+        return None
+
+    # -- opening and recovery ---------------------------------------------------------------------
+    def _try_open(self, full: bool = False) -> tuple[IndexDB | None, str | None]:
+        """Open and check: the cheap probe, or ``full`` (``PRAGMA quick_check``) once damage was seen."""
+        try:
+            db = IndexDB(self.db_path, self.options)
+        except StoreError as exc:
+            return None, str(exc)
+        if db.integrity_ok() if full else db.probe_ok():
+            return db, None
+        db.close()
+        return None, "integrity check failed" if full else "structural probe failed"
+
+    def _open(self, *, cause: str | None = None, lock_held: bool = False) -> IndexDB:
+        """Open the live index; a corrupt file is moved aside and a fresh one started.
+
+        Files are moved under the writer lock and after a second check, so two processes finding the
+        same damage do not move each other's fresh replacement aside. ``cause``: corruption already
+        seen while the index was in use (skip the first check).
+        """
+        reason = cause
+        if cause is None:
+            db, reason = self._try_open()
+            if db is not None:
+                return db
+        got = lock_held or self._lock.acquire(self.options.busy_timeout_ms / 1000.0)
+        try:
+            db, again = self._try_open(full=cause is not None)
+            if db is not None:
+                return db  # another process recovered it while we waited (or the error did not last)
+            aside = self.db_path.with_name(f"{self.db_path.name}.corrupt-{time.time_ns()}")
+            for suffix in ("", "-wal", "-shm"):
+                src = Path(str(self.db_path) + suffix)
+                if src.exists():
+                    os.replace(src, Path(str(aside) + suffix))
+            self.recovered = (
+                f"index at {self.db_path} was unreadable ({again or reason}); moved to {aside} and rebuilt from the files"
+            )
+            self._recovery_reported = False
+            log.warning("mdrecall: %s", self.recovered)
+            return IndexDB(self.db_path, self.options)
+        finally:
+            if got and not lock_held:
+                self._lock.release()
+
+    def recover_in_use(self, exc: BaseException, *, lock_held: bool) -> None:
+        """SQLite reported corruption while the index was in use: reopen after a full check, or move
+        it aside and start over from the files."""
+        got = lock_held or self._lock.acquire(self.options.busy_timeout_ms / 1000.0)
+        if not got:
+            # Another writer holds the index: never move a file aside under it. It (or the next
+            # search) meets the same damage and recovers.
+            raise exc
+        try:
+            with self._mutex:
+                self._db.close()
+                self._db = self._open(cause=f"{type(exc).__name__}: {exc}", lock_held=True)
+        finally:
+            if not lock_held:
+                self._lock.release()
+        if self._on_recovered is not None:
+            self._on_recovered()
+
+    # -- the background full check ----------------------------------------------------------------
+    def start_verify(self) -> None:
+        if self._verify_thread is None:
+            self._verify_thread = threading.Thread(target=self._verify, name="mdrecall-verify-index", daemon=True)
+            self._verify_thread.start()
+
+    def _verify(self) -> None:
+        try:
+            # Read-write (it only reads): a read-only connection cannot replay the WAL a killed
+            # writer left behind and would fail with ReadOnlyError on a healthy index.
+            conn = apsw.Connection(str(self.db_path), flags=apsw.SQLITE_OPEN_READWRITE)
+            conn.setbusytimeout(self.options.busy_timeout_ms)
+        except apsw.Error as exc:
+            self.integrity = f"not checked: {exc}"
+            return
+        self._verify_conn = conn
+        try:
+            if self._closed:
+                return
+            row = conn.execute("PRAGMA quick_check").fetchone()
+            result = str(row[0]) if row else "no answer"
+        except apsw.InterruptError:
+            self.integrity = "interrupted"
+            return
+        except CORRUPTION_ERRORS as exc:
+            result = f"{type(exc).__name__}: {exc}"
+        except apsw.Error as exc:  # busy, I/O: not a verdict on the file
+            self.integrity = f"not checked: {type(exc).__name__}: {exc}"
+            return
+        finally:
+            self._verify_conn = None
+            conn.close()
+        self.integrity = "ok" if result == "ok" else f"failed: {result}"
+        if result != "ok" and not self._closed:
+            try:
+                self.recover_in_use(StoreError(f"integrity check failed: {result}"), lock_held=False)
+            except Exception as exc:
+                log.warning("mdrecall: could not recover the index after a failed integrity check: %s", exc)
+
+    def close(self) -> None:
+        verifying = self._verify_conn
+        if verifying is not None:
+            verifying.interrupt()  # a full check of a large index must not hold up close()
+        if self._verify_thread is not None and self._verify_thread is not threading.current_thread():
+            self._verify_thread.join(5.0)
+        with self._mutex:
+            self._closed = True
+            self._db.close()

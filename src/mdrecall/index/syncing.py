@@ -1,0 +1,164 @@
+"""One sync of the live index, with the writer lock held: incremental, or a rebuild swapped in whole.
+
+An incremental sync updates the live index file by file (:mod:`mdrecall.index.indexer`). When the
+stored identity no longer fits the configuration (another model, other chunking, other roots), or
+``force`` asks for it, the whole index is built in a separate file, seeded with the live index's
+embedding cache (so unchanged chunks are not embedded again), and swapped in with SQLite's backup
+API: readers see the old index until the new one commits.
+
+The very first index has nothing to keep answering from, so it is built in place, its identity
+written first: an interrupted first index (a short-lived MCP client that exits, a killed process)
+keeps every file it finished, and the next sync carries on from there.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mdrecall.config import MemoryConfig
+from mdrecall.crashpoints import crash_point
+from mdrecall.embeddings.base import EmbeddingProvider
+from mdrecall.index.identity import identity_mismatch
+from mdrecall.index.indexer import Indexer, SyncContext, seed_cache_from
+from mdrecall.sources.base import SourceAdapter
+from mdrecall.store import cleanup_stale_rebuilds, rebuild_path, remove_db_files, swap_in
+from mdrecall.store.db import IndexDB, StoreOptions
+from mdrecall.types import ProgressCallback, SyncProgress, SyncReport
+
+#: Where the index records when any process last finished a sync (epoch seconds).
+LAST_SYNC_KEY = "last_sync_at"
+#: The workspace (real path) the index was built for: ``mdrecall gc`` finds indexes of deleted workspaces.
+WORKSPACE_KEY = "workspace_dir"
+
+
+@dataclass(slots=True)
+class SyncRun:
+    """What one sync did and saw: its report, and (mtime, size, when) of every file it looked at."""
+
+    report: SyncReport
+    observed: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+
+
+class IndexSyncer:
+    def __init__(
+        self,
+        workspace: Path,
+        config: MemoryConfig,
+        db_path: Path,
+        options: StoreOptions,
+        extra_sources: Sequence[SourceAdapter],
+    ) -> None:
+        self.workspace = workspace
+        self.config = config
+        self.db_path = db_path
+        self.options = options
+        self.extra_sources = list(extra_sources)
+        #: Progress of a rebuild in this process (model switch, chunking change), else None.
+        self.migration: dict[str, Any] | None = None
+
+    def run(
+        self,
+        provider: EmbeddingProvider | None,
+        provider_key: str,
+        desired: dict[str, Any],
+        *,
+        force: bool,
+        progress: ProgressCallback | None,
+        defer_sessions: bool,
+    ) -> SyncRun:
+        """Sync now; the caller holds the writer lock."""
+        cleanup_stale_rebuilds(self.db_path)
+        ctx = SyncContext(provider, provider_key, desired["model"])
+        writer = IndexDB(self.db_path, self.options)
+        try:
+            stored = writer.read_meta()
+            mismatch = identity_mismatch(stored, desired)
+            if stored is None and not writer.files() and not writer.skipped():
+                report, observed = self._first_index(writer, ctx, desired, progress)
+                report.rebuild_reason = mismatch
+            elif force or mismatch:
+                report, observed = self._rebuild(writer, ctx, desired, progress)
+                report.rebuild_reason = "forced" if force and not mismatch else mismatch
+            else:
+                if provider is not None and provider.dims:
+                    writer.ensure_vec_table(provider.dims)
+                indexer = Indexer(
+                    self.workspace, self.config, writer, ctx, progress, self.extra_sources, defer_sessions=defer_sessions
+                )
+                report = indexer.run(full=False)
+                observed = indexer.observed
+                with writer.conn:
+                    writer.set_kv(LAST_SYNC_KEY, repr(time.time()))
+                    writer.set_kv(WORKSPACE_KEY, os.path.realpath(self.workspace))
+                crash_point("sync:before-finish")
+        finally:
+            writer.close()
+        return SyncRun(report, observed)
+
+    def _progress(self, stored: dict[str, Any] | None, desired: dict[str, Any], progress: ProgressCallback | None) -> ProgressCallback:
+        """Record a full build's progress in ``self.migration`` (status, search warnings) and pass it on."""
+        migration: dict[str, Any] = {
+            "from": {"provider": stored.get("provider"), "model": stored.get("model")} if stored else None,
+            "to": {"provider": desired["provider"], "model": desired["model"]},
+            "completed": 0,
+            "total": 0,
+            "label": "starting",
+        }
+        self.migration = migration
+
+        def track(p: SyncProgress) -> None:
+            migration.update(completed=p.completed, total=p.total, label=p.label)
+            if progress is not None:
+                progress(p)
+
+        return track
+
+    def _first_index(
+        self, writer: IndexDB, ctx: SyncContext, desired: dict[str, Any], progress: ProgressCallback | None
+    ) -> tuple[SyncReport, dict[str, tuple[int, int, int]]]:
+        if ctx.provider is not None and ctx.provider.dims:
+            writer.ensure_vec_table(ctx.provider.dims)
+        with writer.conn:
+            writer.write_meta(desired)
+        try:
+            indexer = Indexer(self.workspace, self.config, writer, ctx, self._progress(None, desired, progress), self.extra_sources)
+            report = indexer.run(full=True)
+            with writer.conn:
+                writer.set_kv(LAST_SYNC_KEY, repr(time.time()))
+                writer.set_kv(WORKSPACE_KEY, os.path.realpath(self.workspace))
+        finally:
+            self.migration = None
+        report.full_rebuild = True
+        return report, indexer.observed
+
+    def _rebuild(
+        self, live: IndexDB, ctx: SyncContext, desired: dict[str, Any], progress: ProgressCallback | None
+    ) -> tuple[SyncReport, dict[str, tuple[int, int, int]]]:
+        temp_path = rebuild_path(self.db_path)
+        built = IndexDB(temp_path, self.options)
+        try:
+            seed_cache_from(built, self.db_path)
+            crash_point("rebuild:seeded")
+            if ctx.provider is not None and ctx.provider.dims:
+                built.ensure_vec_table(ctx.provider.dims)
+            track = self._progress(live.read_meta() or None, desired, progress)
+            indexer = Indexer(self.workspace, self.config, built, ctx, track, self.extra_sources)
+            report = indexer.run(full=True)
+            with built.conn:
+                built.write_meta(desired)
+                built.set_kv(LAST_SYNC_KEY, repr(time.time()))
+                built.set_kv(WORKSPACE_KEY, os.path.realpath(self.workspace))
+            crash_point("rebuild:built")
+            live.close()
+            swap_in(built, self.db_path, self.options.busy_timeout_ms)
+        finally:
+            self.migration = None
+            built.close()
+            remove_db_files(temp_path)
+        report.full_rebuild = True
+        return report, indexer.observed

@@ -1,0 +1,193 @@
+"""The one extension mechanism: pluggy hooks, found through the ``mdrecall`` entry-point group.
+
+A plugin is a module (or object) with functions marked ``@hookimpl``::
+
+    from mdrecall.plugins import hookimpl
+
+    @hookimpl
+    def register_backends(register):
+        register("mystore", create_manager)        # (workspace, config) -> MemorySearchManager
+
+    @hookimpl
+    def register_embedding_providers(register):
+        register("myembed", create_provider)       # (config) -> EmbeddingProvider
+
+and is installed with an entry point ``[project.entry-points.mdrecall] myplugin = "my_package.plugin"``.
+mdrecall's own providers, backends, commands and features are plugins of exactly this kind, listed in
+``DEFAULT_PLUGINS`` (as simonw/llm does).
+
+How a broken plugin fails, always the same way: a plugin that cannot be imported, or whose hook
+raises, contributes nothing; the failure is recorded in :func:`plugin_errors` (shown by
+``mdrecall plugins``, ``mdrecall doctor`` and ``status()``), and a configuration that asks for
+something no working plugin provides fails with a ConfigError that names the broken plugins.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    import click
+
+    from mdrecall.contract import MemorySearchManager
+
+log = logging.getLogger(__name__)
+
+PROJECT = "mdrecall"
+ENTRY_POINT_GROUP = "mdrecall"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+#: mdrecall's own plugins, registered before the installed ones.
+DEFAULT_PLUGINS: tuple[str, ...] = (
+    "mdrecall.embeddings.plugin",
+    "mdrecall.builtin.plugin",
+    "mdrecall.backends.postgres.plugin",
+    "mdrecall.backends.qmd.plugin",
+    "mdrecall.dreaming.plugin",
+)
+
+
+class Hookspecs:
+    @hookspec
+    def register_embedding_providers(self, register: Callable[..., None]) -> None:
+        """Add embedding providers: ``register(provider_id, factory, auto_priority=None)``.
+
+        ``factory(config: MemoryConfig) -> EmbeddingProvider`` raises ProviderUnavailableError when
+        the provider cannot be used here (missing key or package); ``auto_priority`` places it in the
+        order ``provider: auto`` tries (0 = first)."""
+
+    @hookspec
+    def register_backends(self, register: Callable[..., None]) -> None:
+        """Add memory backends: ``register(name, factory)``, ``factory(workspace: Path, config:
+        MemoryConfig) -> MemorySearchManager``; ``backend: <name>`` selects it."""
+
+    @hookspec
+    def register_commands(self, cli: click.Group) -> None:
+        """Add subcommands to the ``mdrecall`` command (a ``click.Group``)."""
+
+    @hookspec
+    def manager_opened(self, manager: MemorySearchManager) -> None:
+        """``open_manager`` opened ``manager``: attach features to it (recall tracking)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PluginInfo:
+    name: str
+    hooks: tuple[str, ...]
+    error: str | None = None
+
+
+pm = pluggy.PluginManager(PROJECT)
+pm.add_hookspecs(Hookspecs)
+
+_lock = threading.RLock()
+_loaded = False
+_errors: dict[str, str] = {}
+#: Bumped whenever plugins change, so registries built from hooks know to rebuild.
+_generation = 0
+
+
+def load_plugins() -> None:
+    """Register the default plugins and every installed entry point, once per process."""
+    global _loaded, _generation
+    with _lock:
+        if _loaded:
+            return
+        _loaded = True
+        for module_name in DEFAULT_PLUGINS:
+            pm.register(importlib.import_module(module_name), name=module_name)
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            if pm.get_plugin(ep.name) is not None or pm.is_blocked(ep.name):
+                continue
+            try:
+                pm.register(ep.load(), name=ep.name)
+            except Exception as exc:  # a broken plugin must not break mdrecall
+                _errors[ep.name] = f"failed to load ({ep.value}): {type(exc).__name__}: {exc}"
+                log.warning("mdrecall: plugin %s %s", ep.name, _errors[ep.name])
+        _generation += 1
+
+
+def reload_plugins() -> None:
+    """Forget every plugin and find them again (after installing a package into a running process)."""
+    global _loaded, _generation
+    with _lock:
+        for name, _plugin in list(pm.list_name_plugin()):
+            pm.unregister(name=name)
+        _errors.clear()
+        _loaded = False
+        _generation += 1
+    load_plugins()
+
+
+def register_plugin(plugin: object, name: str | None = None) -> str:
+    """Register a plugin object in this process (tests, embedding applications); returns its name."""
+    global _generation
+    load_plugins()
+    with _lock:
+        registered = pm.register(plugin, name=name)
+        _generation += 1
+    return registered or (name or str(id(plugin)))
+
+
+def unregister_plugin(name: str) -> None:
+    global _generation
+    with _lock:
+        if pm.get_plugin(name) is not None:
+            pm.unregister(name=name)
+        _errors.pop(name, None)
+        _generation += 1
+
+
+def generation() -> int:
+    load_plugins()
+    return _generation
+
+
+def call_each(hook: str, **kwargs: Any) -> Iterator[tuple[str, Any]]:
+    """Call one hook on each plugin in turn: (plugin name, result). A plugin whose hook raises is
+    skipped and its error recorded, so one broken plugin cannot take the others down."""
+    load_plugins()
+    caller = getattr(pm.hook, hook)
+    for impl in reversed(caller.get_hookimpls()):  # registration order: defaults first
+        try:
+            result = impl.function(**kwargs)
+        except Exception as exc:
+            _errors[impl.plugin_name] = f"hook {hook} failed: {type(exc).__name__}: {exc}"
+            log.warning("mdrecall: plugin %s %s", impl.plugin_name, _errors[impl.plugin_name])
+            continue
+        yield impl.plugin_name, result
+
+
+def plugin_errors() -> dict[str, str]:
+    """Plugins that failed to load or whose hooks raised: name -> what happened."""
+    load_plugins()
+    return dict(_errors)
+
+
+def broken_plugins_note() -> str:
+    """A sentence to append to "unknown ..." errors, naming plugins that failed; "" when none did."""
+    errors = plugin_errors()
+    if not errors:
+        return ""
+    return " Plugins that failed: " + "; ".join(f"{name}: {why}" for name, why in sorted(errors.items())) + "."
+
+
+def list_plugins() -> list[PluginInfo]:
+    load_plugins()
+    infos = [
+        PluginInfo(name, tuple(sorted(h.name for h in pm.get_hookcallers(plugin) or [])), _errors.get(name))
+        for name, plugin in pm.list_name_plugin()
+    ]
+    known = {i.name for i in infos}
+    infos.extend(PluginInfo(name, (), error) for name, error in _errors.items() if name not in known)
+    return sorted(infos, key=lambda i: (i.name not in DEFAULT_PLUGINS, i.name))

@@ -1,0 +1,271 @@
+"""Session transcripts (source ``"sessions"``): JSONL chat logs rendered as searchable text.
+
+Layout: ``<workspace>/<sessions.dir>/<sessionKey>/transcripts/*.jsonl`` (``sessions.dir`` defaults to
+``.openclaw/sessions``), one JSON object per line. Two record shapes are accepted:
+
+* OpenClaw: ``{"type": "message", "message": {"role", "content", "timestamp"}}``
+* flat:     ``{"role", "content", "timestamp"}``
+
+Only user and assistant text is kept (string content, or the ``text`` blocks of a block list); tool
+calls and results, images, system wrappers, cron and heartbeat traffic are dropped. Each message is
+sanitised, redacted, collapsed to one line and rendered as ``User: …`` / ``Assistant: …``; long
+messages are wrapped. ``line_map[i]`` is the 1-based JSONL line that rendered line ``i`` came from, so
+a chunk covering rendered lines a..b cites JSONL lines ``line_map[a-1]..line_map[b-1]``.
+
+Transcripts are written by other programs and are often truncated mid-line or mis-encoded, so nothing
+in here raises on bad input: bad lines are skipped and counted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from mdrecall.sources.redact import redact_secrets
+
+SESSIONS_SOURCE = "sessions"
+DEFAULT_SESSIONS_DIR = ".openclaw/sessions"
+# Matches OpenClaw's SESSION_EXPORT_CONTENT_WRAP_CHARS.
+WRAP_CHARS = 800
+
+_ROLE_PREFIX = {"user": "User", "assistant": "Assistant"}
+_SYSTEM_WRAPPER = re.compile(r"^System(?: \(untrusted\))?: \[[^\]]+\]\s*")
+_HEARTBEAT_PROMPT_START = "Read HEARTBEAT.md if it exists"
+_HEARTBEAT_OK = "HEARTBEAT_OK"
+_SILENT_REPLY = "NO_REPLY"
+_DREAMING_PREFIX = "dreaming-narrative-"
+# Channel envelopes a gateway prepends to user messages: a label line followed by a fenced JSON block.
+_INBOUND_METADATA = re.compile(
+    r"^[ \t]*(?:Conversation info|Sender info|Thread info|Channel info)[^\n]*\n"
+    r"[ \t]*```(?:json)?[ \t]*\n.*?\n[ \t]*```[ \t]*(?:\n|$)",
+    re.DOTALL | re.MULTILINE,
+)
+_WHITESPACE = re.compile(r"\s+")
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedTranscript:
+    text: str
+    line_map: list[int]
+    message_count: int
+    # Per kept message: epoch milliseconds, or None when the record had no usable timestamp.
+    timestamps: list[int | None] = field(default_factory=list)
+    # JSONL lines that were not valid JSON objects (truncated writes, garbage).
+    skipped_lines: int = 0
+
+    @property
+    def lines(self) -> list[str]:
+        return self.text.split("\n") if self.text else []
+
+    @property
+    def hash(self) -> str:
+        """Content identity (OpenClaw's formula): text, line map and timestamps."""
+        stamps = ",".join("" if t is None else str(t) for t in self.timestamps)
+        payload = f"{self.text}\n{','.join(map(str, self.line_map))}\n{stamps}"
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+    def jsonl_lines(self, start_line: int, end_line: int) -> tuple[int, int]:
+        """Map a 1-based rendered line range to the JSONL line range it came from."""
+        if not self.line_map:
+            return start_line, end_line
+        lo = min(max(start_line, 1), len(self.line_map))
+        hi = min(max(end_line, lo), len(self.line_map))
+        return self.line_map[lo - 1], self.line_map[hi - 1]
+
+
+def _parse_timestamp(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        # Below 1e11 is seconds (1e11 ms is 1973), as OpenClaw decides.
+        return int(value * 1000) if value < 1e11 else int(value)
+    if isinstance(value, str) and value.strip():
+        text = value.strip()
+        if text.endswith("Z"):
+            text = text[:-1] + "+00:00"
+        try:
+            return int(datetime.fromisoformat(text).timestamp() * 1000)
+        except ValueError:
+            return None
+    return None
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [
+            block["text"]
+            for block in content
+            if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str)
+        ]
+        return "\n".join(parts)
+    return ""
+
+
+def _is_dreaming_record(record: dict[str, Any]) -> bool:
+    data = record.get("data")
+    candidates = [record.get("runId"), record.get("sessionKey")]
+    if isinstance(data, dict):
+        candidates.append(data.get("runId"))
+    return any(isinstance(c, str) and c.startswith(_DREAMING_PREFIX) for c in candidates)
+
+
+def _message_of(record: dict[str, Any]) -> tuple[str, Any, Any] | None:
+    """Return (role, content, timestamp) for a message record of either shape, else None."""
+    if record.get("type") == "message" and isinstance(record.get("message"), dict):
+        msg = record["message"]
+        ts = msg.get("timestamp", record.get("timestamp"))
+    elif "role" in record and "content" in record and record.get("type") in (None, "message"):
+        msg = record
+        ts = record.get("timestamp")
+    else:
+        return None
+    role = msg.get("role")
+    if role not in _ROLE_PREFIX:
+        return None
+    return role, msg.get("content"), ts
+
+
+def sanitize_message(role: str, text: str) -> str | None:
+    """Clean one message's text; None when the message carries nothing worth indexing."""
+    if role == "user":
+        # Envelopes must go before newlines are collapsed, or the fences can no longer be found.
+        text = _INBOUND_METADATA.sub("", text)
+    # Redact before collapsing whitespace so multi-line secrets (PEM blocks) are seen whole.
+    text = redact_secrets(text)
+    text = _WHITESPACE.sub(" ", text).strip()
+    if not text:
+        return None
+    if role == "user":
+        if _SYSTEM_WRAPPER.match(text) or text.startswith("[cron:"):
+            return None
+        if text.startswith(_HEARTBEAT_PROMPT_START):
+            return None
+    else:
+        if text == _HEARTBEAT_OK or text == _SILENT_REPLY:
+            return None
+    return text
+
+
+def wrap_text(text: str, width: int = WRAP_CHARS) -> list[str]:
+    """Split at the last space at or before ``width``; hard-cut words longer than ``width``."""
+    segments: list[str] = []
+    rest = text
+    while len(rest) > width:
+        cut = rest.rfind(" ", 0, width + 1)
+        if cut <= 0:
+            cut = width
+        segments.append(rest[:cut].rstrip())
+        rest = rest[cut:].lstrip()
+    if rest:
+        segments.append(rest)
+    return segments
+
+
+def render_transcript(raw: bytes | str, *, redact: bool = True) -> RenderedTranscript:
+    """Render a JSONL transcript into ``User: …`` / ``Assistant: …`` lines with a JSONL line map.
+
+    ``redact=False`` exists for tests and debugging only; anything stored must be redacted.
+    """
+    text = raw.decode("utf-8", errors="replace") if isinstance(raw, (bytes, bytearray)) else raw
+    out_lines: list[str] = []
+    line_map: list[int] = []
+    timestamps: list[int | None] = []
+    skipped = 0
+    dreaming = False
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):
+            skipped += 1
+            continue
+        if not isinstance(record, dict):
+            skipped += 1
+            continue
+        if _is_dreaming_record(record):
+            dreaming = True
+            break
+        parsed = _message_of(record)
+        if parsed is None:
+            continue
+        role, content, ts = parsed
+        body = _content_text(content)
+        if not body:
+            continue
+        clean = sanitize_message(role, body) if redact else _WHITESPACE.sub(" ", body).strip() or None
+        if clean is None:
+            continue
+        prefix = _ROLE_PREFIX[role]
+        for segment in wrap_text(clean):
+            out_lines.append(f"{prefix}: {segment}")
+            line_map.append(lineno)
+        timestamps.append(_parse_timestamp(ts))
+    if dreaming:
+        # Dreaming runs are the memory system talking to itself; indexing them would echo memories back.
+        return RenderedTranscript(text="", line_map=[], message_count=0, timestamps=[], skipped_lines=skipped)
+    return RenderedTranscript(
+        text="\n".join(out_lines),
+        line_map=line_map,
+        message_count=len(timestamps),
+        timestamps=timestamps,
+        skipped_lines=skipped,
+    )
+
+
+def sessions_root(workspace: Path, sessions_dir: str | Path = DEFAULT_SESSIONS_DIR) -> Path:
+    root = Path(sessions_dir).expanduser()
+    return root if root.is_absolute() else workspace / root
+
+
+def is_transcript_file_name(name: str) -> bool:
+    """``*.jsonl`` files, minus index files, checkpoints and archives (which OpenClaw leaves empty)."""
+    if not name.endswith(".jsonl") or name.startswith("."):
+        return False
+    if name == "sessions.json" or ".checkpoint." in name:
+        return False
+    return not any(tag in name for tag in (".reset.", ".deleted.", ".bak."))
+
+
+def list_transcripts(
+    workspace: Path | str, sessions_dir: str | Path = DEFAULT_SESSIONS_DIR
+) -> list[tuple[str, Path]]:
+    """Return ``(session_key, path)`` for every transcript, sorted; links leaving the root are skipped."""
+    workspace = Path(workspace)
+    root = sessions_root(workspace, sessions_dir)
+    if not root.is_dir():
+        return []
+    try:
+        real_root = root.resolve()
+    except OSError:
+        return []
+    found: list[tuple[str, Path]] = []
+    try:
+        session_dirs = sorted(p for p in root.iterdir() if p.is_dir())
+    except OSError:
+        return []
+    for session_dir in session_dirs:
+        transcripts = session_dir / "transcripts"
+        if not transcripts.is_dir():
+            continue
+        try:
+            entries = sorted(transcripts.iterdir())
+        except OSError:
+            continue
+        for path in entries:
+            if not is_transcript_file_name(path.name):
+                continue
+            try:
+                if not path.is_file() or not path.resolve().is_relative_to(real_root):
+                    continue
+            except OSError:
+                continue
+            found.append((session_dir.name, path))
+    return found

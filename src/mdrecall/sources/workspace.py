@@ -1,0 +1,213 @@
+"""Which files are memory: discovery, sources, dated vs evergreen notes, and path safety.
+
+Indexed: ``MEMORY.md``, ``memory/**/*.md`` and configured ``extraPaths`` (directories or ``.md``
+files, relative to the workspace, ``~`` expanded). Links are followed only while their target stays
+inside an allowed root; files are deduplicated by real path. Hidden directories (``memory/.dreams``
+holds mdrecall's own state), ``.git`` and ``node_modules`` are never walked.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+from mdrecall.config import MemoryConfig
+from mdrecall.errors import PathError
+
+ROOT_MEMORY_FILE = "MEMORY.md"
+MEMORY_DIR = "memory"
+SKIP_DIR_NAMES = frozenset({"node_modules", "__pycache__", "venv"})
+MAX_PATH_CHARS = 1024
+# memory/2026-01-31.md, memory/2026-01-31-standup.md, memory/daily/2026-01-31.md
+_DATED = re.compile(r"(?:^|/)(\d{4})-(\d{2})-(\d{2})(?:[-_ .][^/]*)?\.md$")
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryFile:
+    abspath: str  # absolute, as discovered (not resolved); a string: discovery makes one per file
+    rel_path: str  # workspace-relative with "/", the stored path
+    source: str
+
+    @property
+    def path(self) -> Path:
+        return Path(self.abspath)
+
+
+def rel_path_for(workspace: Path, path: Path | str) -> str:
+    # Fast path for the common case (a path built under the workspace): relpath costs ~20 µs a file.
+    ws, text = str(workspace), str(path)
+    if text.startswith(ws + os.sep) and os.sep + ".." + os.sep not in text and os.sep + "." + os.sep not in text:
+        return text[len(ws) + 1 :].replace(os.sep, "/")
+    return Path(os.path.relpath(path, workspace)).as_posix()
+
+
+def note_date(rel_path: str) -> date | None:
+    """The date of a dated daily note (``memory/**/YYYY-MM-DD[-slug].md``); None for evergreen files."""
+    if not rel_path.startswith(MEMORY_DIR + "/"):
+        return None
+    match = _DATED.search(rel_path)
+    if not match:
+        return None
+    try:
+        return date(int(match.group(1)), int(match.group(2)), int(match.group(3)))
+    except ValueError:
+        return None
+
+
+def note_timestamp(rel_path: str) -> datetime | None:
+    day = note_date(rel_path)
+    return datetime(day.year, day.month, day.day, tzinfo=UTC) if day else None
+
+
+def is_evergreen(rel_path: str, source: str = "memory") -> bool:
+    return source == "memory" and note_date(rel_path) is None
+
+
+def extra_path_roots(workspace: Path, config: MemoryConfig) -> list[Path]:
+    roots: list[Path] = []
+    for raw in config.extraPaths:
+        entry = raw.strip()
+        if not entry:
+            continue
+        candidate = Path(entry).expanduser()
+        if not candidate.is_absolute():
+            candidate = workspace / candidate
+        roots.append(Path(os.path.normpath(candidate)))
+    return roots
+
+
+def allowed_roots(workspace: Path, config: MemoryConfig) -> list[Path]:
+    """Real paths under which memory files may live (files or directories).
+
+    ``MEMORY.md`` is the workspace's own entry: a link there may point at another memory file but
+    never widens the roots (resolving it would make its target, anywhere on disk, an allowed root).
+    The ``memory/`` directory and configured ``extraPaths`` are resolved: linking them elsewhere is
+    a deliberate setup.
+    """
+    real_ws = os.path.realpath(workspace)
+    roots = [Path(real_ws) / ROOT_MEMORY_FILE]
+    roots += [Path(os.path.realpath(r)) for r in (workspace / MEMORY_DIR, *extra_path_roots(workspace, config))]
+    return roots
+
+
+def _inside(path: Path, roots: list[Path]) -> bool:
+    for root in roots:
+        if path == root or root in path.parents:
+            return True
+    return False
+
+
+def _inside_str(real: str, roots: list[str]) -> bool:
+    """``_inside`` for normalised absolute path strings (discovery runs it once per file)."""
+    return any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+
+def _walk_markdown(directory: str, roots: list[str], seen_dirs: set[str], found: list[tuple[str, str | None]]) -> None:
+    """Append ``(path, real path or None)`` for each Markdown file under ``directory``.
+
+    Plain strings, not ``Path`` objects: at 100k files, building a ``Path`` per file was two thirds
+    of a no-op sync. The real path of a file that is not itself a link is its directory's real path
+    plus its name, sparing a ``realpath`` call per file (None: resolve it later).
+    """
+    real_dir = os.path.realpath(directory)
+    if real_dir in seen_dirs:  # symlink loops
+        return
+    seen_dirs.add(real_dir)
+    try:
+        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+    except OSError:
+        return
+    for entry in entries:
+        name = entry.name
+        if name.startswith(".") or name in SKIP_DIR_NAMES:
+            continue
+        try:
+            if entry.is_dir(follow_symlinks=True):
+                if entry.is_symlink() and not _inside_str(os.path.realpath(entry.path), roots):
+                    continue
+                _walk_markdown(entry.path, roots, seen_dirs, found)
+            elif name.endswith(".md") and entry.is_file(follow_symlinks=True):
+                found.append((entry.path, None if entry.is_symlink() else os.path.join(real_dir, name)))
+        except OSError:
+            continue
+
+
+def discover_memory_files(workspace: Path, config: MemoryConfig) -> list[MemoryFile]:
+    """All memory-source Markdown files, deduplicated by real path, links kept inside allowed roots."""
+    roots = [str(r) for r in allowed_roots(workspace, config)]
+    ws = str(workspace)
+    candidates: list[tuple[str, str | None]] = []
+    root_file = os.path.join(ws, ROOT_MEMORY_FILE)
+    if os.path.isfile(root_file):
+        candidates.append((root_file, None))
+    memory_dir = os.path.join(ws, MEMORY_DIR)
+    seen_dirs: set[str] = set()
+    if os.path.isdir(memory_dir):
+        _walk_markdown(memory_dir, roots, seen_dirs, candidates)
+    for extra in extra_path_roots(workspace, config):
+        if extra.is_dir():
+            _walk_markdown(str(extra), roots, seen_dirs, candidates)
+        elif extra.is_file() and extra.name.endswith(".md"):
+            candidates.append((str(extra), None))
+
+    files: list[MemoryFile] = []
+    seen_real: set[str] = set()
+    for path, real in candidates:
+        real = real or os.path.realpath(path)
+        if real in seen_real or not _inside_str(real, roots):
+            continue
+        seen_real.add(real)
+        files.append(MemoryFile(path, rel_path_for(workspace, path), "memory"))
+    return files
+
+
+def resolve_memory_path(workspace: Path, config: MemoryConfig, rel_path: str) -> tuple[Path, str]:
+    """Check a caller-supplied path and return (absolute real path, normalised relative path).
+
+    Refuses, with a distinct ``PathError.code``: anything that is not a ``.md`` memory file
+    (``not_memory_path``), paths whose real location leaves the allowed roots (``outside_workspace``),
+    missing files (``not_found``) and malformed input (``invalid_path``).
+    """
+    if not isinstance(rel_path, str) or not rel_path.strip():
+        raise PathError("invalid_path", "path is required (e.g. MEMORY.md or memory/2026-01-31.md)")
+    if "\x00" in rel_path:
+        raise PathError("invalid_path", "path contains a NUL byte")
+    if len(rel_path) > MAX_PATH_CHARS:
+        raise PathError("invalid_path", f"path is longer than {MAX_PATH_CHARS} characters")
+    if "\\" in rel_path:
+        raise PathError("invalid_path", f"use '/' as the path separator, not '\\': {rel_path!r}")
+    text = rel_path.strip()
+    if text.endswith("/"):  # "MEMORY.md/" names a directory; never let normpath quietly drop the slash
+        raise PathError("invalid_path", f"{rel_path!r} ends with '/': name a Markdown file, not a directory")
+    if any(len(part.encode("utf-8")) > 255 for part in text.split("/")):  # NAME_MAX: the OS would raise
+        raise PathError("invalid_path", "a path component is longer than 255 bytes")
+    while text.startswith("./"):
+        text = text[2:]
+    candidate = Path(text).expanduser()
+    if not candidate.is_absolute():
+        candidate = workspace / candidate
+    normal = Path(os.path.normpath(candidate))
+    roots = allowed_roots(workspace, config)
+    lexical_roots = [Path(os.path.normpath(r)) for r in [workspace / ROOT_MEMORY_FILE, workspace / MEMORY_DIR, *extra_path_roots(workspace, config)]]
+    if not _inside(normal, lexical_roots) and not _inside(normal, roots):
+        if _inside(normal, [Path(os.path.normpath(workspace))]):
+            raise PathError(
+                "not_memory_path",
+                f"{rel_path!r} is not a memory file: only MEMORY.md, memory/**/*.md and configured extraPaths can be read",
+            )
+        raise PathError("outside_workspace", f"{rel_path!r} is outside the workspace's memory files")
+    if normal.name != ROOT_MEMORY_FILE and not normal.name.endswith(".md"):
+        raise PathError("not_memory_path", f"{rel_path!r} is not a Markdown (.md) memory file")
+    real = Path(os.path.realpath(normal))
+    if not _inside(real, roots):
+        raise PathError("outside_workspace", f"{rel_path!r} resolves (through a link) outside the allowed memory paths")
+    if not real.name.endswith(".md"):
+        raise PathError("not_memory_path", f"{rel_path!r} links to a file that is not Markdown")
+    if not real.exists():
+        raise PathError("not_found", f"{rel_path!r} does not exist")
+    if not real.is_file():
+        raise PathError("not_memory_path", f"{rel_path!r} is not a file")
+    return real, rel_path_for(workspace, normal)

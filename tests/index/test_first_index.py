@@ -1,0 +1,102 @@
+"""The first index is built in place: what it finished survives an interruption, and searches during
+it say it is still running (issue #16, item 7)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from mdrecall import open_manager
+from mdrecall.errors import EmbeddingError
+from mdrecall.testing import FakeProvider, plugin, registered
+
+
+class GatedProvider(FakeProvider):
+    """Embeds ``allow`` batches, then fails (``fail``) or waits for ``release`` (a slow model)."""
+
+    def __init__(self, allow: int, *, fail: bool) -> None:
+        super().__init__()
+        self.allow = allow
+        self.fail = fail
+        self.release = threading.Event()
+        self.waiting = threading.Event()
+
+    @property
+    def max_batch_items(self) -> int:
+        return 1  # one document per call: the gate counts documents
+
+    def embed_documents_batched(self, texts, progress=None, on_batch=None):  # type: ignore[no-untyped-def]
+        out = []
+        for i, text in enumerate(texts):
+            if self.allow <= 0:
+                if self.fail:
+                    raise EmbeddingError("the model went away", retryable=False)
+                self.waiting.set()
+                self.release.wait(30)
+            self.allow -= 1
+            vector = self.embed_documents([text])[0]
+            out.append(vector)
+            if on_batch is not None:
+                on_batch([i], [vector])
+            if progress is not None:
+                progress(i + 1, len(texts))
+        return out
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    for i in range(12):
+        (ws / "memory" / f"2026-01-{i + 1:02d}.md").write_text(f"# Day {i}\n\n- Fact number {i} about topic{i}.\n")
+    return ws
+
+
+def _config(tmp_path: Path, provider: str) -> dict[str, object]:
+    return {"provider": provider, "store": {"path": str(tmp_path / "index.sqlite")}, "sync": {"watch": False}}
+
+
+def test_an_interrupted_first_index_keeps_what_it_finished(workspace: Path, tmp_path: Path) -> None:
+    flaky = GatedProvider(allow=5, fail=True)
+    with registered(plugin(providers={"gated": lambda config: flaky})):
+        with open_manager(workspace, _config(tmp_path, "gated")) as m:
+            with pytest.raises(EmbeddingError):
+                m.sync()
+            # The live index holds its identity and every embedding made before the failure.
+            status = m.status()
+            assert status.details["meta"] is not None and status.details["cache"]["entries"] == 5
+        # The same model back: the next sync carries on where the first stopped (no rebuild from
+        # nothing), and what was embedded is not paid for twice.
+        flaky.allow, flaky.fail = 100, False
+        with open_manager(workspace, _config(tmp_path, "gated")) as m:
+            report = m.sync()
+            assert not report.full_rebuild and report.rebuild_reason is None
+            assert report.cache_hits == 5 and report.chunks_embedded == 12 - 5
+            assert m.status().files == 12 and m.search("topic1", min_score=0).results
+
+
+def test_a_search_during_the_first_index_says_it_is_still_running(workspace: Path, tmp_path: Path) -> None:
+    slow = GatedProvider(allow=3, fail=False)
+    with registered(plugin(providers={"slow": lambda config: slow})):
+        with open_manager(workspace, {**_config(tmp_path, "slow"), "sync": {"watch": False, "searchWaitMs": 50}}) as m:
+            builder = threading.Thread(target=m.sync)
+            builder.start()
+            assert slow.waiting.wait(30)
+            response = m.search("topic1", min_score=0)
+            slow.release.set()
+            builder.join(30)
+    assert response.stale
+    assert any("first index in progress" in w for w in response.warnings), response.warnings
+    assert not any("vector table missing" in w for w in response.warnings)
+
+
+def test_an_empty_index_is_not_reported_as_degraded(tmp_path: Path) -> None:
+    ws = tmp_path / "empty"
+    ws.mkdir()
+    with registered(plugin(providers={"fake": lambda config: FakeProvider()})):
+        with open_manager(ws, _config(tmp_path, "fake")) as m:
+            response = m.search("anything")
+    assert response.results == [] and not response.degraded
+    assert not any("vector" in w for w in response.warnings), response.warnings

