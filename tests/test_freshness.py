@@ -17,6 +17,7 @@ import pytest
 
 from indexcheck import wait_for
 from mdrecall import open_manager
+from unprivileged import run_where_permissions_apply
 
 NOTES = {
     "MEMORY.md": "# Memory\n- The staging database is called amber.\n",
@@ -120,6 +121,53 @@ def test_status_is_never_clean_while_files_differ(make_ws: Callable[..., Path], 
         assert pending["deferred"] == [".openclaw/sessions/main/transcripts/s1.jsonl"]
         m.sync()
         assert pending_after(lambda: other.unlink())["deleted"] == [rel_other]
+
+
+def unreadable_then_readable(ws: str, db: str, watch: bool) -> None:
+    """A note is unreadable (mode 000) at the first sync, then readable again (chmod 644: only its
+    ctime moves). Run where permissions apply (see tests/unprivileged.py)."""
+    import os
+
+    from indexcheck import index_content
+
+    note = Path(ws) / "memory/locked.md"
+    sync = {"watch": watch, "onSearch": not watch, "onSessionStart": False, "watchDebounceMs": 50,
+            "reconcileIntervalMs": 3_600_000}  # only the quick check (or the watcher) may notice
+    config = {"provider": "none", "store": {"path": db}, "sync": sync}
+    os.chmod(note, 0o000)
+    try:
+        open(note).close()
+        raise AssertionError("mode 000 did not make the note unreadable here")
+    except PermissionError:
+        pass
+    with open_manager(ws, config) as m:
+        m.sync()
+        status = m.status()
+        assert status.clean is True  # unreadable: skipped, nothing pending
+        assert [(s.path, s.reason) for s in status.skipped] == [("memory/locked.md", "cannot read: Permission denied")]
+        assert _paths(m.search("amber", min_score=0)) == ["MEMORY.md"]
+        os.chmod(note, 0o644)
+        status = m.status()
+        assert status.clean is False and status.details["pendingChanges"]["changed"] == ["memory/locked.md"]
+        if watch:
+            assert wait_for(lambda: _paths(m.search("ocelot", min_score=0)) == ["memory/locked.md"])
+        else:
+            assert _paths(m.search("ocelot", min_score=0)) == ["memory/locked.md"]
+        assert m.status().clean is True
+    fresh = db + ".fresh"
+    with open_manager(ws, {**config, "store": {"path": fresh}, "sync": {"watch": False}}) as m:
+        m.sync()
+    assert index_content(Path(db)) == index_content(Path(fresh))
+    print("ok")
+
+
+@pytest.mark.parametrize("watch", [False, True], ids=["quick-check", "watcher"])
+def test_a_file_that_becomes_readable_is_indexed(make_ws: Callable[..., Path], tmp_path: Path, watch: bool) -> None:
+    if watch:
+        pytest.importorskip("watchfiles")
+    ws = make_ws({**NOTES, "memory/locked.md": "# Locked\n- The ocelot key rotation runs on Fridays.\n"})
+    code = f"from test_freshness import unreadable_then_readable\nunreadable_then_readable({str(ws)!r}, {str(tmp_path / 'index.sqlite')!r}, {watch})"
+    assert run_where_permissions_apply(code).strip().endswith("ok")
 
 
 def test_a_search_that_may_not_sync_says_it_is_stale(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:

@@ -95,3 +95,82 @@ def test_idempotent() -> None:
 )
 def test_prose_is_untouched(text: str) -> None:
     assert redact_secrets(text) == text
+
+
+# --- the catalogue (docs/reliability.md shows it) -------------------------------------------------
+
+from mdrecall.sources.redact import CATALOGUE, catalogue_markdown, redact_markdown  # noqa: E402
+
+
+@pytest.mark.parametrize("entry", CATALOGUE, ids=[f"{k.kind}-{i}" for i, k in enumerate(CATALOGUE)])
+def test_catalogue_example_is_redacted_as_documented(entry) -> None:
+    assert redact_secrets(entry.example) == entry.redacted
+    assert f"[REDACTED:{entry.kind}]" in entry.redacted
+    assert redact_secrets(entry.redacted) == entry.redacted  # idempotent
+
+
+def test_docs_show_the_catalogue() -> None:
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "reliability.md").read_text(encoding="utf-8")
+    assert catalogue_markdown() in docs, "regenerate the table: python -c 'from mdrecall.sources.redact import catalogue_markdown; print(catalogue_markdown())'"
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("visa 4111111111111111 on file", "4111111111111111"),
+        ("mc 5555-5555-5555-4444", "5555-5555-5555-4444"),
+        ("amex 3782 822463 10005", "3782 822463 10005"),
+        ("discover 6011111111111117.", "6011111111111117"),
+        ("jcb 3530111333300000", "3530111333300000"),
+        ("slack https://hooks.slack.com/workflows/T01ABCDEF/A02BCDEFG/123456789012345678/abcdefghijklmnopqrstuvwx", "abcdefghijklmnopqrstuvwx"),
+        ("discord https://discord.com/api/webhooks/1234567890123456789/AbCdEfGhIjKlMnOpQrStUvWxYz_0123456789-abcdefghij", "AbCdEfGhIjKlMnOpQrStUvWxYz"),
+        ("teams https://contoso.webhook.office.com/webhookb2/1a2b3c4d-0000-1111-2222-333344445555@x/IncomingWebhook/abcdef0123456789abcdef0123456789/y", "abcdef0123456789abcdef0123456789"),
+        ("generic https://ci.example.com/hooks/build/Zx81kPq0Lm29Rt47Vb56Yc13", "Zx81kPq0Lm29Rt47Vb56Yc13"),
+        ("psql --password=Hunter22 -h db", "Hunter22"),
+        ("run with --api-key \"sk_abc_123_def\"", "sk_abc_123_def"),
+        ("docker login -u ci -p Dock3rPassw0rd registry.example.com", "Dock3rPassw0rd"),
+        ("redis-cli -h cache -a R3disPass info", "R3disPass"),
+        ("openssl enc -aes256 -pass pass:OpenS3same -in x", "OpenS3same"),
+        ("curl -u admin:CurlPa55 https://api.example.com", "CurlPa55"),
+        ("unzip -P Z1pSecret archive.zip", "Z1pSecret"),
+        ("export HF_TOKEN=hf_zYxWvUtSrQpOnMlKjIhGfEdCbA987654", "hf_zYxWvUtSrQpOnMlKjIhGfEdCbA987654"),
+        ("//registry.npmjs.org/:_authToken=npm_zYxWvUtSrQpOnMlKjIhGfEdCbA9876543210", "npm_zYxWvUtSrQpOnMlKjIhGfEdCbA9876543210"),
+        ("DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=QmFzZTY0S2V5SGVyZQ==;", "QmFzZTY0S2V5SGVyZQ=="),
+        ("signed https://bucket.s3.amazonaws.com/f?X-Amz-Signature=0123456789abcdef0123&X-Amz-Date=1", "0123456789abcdef0123"),
+    ],
+)
+def test_new_kinds_are_redacted(text: str, secret: str) -> None:
+    out = redact_secrets(text)
+    assert secret not in out and "[REDACTED:" in out
+    assert redact_secrets(out) == out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "order 1234567890123456 shipped",  # 16 digits, no card brand prefix... and no valid checksum
+        "4111 1111 1111 1112 fails the checksum",
+        "epoch 1733000000000 and 1733000000000123",
+        "call +1 415 555 0100 or 0049 30 1234 5678",
+        "ISBN 978-3-16-148410-0, invoice 2026-0001-4455",
+        "account 4000 1234 5678 9010 is an example without a valid checksum",
+        "coordinates 52.520008, 13.404954",
+        "mkdir -p /tmp/x; ssh -p 22 host; docker run -p 8080:80 img",
+        "the --password flag is required; use --token to pass it",
+        "see https://github.com/org/webhooks/issues/12345",
+        "https://docs.example.com/hooks/overview",
+    ],
+)
+def test_numbers_flags_and_urls_that_are_not_secrets_survive(text: str) -> None:
+    assert redact_secrets(text) == text
+
+
+def test_markdown_redaction_keeps_every_line() -> None:
+    pem = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nAbCdEf0123456789\n-----END PRIVATE KEY-----"
+    text = f"# Keys\n{pem}\n- card 4111 1111 1111 1111\n- after\n"
+    out = redact_markdown(text)
+    assert out.count("\n") == text.count("\n")
+    lines = out.split("\n")
+    assert lines[1] == "[REDACTED:private_key]" and lines[5] == "- card [REDACTED:card_number]" and lines[6] == "- after"

@@ -77,6 +77,51 @@ def test_inbound_metadata_envelope_is_stripped() -> None:
     assert r.text == "User: What did we decide about Safari?"
 
 
+def test_channel_envelopes_as_gateways_write_them_are_stripped() -> None:
+    """The shape OpenClaw's chat channels put on user messages (Telegram, Discord, webchat)."""
+    telegram = (
+        "Conversation info (untrusted metadata):\n```json\n{\n  \"message_id\": \"87\",\n  \"sender_id\": \"8726379476\",\n"
+        "  \"sender\": \"Xiao\",\n  \"timestamp\": \"Wed 2026-04-01 10:19 GMT+8\"\n}\n```\n\n"
+        "Sender (untrusted metadata):\n```json\n{\n  \"label\": \"Xiao (8726379476)\",\n  \"id\": \"8726379476\",\n"
+        "  \"name\": \"Xiao\",\n  \"username\": \"xiao_w\"\n}\n```\n\nWhere is the kestrel runbook?"
+    )
+    webchat = "Sender (untrusted metadata):\n```json\n{\n  \"label\": \"openclaw-control-ui\",\n  \"id\": \"cli\"\n}\n```\n\n[Wed 2026-04-15 15:56 GMT+1] does the skill exist ?"
+    replied = ("[Sat 2026-07-04 17:45 GMT+8] Replied message (untrusted, for context):\n\n```json\n{\"body\": \"old text\", \"sender\": \"Dana 555\"}\n```\n"
+               "Forwarded message context (untrusted metadata):\n```json\n{\"from\": \"Lee 777\"}\n```\nAnd this?")
+    kept = "Sender (untrusted metadata): is what the gateway writes, but here it is prose."
+    r = render_transcript(_jsonl(_oc("user", telegram), _oc("user", webchat), _oc("user", replied), _oc("user", kept),
+                                 _oc("assistant", "Sender (untrusted metadata):\n```json\n{}\n```\nassistant text stays")))
+    assert r.text.split("\n") == [
+        "User: Where is the kestrel runbook?",
+        "User: [Wed 2026-04-15 15:56 GMT+1] does the skill exist ?",
+        "User: And this?",
+        f"User: {kept}",
+        "Assistant: Sender (untrusted metadata): ```json {} ``` assistant text stays",  # only user messages carry envelopes
+    ]
+    for leaked in ("8726379476", "Xiao", "xiao_w", "openclaw-control-ui", "Dana 555", "Lee 777"):
+        assert leaked not in r.text
+    assert r.line_map == [1, 2, 3, 4, 5]
+
+
+def test_lines_split_only_at_newline_so_citations_stay_aligned() -> None:
+    """U+2028, U+2029 and U+0085 are legal unescaped inside JSON strings (JavaScript's JSON writer
+    leaves them): they are not line breaks of the JSONL file."""
+    raw = (
+        json.dumps({"role": "user", "content": "before the separators"}) + "\n"
+        + '{"role": "user", "content": "line\u2028separator and\u2029paragraph and\u0085next line"}\n'
+        + json.dumps({"role": "assistant", "content": "the okapi answer"}) + "\n"
+        + json.dumps({"role": "user", "content": "and one more\u2028with a separator"}, ensure_ascii=False) + "\n"
+        + json.dumps({"role": "assistant", "content": "the last word"}) + "\n"
+    ).encode("utf-8")
+    assert len(raw.decode("utf-8").splitlines()) > 5  # what str.splitlines() would have made of it
+    r = render_transcript(raw)
+    assert r.skipped_lines == 0 and r.message_count == 5
+    assert r.line_map == [1, 2, 3, 4, 5]
+    lines = r.text.split("\n")
+    assert lines[1].startswith("User: line") and "paragraph" in lines[1] and "next line" in lines[1]
+    assert lines[2] == "Assistant: the okapi answer" and lines[4] == "Assistant: the last word"
+
+
 def test_malformed_lines_are_skipped_and_counted() -> None:
     raw = b"\n".join(
         [

@@ -1,26 +1,39 @@
 """The guard in front of every HTTP endpoint mdrecall serves (MCP over HTTP, the web page).
 
-DNS-rebinding defence and authentication, checked before a request reaches the app: the ``Host``
-header must name this server (loopback names, the bound address, or names allowed explicitly) on its
-port; an ``Origin``, when a browser sends one, must be loopback or explicitly allowed; and when a
-token is set every request must carry ``Authorization: Bearer <token>``. Binding anything but
-loopback requires a token.
+DNS-rebinding defence and authentication, checked before a request reaches the app. A page in the
+user's browser can reach a server on 127.0.0.1 (DNS rebinding, or a plain cross-site request), so
+the ``Host`` header must name this server (loopback names, the bound address, or names allowed
+explicitly) on its port; an ``Origin``, when a browser sends one, must be loopback or explicitly
+allowed; and when a token is set every request must carry ``Authorization: Bearer <token>``.
+Binding anything but loopback requires a token.
+
+Both headers are parsed strictly: an origin is exactly ``scheme://host[:port]`` (RFC 6454), where
+host is a bracketed IPv6 literal *as a whole* or a DNS name or IPv4 address, so
+``http://[::1].evil.example`` or ``http://localhost@evil.example`` never pass for loopback; and a
+request carrying ``Host``, ``Origin`` or ``Authorization`` twice (values a proxy and a browser may
+read differently) is refused rather than judged by one of them.
 """
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from mdrecall.errors import ConfigError
 
-LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 TOKEN_ENV = "MDRECALL_MCP_TOKEN"
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 
+_ORIGIN = re.compile(
+    r"(?P<scheme>[a-z][a-z0-9+.\-]*)://"
+    r"(?P<host>\[[0-9a-f:.]+\]|[a-z0-9](?:[a-z0-9\-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9\-]*[a-z0-9])?)*)"
+    r"(?::(?P<port>[0-9]{1,5}))?"
+)
+_SINGLE_HEADERS = {"host": 421, "origin": 403, "authorization": 401}
 
 
 def is_loopback_host(host: str) -> bool:
@@ -62,6 +75,34 @@ def split_host_header(value: str) -> tuple[str, str | None] | None:
     return host.lower().rstrip("."), port
 
 
+def parse_origin(value: str) -> tuple[str, str, int | None] | None:
+    """``(scheme, host, port)`` of an ``Origin`` header value, or None unless it is exactly
+    ``scheme://host[:port]``. An IPv6 host comes back without brackets."""
+    match = _ORIGIN.fullmatch(value.strip(" \t").lower())
+    if match is None:
+        return None
+    host = match.group("host")
+    if host.startswith("["):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            return None
+        host = host[1:-1]
+    port = match.group("port")
+    if port is not None and not 0 < int(port) < 65536:
+        return None
+    return match.group("scheme"), host, int(port) if port is not None else None
+
+
+def _normal_origin(value: str) -> str | None:
+    parsed = parse_origin(value.strip().rstrip("/"))
+    if parsed is None:
+        return None
+    scheme, host, port = parsed
+    host = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{host}" + (f":{port}" if port is not None else "")
+
+
 @dataclass
 class HttpSecurity:
     """What the HTTP transport accepts. ``allowed_hosts=None`` disables the Host check (token required)."""
@@ -93,7 +134,14 @@ class HttpSecurity:
                 hosts = None  # any name this machine answers to; the token is the guard
         elif hosts is not None:
             hosts.add(host.strip("[]").lower())
-        origins = {o.strip().rstrip("/").lower() for o in extra_origins if o.strip()}
+        origins = set()
+        for raw in extra_origins:
+            if not raw.strip():
+                continue
+            normal = _normal_origin(raw)
+            if normal is None:
+                raise ConfigError(f"allowed origin {raw!r} is not scheme://host[:port] (e.g. https://app.example)")
+            origins.add(normal)
         return cls(port, frozenset(hosts) if hosts is not None else None, frozenset(origins), token or None)
 
     def check_host(self, value: str | None) -> bool:
@@ -110,18 +158,13 @@ class HttpSecurity:
     def check_origin(self, value: str | None) -> bool:
         if value is None:
             return True  # not a browser, or a same-origin navigation: nothing to defend against here
-        origin = value.strip().rstrip("/").lower()
-        if origin in self.allowed_origins:
+        parsed = parse_origin(value)
+        if parsed is None:
+            return False  # "null", file://, paths, userinfo, lists of origins, junk after the host
+        scheme, host, _port = parsed
+        if _normal_origin(value) in self.allowed_origins:
             return True
-        try:
-            parts = urlsplit(origin)
-            hostname = parts.hostname
-            _ = parts.port  # raises on a malformed port
-        except ValueError:
-            return False
-        if parts.scheme not in ("http", "https") or not hostname or parts.path or parts.username is not None:
-            return False
-        return is_loopback_host(hostname)
+        return scheme in ("http", "https") and is_loopback_host(host)
 
     def check_token(self, authorization: str | None) -> bool:
         if not self.token:
@@ -142,7 +185,13 @@ class RequestGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        headers: dict[str, str] = {}
+        for raw_name, raw_value in scope.get("headers", []):
+            name = raw_name.decode("latin-1").lower()
+            if name in headers and name in _SINGLE_HEADERS:
+                await _plain(send, _SINGLE_HEADERS[name], f"Duplicate {name.capitalize()} header")
+                return
+            headers[name] = raw_value.decode("latin-1")
         if not self.security.check_host(headers.get("host")):
             await _plain(send, 421, "Invalid Host header")
             return
@@ -160,3 +209,7 @@ async def _plain(send: Any, status: int, text: str, extra: list[tuple[bytes, byt
     headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers + (extra or [])})
     await send({"type": "http.response.body", "body": body})
+
+
+__all__ = ["HttpSecurity", "LOOPBACK_NAMES", "RequestGuard", "TOKEN_ENV", "is_loopback_host", "parse_origin",
+           "split_host_header"]

@@ -238,7 +238,8 @@ def import_files(
     A file that exists with the same bytes is left alone; with other bytes it is kept
     (``on_conflict="skip"``, reported) or replaced atomically (``"overwrite"``). Paths are checked
     like ``memory_write`` targets: only memory files inside the workspace."""
-    from mdrecall.sources.remember import check_target, replace_markdown
+    from mdrecall.markdown_write import write_markdown
+    from mdrecall.sources.remember import check_target
 
     report = ImportReport(dry_run=dry_run)
     planned: list[tuple[Path, ExportedFile, bytes | None]] = []
@@ -271,7 +272,7 @@ def import_files(
             except UnicodeDecodeError:
                 _replace_bytes(path, item.data)
             else:
-                replace_markdown(path, text, base=base)
+                write_markdown(path, text, base=base)
     if index and not dry_run and report.written:
         manager.sync()
         report.indexed = True

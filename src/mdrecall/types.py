@@ -134,6 +134,9 @@ class ReadResult:
     truncated: bool = False
     #: Where the next page starts, when there is one to read with ``from_line``.
     next_from: int | None = None
+    #: One line longer than ``read.maxChars`` was cut: no page continues inside a line, so there is
+    #: no ``next_from``; the rest of that line is only in the file itself.
+    line_cut: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -147,6 +150,8 @@ class ReadResult:
             out["truncated"] = True
             if self.next_from is not None:
                 out["nextFrom"] = self.next_from
+            if self.line_cut:
+                out["lineCut"] = True
         return out
 
 

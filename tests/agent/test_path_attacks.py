@@ -58,8 +58,14 @@ def env(tmp_path_factory: pytest.TempPathFactory):
     os.symlink("/dev/zero", ws / "memory" / "zero.md")
     os.symlink(outside / "secret.md", ws / "notes" / "leak.md")  # inside an extra path
     os.mkfifo(ws / "memory" / "pipe.md")
-    # A link that stays inside memory/ is fine.
+    # Hard links: indistinguishable from their target, so every path check passes them.
+    os.link(outside / "secret.md", ws / "memory" / "hardlink.md")
+    os.link(outside / "notes.txt", ws / "notes" / "hardlink.md")
+    os.link(ws / "private.md", ws / "memory" / "private-hard.md")  # inside the workspace, not memory
+    # A link that stays inside memory/ is fine, and so is a hard link whose every name is a memory file.
     os.symlink(ws / "memory" / "a.md", ws / "memory" / "alias.md")
+    (ws / "memory" / "twin.md").write_text("twin note\n")
+    os.link(ws / "memory" / "twin.md", ws / "memory" / "sub" / "twin-link.md")
 
     manager = open_manager(
         ws,
@@ -94,6 +100,10 @@ ATTACKS: list[tuple[str, str, str]] = [
     ("symlink-md-name-txt-target", "memory/evil.md", "not_memory_path"),
     ("symlink-to-device", "memory/zero.md", "outside_workspace"),
     ("symlink-in-extra-path", "notes/leak.md", "outside_workspace"),
+    # hard links
+    ("hardlink-out", "memory/hardlink.md", "outside_workspace"),
+    ("hardlink-out-in-extra-path", "notes/hardlink.md", "outside_workspace"),
+    ("hardlink-to-workspace-file", "memory/private-hard.md", "outside_workspace"),
     # .md look-alikes and non-files
     ("md-dot-txt", "memory/x.md.txt", "not_memory_path"),
     ("uppercase-ext", "memory/x.MD", "not_memory_path"),
@@ -165,6 +175,7 @@ def test_memory_get_refuses(env, monkeypatch, attack: str, path: str, code: str)
         ("memory/sub/b.md", "memory/sub/b.md", "nested note"),
         ("memory/sub/../a.md", "memory/a.md", "alpha"),
         ("memory/alias.md", "memory/alias.md", "alpha"),  # a link that stays inside memory/
+        ("memory/sub/twin-link.md", "memory/sub/twin-link.md", "twin note"),  # hard link, all names inside
         ("notes/ok.md", "notes/ok.md", "extra path note"),
         ("{ws}/memory/a.md", "memory/a.md", "alpha"),  # absolute, but inside: normalised to relative
     ],
@@ -193,3 +204,74 @@ def test_the_three_refusals_are_distinct(env) -> None:
         for p in ("private.md", "../outside/secret.md", "memory/nope.md")
     }
     assert codes == {"not_memory_path", "outside_workspace", "not_found"}
+
+
+def test_hard_links_to_outside_files_are_never_indexed(env) -> None:
+    """The index reads files the way memory_get does: a search can never show the linked file."""
+    manager = env["manager"]
+    manager.sync()
+    assert SECRET not in json.dumps([r.to_dict() for r in manager.search("TOPSECRET do not leak", min_score=0).results])
+    skipped = {s.path: s.reason for s in manager.status().skipped}
+    assert "hard link" in skipped["memory/hardlink.md"] and "hard link" in skipped["notes/hardlink.md"]
+    assert "memory/sub/twin-link.md" not in skipped and manager.search("twin note", min_score=0).results
+
+
+_SWAPPER = """
+import ctypes, os, sys
+target, outside, stop = sys.argv[1:4]
+libc = ctypes.CDLL(None, use_errno=True)
+other = target + ".other"
+os.symlink(outside, other)  # a link to outside the roots, ready beside the real file or directory
+n = 0
+while not os.path.exists(stop):
+    # Atomically exchange the two names (renameat2 RENAME_EXCHANGE): the checked name is the real
+    # note (or directory) one moment and the link to outside the next.
+    if libc.renameat2(-100, other.encode(), -100, target.encode(), 2) != 0:
+        raise OSError(ctypes.get_errno(), "renameat2")
+    n += 1
+print(n)
+"""
+
+
+@pytest.mark.parametrize("swap", ["file", "directory"])
+def test_a_swap_for_a_link_between_check_and_read_never_leaks(tmp_path, swap: str) -> None:
+    """Another process swaps the name between a note and a link to outside, as fast as it can, while
+    memory_get reads it 3000 times: the outside file must never come back."""
+    import subprocess
+    import sys
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "note.md").write_text(f"{SECRET}\n")
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    if swap == "file":
+        target, link_to, path = ws / "memory" / "note.md", outside / "note.md", "memory/note.md"
+        target.write_text("an ordinary note\n")
+    else:  # the directory on the way is swapped, the file name stays the same
+        (ws / "memory" / "sub").mkdir()
+        (ws / "memory" / "sub" / "note.md").write_text("an ordinary note\n")
+        target, link_to, path = ws / "memory" / "sub", outside, "memory/sub/note.md"
+    stop = tmp_path / "stop"
+    manager = open_manager(ws, {"provider": "none", "store": {"path": str(tmp_path / "i.sqlite")}, "sync": {"watch": False}},
+                           use_global_config=False)
+    tools = MemoryTools(manager)
+    proc = subprocess.Popen([sys.executable, "-c", _SWAPPER, str(target), str(link_to), str(stop)],
+                            stdout=subprocess.PIPE, text=True)
+    served = refused = leaked = 0
+    try:
+        for _ in range(3000):
+            result = tools.memory_get({"path": path})
+            if SECRET in json.dumps(result):
+                leaked += 1
+            elif result.get("error"):
+                refused += 1
+            else:
+                served += 1
+    finally:
+        stop.touch()
+        swaps = int(proc.communicate(timeout=30)[0])
+        manager.close()
+    assert leaked == 0, f"{leaked} of 3000 reads returned the outside file"
+    assert swaps > 100 and served > 0 and refused > 0, (swaps, served, refused)
+

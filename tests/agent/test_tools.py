@@ -218,6 +218,39 @@ def test_get_bounded_with_continuation(tmp_path: Path) -> None:
     assert "truncated" not in rest
 
 
+def test_a_line_longer_than_max_chars_offers_no_continuation_into_it(tmp_path: Path) -> None:
+    """A continuation at the next line would silently skip the rest of the cut one (OpenClaw: none)."""
+    (tmp_path / "memory").mkdir()
+    long_line = "".join(f"word{i} " for i in range(4000))  # ~31k characters
+    (tmp_path / "memory" / "wide.md").write_text(f"# Wide\n{long_line}\nafter the long line\n")
+    with open_manager(tmp_path, {"provider": "none", "store": {"path": str(tmp_path / "i.sqlite")}}) as m:
+        head = MemoryTools(m).call("memory_get", {"path": "memory/wide.md"})
+        assert head["text"].startswith("# Wide\n\n[More content available. Use from=2")  # the line does not fit
+        out = MemoryTools(m).call("memory_get", {"path": "memory/wide.md", "from": head["nextFrom"]})
+        raw = m.read_file("memory/wide.md", from_line=2)
+    assert out["truncated"] is True and "nextFrom" not in out and out["lineCut"] is True
+    assert out["text"].startswith(long_line[:12_000])
+    assert out["text"].endswith("If you need the full raw line, use read on the source file.]")
+    assert raw.line_cut is True and raw.next_from is None and len(raw.text) == 12_000
+    assert raw.to_dict()["lineCut"] is True and "nextFrom" not in raw.to_dict()
+
+
+def test_get_accepts_the_citations_search_prints(tools: MemoryTools, example_ws: Path) -> None:
+    hit = tools.call("memory_search", {"query": "Meilisearch"})["results"][0]
+    lines = (example_ws / hit["path"]).read_text().split("\n")
+    out = tools.call("memory_get", {"path": hit["citation"]})
+    assert "error" not in out, out
+    assert (out["path"], out["from"], out["lines"]) == (hit["path"], hit["startLine"], hit["endLine"] - hit["startLine"] + 1)
+    assert out["text"].split("\n\n[More")[0] == "\n".join(lines[hit["startLine"] - 1 : hit["endLine"]])
+    for citation, expected in [("memory/2026-11-09.md#L2", (2, 1)), ("memory/2026-11-09.md#L2-3", (2, 2)),
+                               ("memory/2026-11-09.md#L2-L3", (2, 2))]:
+        got = tools.call("memory_get", {"path": citation})
+        assert (got["path"], got["from"], got["lines"]) == ("memory/2026-11-09.md", *expected)
+    # Explicit from/lines win over the citation's range; a backwards range is refused.
+    assert tools.call("memory_get", {"path": "memory/2026-11-09.md#L2-L3", "lines": 1})["lines"] == 1
+    assert tools.call("memory_get", {"path": "memory/2026-11-09.md#L5-L2"})["code"] == "invalid_path"
+
+
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [({}, "path is required"), ({"path": 7}, "path is required"), ({"path": "MEMORY.md", "from": 0}, "from must be"),

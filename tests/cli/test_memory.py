@@ -156,6 +156,21 @@ def test_get_of_a_binary_file_is_a_clear_error(ws: Path, home: Path, monkeypatch
         (ws / "memory" / "blob.md").unlink()
 
 
+def test_get_of_a_cut_long_line_offers_no_continuation(ws: Path, home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A line longer than read.maxChars is cut; a '--from 3' hint would skip the rest of it."""
+    (ws / "memory" / "wide.md").write_text("# Wide\n" + "word " * 3000 + "\nafter\n", encoding="utf-8")
+    try:
+        assert cli(home, monkeypatch, "get", "memory/wide.md#L2", "-w", str(ws), "-c", "provider=none") == 0
+        captured = capsys.readouterr()
+        assert len(captured.out.rstrip("\n")) == 12_000
+        assert "--from" not in captured.err and "line 2 is longer than read.maxChars" in captured.err
+        assert cli(home, monkeypatch, "get", "memory/wide.md", "--from", "2", "-w", str(ws), "-c", "provider=none", "--json") == 0
+        got = json.loads(capsys.readouterr().out)
+        assert got["lineCut"] is True and got["truncated"] is True and "nextFrom" not in got
+    finally:
+        (ws / "memory" / "wide.md").unlink()
+
+
 def test_search_marks_matching_lines_and_formats(ws: Path, home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     common = ["-w", str(ws), "-c", "provider=none"]
     assert cli(home, monkeypatch, "search", "database", *common) == 0

@@ -6,11 +6,12 @@ import re
 from pathlib import Path
 
 import pytest
-from dreamhelpers import at, hit
+from dreamhelpers import DAILY, at, hit
 
 from mdrecall.dreaming import RecallStore, apply, list_candidates, record_recalls, stage
 from mdrecall.dreaming.paths import queue_path
 from mdrecall.dreaming.queue import parse_queue
+from writers import Appender
 
 CFG = {"timezone": "UTC"}
 PG = "Postgres 16 runs on db-2, port 5433."
@@ -240,3 +241,57 @@ def test_transcript_facts_are_promoted_without_role_prefix(workspace: Path) -> N
     (item,) = apply(workspace, CFG, NOW, mode="passing").applied
     assert item.text == "The office wifi password rotates every Monday."
     assert f"source={path}:1-1" in (workspace / "MEMORY.md").read_text(encoding="utf-8")
+
+
+def test_lines_appended_during_promotion_survive(tmp_path: Path) -> None:
+    """25 promotions, each while another process appends to MEMORY.md as fast as it can."""
+    losses = []
+    for run in range(25):
+        ws = tmp_path / f"ws{run}"
+        (ws / "memory").mkdir(parents=True)
+        (ws / "memory/2026-03-02.md").write_text(DAILY, encoding="utf-8")
+        recall_month(ws)
+        memory = ws / "MEMORY.md"
+        memory.write_text("# Memory\n\n## People\n\n- Dana is the Acme contact.\n", encoding="utf-8")
+        with Appender(memory) as appender:
+            appender.wait_started()
+            result = apply(ws, CFG, NOW, mode="passing")
+            appender.stop()
+        text = memory.read_text(encoding="utf-8")
+        assert [p.text for p in result.applied] == [f"Infra: {PG}"] and f"Infra: {PG}" in text
+        assert text.startswith("# Memory\n\n## People\n\n- Dana is the Acme contact.\n")
+        losses.append(len(appender.lost(text)))
+    assert losses == [0] * 25
+
+
+def test_a_symlinked_memory_file_stays_a_link_and_its_target_is_promoted_into(workspace: Path) -> None:
+    recall_month(workspace)
+    notes = workspace.parent / "shared-notes"
+    notes.mkdir()
+    target = notes / "long-term.md"
+    target.write_text("# Memory\n", encoding="utf-8")
+    (workspace / "MEMORY.md").symlink_to(target)
+    result = apply(workspace, CFG, NOW, mode="passing")
+    assert (workspace / "MEMORY.md").is_symlink() and (workspace / "MEMORY.md").resolve() == target
+    assert result.applied and f"Infra: {PG}" in target.read_text(encoding="utf-8")
+    assert sorted(p.name for p in notes.iterdir()) == ["long-term.md"]
+
+
+def test_a_review_made_while_staging_is_kept(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The queue is a file people edit: an approval saved during a run is merged, not overwritten."""
+    import mdrecall.dreaming.promotion as promotion
+
+    recall_month(workspace)
+    stage(workspace, CFG, NOW)
+    for day, query in [(3, "when is acme due"), (4, "acme contact person")]:
+        record_recalls(workspace, query, [hit("memory/2026-03-02.md", 1, 12, 0.9)], at(days=day), config=CFG)
+    real = promotion.write_markdown
+
+    def review_then_write(path: Path, new: str, *, base: str | None) -> object:
+        approve_all(workspace)  # the reviewer saves just before our write
+        return real(path, new, base=base)
+
+    monkeypatch.setattr(promotion, "write_markdown", review_then_write)
+    assert [i.text for i in stage(workspace, CFG, at(days=4, hours=14)).added] == [ACME]
+    items = parse_queue(queue_path(workspace).read_text(encoding="utf-8")).items
+    assert [(i.status, i.text) for i in items] == [("approved", f"Infra: {PG}"), ("pending", ACME)]

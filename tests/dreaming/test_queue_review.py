@@ -72,6 +72,28 @@ def test_a_decision_on_text_the_reviewer_did_not_see_is_refused(workspace: Path)
     assert path.read_bytes() == before
 
 
+def test_an_edit_saved_right_after_the_last_check_is_merged_not_overwritten(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The queue is checked unchanged, then replaced: a save landing in between (an editor, another
+    tab) is merged in by the shared writer instead of being overwritten by the decision."""
+    import mdrecall.dreaming.review as review
+
+    key = staged(workspace)
+    path = queue_path(workspace)
+    real = review.write_markdown
+
+    def save_then_write(target: Path, new: str, *, base: str | None) -> object:
+        with path.open("a", encoding="utf-8") as handle:  # the reviewer's note, saved just now
+            handle.write("\nReviewed with Dana on Monday.\n")
+        return real(target, new, base=base)
+
+    monkeypatch.setattr(review, "write_markdown", save_then_write)
+    decide(workspace, key, status="approved", seen=text_hash(PG), config=CFG)
+    text = path.read_text(encoding="utf-8")
+    assert "- [x] " + PG in text and "Reviewed with Dana on Monday." in text
+
+
 def test_unknown_items_and_bad_text_are_refused(workspace: Path) -> None:
     with pytest.raises(ReviewConflict, match="no promotion queue"):
         decide(workspace, "memory:nothing#0", status="approved", config=CFG)

@@ -2,8 +2,9 @@
 
 Pure functions with exact, tested output. The Memory Recall wording follows OpenClaw's memory-core
 prompt builder so agents tuned on it behave the same; the ``<relevant-memories>`` block follows
-memory-lancedb's auto-recall format, hardened: every memory is escaped and collapsed to one line so it
-can neither close the block, forge a tag, nor impersonate another numbered entry or the header.
+memory-lancedb's auto-recall format, hardened: every memory is escaped (after folding lookalike
+brackets such as ``＜`` and ``‹`` to ASCII) and collapsed to one line so it can neither close the
+block, forge a tag, nor impersonate another numbered entry or the header.
 """
 
 from __future__ import annotations
@@ -94,9 +95,30 @@ _ELLIPSIS = "…"
 _MIN_SHORTENED_ENTRY = 40
 
 
+# Characters a model reads as ``< > / & " '``: fullwidth and small forms (which NFKC folds), and
+# angle brackets, chevrons and slashes from other blocks (which it does not). Folded to ASCII before
+# escaping, so "＜/relevant-memories＞" or "‹/relevant-memories›" in a memory ends up as
+# "&lt;/relevant-memories&gt;" and can never pass for the block's closing tag.
+_LOOKALIKE_CHARS = {
+    "<": "\uff1c\ufe64\u2039\u27e8\u2329\u3008\u276c\u276e\u2770\u02c2\u1438\u29fc\u27ea\u300a\u226a\u00ab\u02f1\u16b2",
+    ">": "\uff1e\ufe65\u203a\u27e9\u232a\u3009\u276d\u276f\u2771\u02c3\u1433\u29fd\u27eb\u300b\u226b\u00bb\u02f2",
+    "/": "\uff0f\u2215\u2044\u29f8\u2571\u27cb\u1735\u3033\u2f03\u0338\u0337",
+    "&": "\uff06\ufe60",
+    '"': "\uff02\u201c\u201d\u201e\u2033",
+    "'": "\uff07\u2018\u2019\u2032",
+}
+LOOKALIKES = str.maketrans({ch: ascii_ch for ascii_ch, chars in _LOOKALIKE_CHARS.items() for ch in chars})
+
+
+def fold_lookalikes(text: str) -> str:
+    """Map characters that read as ``< > / & " '`` to those ASCII characters."""
+    return text.translate(LOOKALIKES)
+
+
 def escape_memory_text(text: str) -> str:
-    """HTML-escape ``& < > " '`` so stored text cannot open or close tags in a prompt."""
-    return _ESCAPE_RE.sub(lambda m: _ESCAPES[m.group(0)], text)
+    """Fold lookalikes, then HTML-escape ``& < > " '``, so stored text cannot open or close tags in a
+    prompt, not even with characters that only look like angle brackets."""
+    return _ESCAPE_RE.sub(lambda m: _ESCAPES[m.group(0)], fold_lookalikes(text))
 
 
 def _one_line(text: str) -> str:

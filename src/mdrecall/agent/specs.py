@@ -77,7 +77,10 @@ MEMORY_GET_SCHEMA: dict[str, Any] = {
     "properties": {
         "path": {
             "type": "string",
-            "description": "Workspace-relative memory file, e.g. 'MEMORY.md' or 'memory/2026-01-31.md'.",
+            "description": (
+                "Workspace-relative memory file, e.g. 'MEMORY.md' or 'memory/2026-01-31.md', or a citation from "
+                "memory_search such as 'memory/2026-01-31.md#L3-L7' (from/lines default to its range)."
+            ),
         },
         "from": {"type": "integer", "minimum": 1, "description": "First line to read, 1-based (default 1)."},
         "lines": {

@@ -8,7 +8,8 @@ act on it, but cannot recover from an exception in the host. The shapes:
   ``{results: [{path, startLine, endLine, score, snippet, source, citation}], provider, model, mode,
   citations, degraded, warnings, stale, freshness}``, plus ``reason`` when nothing came back; when
   search is impossible ``{results: [], disabled: true, unavailable: true, error, warning, action}``.
-- ``memory_get {path, from?, lines?}`` -> ``{text, path, from, lines, truncated?, nextFrom?}``; on a
+- ``memory_get {path, from?, lines?}`` -> ``{text, path, from, lines, truncated?, nextFrom?, lineCut?}``
+  (``path`` may be a search citation, ``memory/a.md#L3-L7``); on a
   refused path ``{path, text: "", error, code, hint}`` with ``code`` one of ``not_memory_path``,
   ``outside_workspace``, ``not_found``, ``invalid_path``.
 - ``memory_status {}`` -> the manager's status.
@@ -424,11 +425,16 @@ class MemoryTools:
         if result.truncated:
             if out["text"]:
                 # Said in the text too: models read text more reliably than sibling fields.
-                out["text"] += (
-                    f"\n\n[More content available. Use from={out['nextFrom']} to continue.]"
-                    if "nextFrom" in out
-                    else "\n\n[More content available. Requested excerpt exceeded the maxChars budget.]"
-                )
+                if "nextFrom" in out:
+                    out["text"] += f"\n\n[More content available. Use from={out['nextFrom']} to continue.]"
+                elif result.line_cut:
+                    # No page can continue inside a line (OpenClaw words it the same way).
+                    out["text"] += (
+                        "\n\n[More content available. Requested excerpt exceeded the default maxChars budget. "
+                        "If you need the full raw line, use read on the source file.]"
+                    )
+                else:
+                    out["text"] += "\n\n[More content available. Requested excerpt exceeded the maxChars budget.]"
         return out
 
     # -- memory_status

@@ -30,7 +30,7 @@ from mdrecall.errors import EmbeddingError, MdrecallError
 from mdrecall.freshness.monitor import BUSY_OTHER_PROCESS, BUSY_OTHER_THREAD, READ_ONLY, Comparison, FreshnessMonitor
 from mdrecall.freshness.snapshot import scan_dirs
 from mdrecall.freshness.watcher import MemoryWatcher
-from mdrecall.index.changes import pending_changes
+from mdrecall.index.changes import Observed, pending_changes
 from mdrecall.index.identity import EMBEDDING_KEYS, identity_mismatch
 from mdrecall.index.recovery import IndexHandle
 from mdrecall.index.syncing import LAST_SYNC_KEY, IndexSyncer, SyncRun
@@ -170,7 +170,7 @@ class BuiltinMemoryManager(ManagerBase):
         dirs, dirs_racy = scan_dirs(self.workspace, self.config)  # before the files are listed
         with self.index.reading() as db:
             indexed, skipped, meta = db.files(), db.skipped(), db.read_meta()
-        observed: dict[str, tuple[int, int, int]] = {}
+        observed: dict[str, Observed] = {}
         pending = pending_changes(self.workspace, self.config, self.extra_sources, indexed, skipped, observed)
         return Comparison(pending, self.stored_identity_mismatch(meta), meta is not None, dirs, dirs_racy, observed)
 

@@ -25,14 +25,11 @@ from mdrecall.cli.options import (
     session_key_option,
     workspace_options,
 )
-from mdrecall.errors import MdrecallError
+from mdrecall.errors import MdrecallError, PathError
 
 if TYPE_CHECKING:
     from mdrecall.contract import MemorySearchManager
     from mdrecall.types import SearchHit, SearchResponse
-
-#: ``path#L3`` or ``path#L3-L7``, as search prints citations.
-CITATION = re.compile(r"^(?P<path>.+?)#L(?P<start>\d+)(?:-L?(?P<end>\d+))?$")
 
 
 @click.command("index")
@@ -280,17 +277,19 @@ def _print_markdown(query: str, response: SearchResponse) -> None:
 
 
 def parse_citation(path: str, from_line: int | None, lines: int | None) -> tuple[str, int | None, int | None]:
-    """``get path#L3-L7`` → (path, 3, 5): the citations search prints are accepted back."""
-    match = CITATION.match(path)
-    if not match:
+    """``get path#L3-L7`` → (path, 3, 5): the citations search prints are accepted back (parsed as
+    every backend's ``read_file`` parses them; here naming the lines twice is a usage error)."""
+    from mdrecall.sources.reading import parse_citation as split_citation
+
+    try:
+        bare, start, count = split_citation(path)
+    except PathError as exc:
+        raise click.UsageError(str(exc)) from None
+    if start is None:
         return path, from_line, lines
     if from_line is not None or lines is not None:
         raise click.UsageError(f"{path!r} already names its lines; drop --from/--lines (or the #L part)")
-    start = int(match["start"])
-    end = int(match["end"]) if match["end"] else start
-    if end < start:
-        raise click.UsageError(f"{path!r}: the range ends before it starts")
-    return match["path"], start, end - start + 1
+    return bare, start, count
 
 
 @click.command("get")
@@ -321,8 +320,11 @@ def get(workspace: str, overrides: tuple[str, ...], path: str, from_line: int | 
     if "\x00" in result.text or "\ufffd" in result.text:
         raise MdrecallError(f"{result.path} is not UTF-8 text (a binary file?); not printing it (--json shows it escaped)")
     click.echo(result.text)
-    if result.truncated and result.next_from is not None:
+    if result.next_from is not None:
         click.echo(f"\n… more below: mdrecall get {result.path} --from {result.next_from}", err=True)
+    elif result.line_cut:
+        click.echo(f"\n… line {result.from_line} is longer than read.maxChars and was cut: read {result.path} itself "
+                   "for the whole line", err=True)
     return 0
 
 

@@ -12,7 +12,10 @@ Guarantees:
   written (an edit that keeps the fact recognisable is written as it reads now);
 - idempotent: a fact whose id already has a marker in MEMORY.md, or whose text is already there, is
   reconciled instead of appended, so re-running changes nothing;
-- atomic: MEMORY.md, the queue and the store are each replaced whole, under the store's lock;
+- atomic and safe for other writers: MEMORY.md and the queue go through
+  :func:`mdrecall.markdown_write.write_markdown` (compare-and-swap; an edit made meanwhile is merged,
+  never overwritten; a symlinked MEMORY.md stays a link and its target is written), the store is
+  replaced whole, all under the store's lock;
 - bounded: MEMORY.md never grows past ``memoryMaxChars``; what does not fit is refused with a message
   and stays approved in the queue.
 
@@ -34,12 +37,13 @@ from mdrecall.dreaming.clock import day_bucket, ensure_aware, to_iso
 from mdrecall.dreaming.config import DreamingConfig, dreaming_config, sessions_dir
 from mdrecall.dreaming.contamination import PROMOTED_MARKER, is_contaminated
 from mdrecall.dreaming.entry import RecallEntry
-from mdrecall.dreaming.locking import atomic_write_text
 from mdrecall.dreaming.paths import memory_file_path, queue_path
 from mdrecall.dreaming.queue import Queue, QueueItem, parse_queue
 from mdrecall.dreaming.recording import read_source_blocks
 from mdrecall.dreaming.scoring import Evaluation, evaluate, rank
 from mdrecall.dreaming.store import RecallStore, StoreState
+from mdrecall.markdown_write import read_markdown, write_markdown
+from mdrecall.sources.redact import redact_secrets
 
 Mode = Literal["approved", "passing"]
 
@@ -227,22 +231,21 @@ class StageResult:
 
 
 def read_queue(workspace: Path) -> Queue:
-    try:
-        return parse_queue(queue_path(workspace).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return Queue([])
+    return read_queue_text(workspace)[0]
 
 
-def _write_queue(workspace: Path, queue: Queue) -> None:
-    path = queue_path(workspace)
+def read_queue_text(workspace: Path) -> tuple[Queue, str | None]:
+    """The queue and the text it was parsed from (None: no queue file), the base for writing it back."""
+    raw = read_markdown(queue_path(workspace))
+    return (parse_queue(raw) if raw is not None else Queue([])), raw
+
+
+def write_queue(workspace: Path, queue: Queue, base: str | None) -> None:
+    """Save the queue; a reviewer's edit made since ``base`` was read is merged, not overwritten."""
     text = queue.render()
-    try:
-        if path.read_text(encoding="utf-8") == text:
-            return
-    except FileNotFoundError:
-        if not queue.items:
-            return  # no queue and nothing to put in one
-    atomic_write_text(path, text)
+    if text == base or (base is None and not queue.items):
+        return  # unchanged, or no queue and nothing to put in one
+    write_markdown(queue_path(workspace), text, base=base)
 
 
 # --- stage ---------------------------------------------------------------------------------------------
@@ -293,10 +296,10 @@ def _update_store_and_queue(
 ) -> None:
     """Run ``work`` on the recall store (locked) and the review queue; save both unless a dry run."""
     with RecallStore(workspace, cfg).update(now, dry_run=dry_run) as state:
-        queue = read_queue(workspace)
+        queue, base = read_queue_text(workspace)
         work(state, queue)
         if not dry_run:
-            _write_queue(workspace, queue)
+            write_queue(workspace, queue, base)
 
 
 def _stage_into(
@@ -373,7 +376,8 @@ def _select(
             done_keys.add(entry.key)
             return
         edited = item is not None and item.edited
-        text = item.text if edited and item is not None else candidate_text(entry, located)
+        # A reviewer's edit is text typed by a person: redacted like everything that reaches MEMORY.md.
+        text = redact_secrets(item.text) if edited and item is not None else candidate_text(entry, located)
         if is_contaminated(text) or not text:
             result.dropped.append(Skipped(entry.key, "contaminated or empty text", text))
             done_keys.add(entry.key)
@@ -429,6 +433,42 @@ def _select(
     return prepared, done_keys
 
 
+def _promoted_text(
+    original: str, prepared: list[Prepared], cfg: DreamingConfig, day: str
+) -> tuple[str, list[Prepared], list[Prepared], list[Skipped]]:
+    """MEMORY.md with the new facts in today's section: (text, written, already there, refused)."""
+    existing_ids = promoted_ids(original) | set(_OPENCLAW_MARKER.findall(original))
+    existing_lines = _plain_lines(original)
+    to_write: list[Prepared] = []
+    reconciled: list[Prepared] = []
+    seen_text: set[str] = set()
+    for item in prepared:
+        norm = normalize(item.text).lower()
+        if item.entry.claim_hash in existing_ids or item.entry.key in existing_ids or norm in existing_lines:
+            reconciled.append(item)
+        elif norm in seen_text:
+            reconciled.append(item)  # the same fact from two notes: written once
+        else:
+            seen_text.add(norm)
+            to_write.append(item)
+    refused: list[Skipped] = []
+    written: list[Prepared] = []
+    if not to_write:
+        return original, written, reconciled, refused
+    if len(original) > cfg.memoryMaxChars:
+        refused = [Skipped(item.entry.key, "MEMORY.md is already over its budget", item.text) for item in to_write]
+        return original, written, reconciled, refused
+    lines: list[str] = []
+    for item in to_write:
+        trial = insert_lines(original, lines + [promoted_line(item)], day)
+        if len(trial) > cfg.memoryMaxChars:
+            refused.append(Skipped(item.entry.key, f"would grow MEMORY.md to {len(trial)} characters", item.text))
+            continue
+        lines.append(promoted_line(item))
+        written.append(item)
+    return (insert_lines(original, lines, day) if lines else original), written, reconciled, refused
+
+
 def _apply_into(
     workspace: Path, cfg: DreamingConfig, now: datetime, state: StoreState, queue: Queue, result: ApplyResult,
     sessions_dir: str | None,
@@ -438,62 +478,12 @@ def _apply_into(
     day = day_bucket(now, cfg.tz())
     stamp = to_iso(now)
 
-    for _attempt in range(3):
-        try:
-            original = memory_path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            original = ""
-        result.memory_chars_before = len(original)
-        existing_ids = promoted_ids(original) | set(_OPENCLAW_MARKER.findall(original))
-        existing_lines = _plain_lines(original)
-
-        to_write: list[Prepared] = []
-        reconciled: list[Prepared] = []
-        seen_text: set[str] = set()
-        for item in prepared:
-            norm = normalize(item.text).lower()
-            if item.entry.claim_hash in existing_ids or item.entry.key in existing_ids or norm in existing_lines:
-                reconciled.append(item)
-            elif norm in seen_text:
-                reconciled.append(item)  # the same fact from two notes: written once
-            else:
-                seen_text.add(norm)
-                to_write.append(item)
-
-        refused: list[Skipped] = []
-        written: list[Prepared] = []
-        content = original
-        if to_write:
-            if len(original) > cfg.memoryMaxChars:
-                for item in to_write:
-                    refused.append(Skipped(item.entry.key, "MEMORY.md is already over its budget", item.text))
-            else:
-                lines: list[str] = []
-                for item in to_write:
-                    trial = insert_lines(original, lines + [promoted_line(item)], day)
-                    if len(trial) > cfg.memoryMaxChars:
-                        refused.append(
-                            Skipped(item.entry.key, f"would grow MEMORY.md to {len(trial)} characters", item.text)
-                        )
-                        continue
-                    lines.append(promoted_line(item))
-                    written.append(item)
-                if lines:
-                    content = insert_lines(original, lines, day)
-        if result.dry_run or content == original:
-            break
-        # Someone (an agent, an editor) may have written MEMORY.md meanwhile: never overwrite their change.
-        try:
-            current = memory_path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            current = ""
-        if current != original:
-            continue
-        atomic_write_text(memory_path, content)
-        break
-    else:
-        result.messages.append("MEMORY.md kept changing while promoting; nothing written, try again")
-        written, reconciled, refused, content = [], [], [], original
+    original = read_markdown(memory_path)
+    result.memory_chars_before = len(original or "")
+    content, written, reconciled, refused = _promoted_text(original or "", prepared, cfg, day)
+    if not result.dry_run and content != (original or ""):
+        # Someone (an agent, an editor) may write MEMORY.md meanwhile: their edit is merged in.
+        content = write_markdown(memory_path, content, base=original).text
 
     result.applied = written
     result.memory_chars_after = len(content)

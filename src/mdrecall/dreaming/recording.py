@@ -26,6 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mdrecall.config import MemoryConfig
 from mdrecall.dreaming.blocks import (
     Block,
     blocks_in_range,
@@ -44,6 +45,9 @@ from mdrecall.dreaming.entry import MAX_QUERY_HASHES, MAX_RECALL_DAYS, RecallEnt
 from mdrecall.dreaming.paths import is_short_term, normalize_path
 from mdrecall.dreaming.scoring import clamp01
 from mdrecall.dreaming.store import RecallStore
+from mdrecall.errors import PathError
+from mdrecall.sources.redact import redact_markdown
+from mdrecall.sources.workspace import read_memory_bytes, resolve_memory_path
 from mdrecall.types import SearchHit, SearchResponse
 
 if TYPE_CHECKING:
@@ -126,6 +130,8 @@ class _SourceReader:
 
 #: Files larger than this are not re-parsed on every search; the hit's own snippet is used instead.
 MAX_PARSE_BYTES = 512 * 1024
+#: Short-term notes live under memory/ (paths.is_daily_note), so the default roots are the right ones.
+_SHORT_TERM_CONFIG = MemoryConfig()
 #: Characters of a block compared with the query; a giant pasted message costs no more than this.
 MAX_MATCH_CHARS = 4000
 
@@ -139,13 +145,14 @@ def read_source_blocks(workspace: Path, source: str, path: str, sessions_dir: st
         pass
     if source == "sessions":
         return _transcript_blocks(workspace, path, sessions_dir)
-    file = (workspace / path).resolve()
+    # Read as memory_get reads (no link out of memory/, no hard link to outside, secrets redacted):
+    # what is recorded here can end up in the recall store, the review queue and MEMORY.md.
     try:
-        if not file.is_relative_to(workspace.resolve()):
-            return None
-        text = file.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        real, _ = resolve_memory_path(workspace, _SHORT_TERM_CONFIG, path)
+        raw = read_memory_bytes(workspace, _SHORT_TERM_CONFIG, real, MAX_PARSE_BYTES)
+    except (PathError, OSError):
         return None
+    text = redact_markdown(raw.decode("utf-8", errors="replace"))
     if is_dreaming_output_file(text):
         return []  # a dream report or queue saved under memory/: nothing in it is a recall
     return markdown_blocks(text)

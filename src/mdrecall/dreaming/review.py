@@ -7,7 +7,9 @@ parsed and rendered by :mod:`mdrecall.dreaming.queue`, the same code ``promote -
 (so, like them, it rewrites the file in its canonical form), and written under the recall store's
 lock, which stage and apply hold while they rewrite the queue. Editors take no lock: the file is
 written only if it still reads as it did when the decision started, and only if the item still reads
-as the reviewer saw it (``seen``), so a concurrent edit is never overwritten or approved unseen.
+as the reviewer saw it (``seen``), so a concurrent edit is never overwritten or approved unseen; the
+write itself is :func:`mdrecall.markdown_write.write_markdown`, so an edit landing between that last
+check and the replace is merged in, not lost.
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ from typing import Any, Literal
 from mdrecall.dreaming.blocks import normalize, text_hash
 from mdrecall.dreaming.config import dreaming_config
 from mdrecall.dreaming.contamination import PROMOTED_MARKER, is_contaminated
-from mdrecall.dreaming.locking import FileLock, atomic_write_text
+from mdrecall.dreaming.locking import FileLock
 from mdrecall.dreaming.paths import queue_path
 from mdrecall.dreaming.promotion import SECTION_TITLE
 from mdrecall.dreaming.queue import QueueItem, parse_queue
 from mdrecall.dreaming.store import RecallStore
 from mdrecall.errors import MdrecallError
+from mdrecall.markdown_write import read_markdown, write_markdown
 
 Decision = Literal["approved", "rejected", "pending"]
 
@@ -61,10 +64,9 @@ def decide(
     path = queue_path(workspace)
     store = RecallStore(workspace, dreaming_config(config))
     with FileLock(store.lock_path, timeout=store.lock_timeout):
-        try:
-            raw = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ReviewConflict("there is no promotion queue (yet): stage candidates first") from None
+        raw = read_markdown(path)
+        if raw is None:
+            raise ReviewConflict("there is no promotion queue (yet): stage candidates first")
         queue = parse_queue(raw)
         item = queue.by_key().get(key)
         if item is None:
@@ -76,10 +78,11 @@ def decide(
         if new_text is not None:
             item.text = new_text
         rendered = queue.render()
-        if path.read_text(encoding="utf-8") != raw:
+        if read_markdown(path) != raw:
             raise ReviewConflict("the queue file was edited meanwhile; nothing written, reload")
         if rendered != raw:
-            atomic_write_text(path, rendered)
+            # An edit landing between that check and the replace is merged in, not overwritten.
+            write_markdown(path, rendered, base=raw)
     return item
 
 

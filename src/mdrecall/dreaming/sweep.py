@@ -22,7 +22,6 @@ from typing import Any
 from mdrecall.dreaming.clock import age_days, ensure_aware, from_iso, to_iso
 from mdrecall.dreaming.config import dreaming_config, sessions_dir
 from mdrecall.dreaming.contamination import REPORT_MARKER, is_contaminated
-from mdrecall.dreaming.locking import atomic_write_text
 from mdrecall.dreaming.paths import is_short_term, memory_file_path, queue_path
 from mdrecall.dreaming.promotion import (
     ApplyResult,
@@ -30,13 +29,14 @@ from mdrecall.dreaming.promotion import (
     StageResult,
     _apply_into,
     _stage_into,
-    _write_queue,
-    read_queue,
+    read_queue_text,
     rehydrate,
+    write_queue,
 )
 from mdrecall.dreaming.recording import read_source_blocks
 from mdrecall.dreaming.scoring import rank
 from mdrecall.dreaming.store import RecallStore
+from mdrecall.markdown_write import read_markdown, write_markdown
 
 
 @dataclass
@@ -159,13 +159,13 @@ def run_dream(
         report.ranked = len(evaluations)
         report.passing = sum(1 for ev in evaluations if ev.passed)
 
-        queue = read_queue(workspace)
+        queue, queue_base = read_queue_text(workspace)
         report.apply = ApplyResult(memory_file_path(workspace), "passing" if cfg.autoApply else "approved", dry_run)
         _apply_into(workspace, cfg, now, state, queue, report.apply, sdir)
         report.stage = StageResult(queue_path(workspace), dry_run)
         _stage_into(workspace, cfg, now, state, queue, report.stage, sdir)
         if not dry_run:
-            _write_queue(workspace, queue)
+            write_queue(workspace, queue, queue_base)
     if report_path is not None:
-        atomic_write_text(Path(report_path), report.to_markdown())
+        write_markdown(report_path, report.to_markdown(), base=read_markdown(report_path))
     return report

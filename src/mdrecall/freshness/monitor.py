@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,7 +27,7 @@ from mdrecall.config import MemoryConfig
 from mdrecall.freshness.deltas import SessionDeltaTracker
 from mdrecall.freshness.snapshot import Snapshot, make_snapshot
 from mdrecall.freshness.watcher import MemoryWatcher
-from mdrecall.index.changes import PendingChanges
+from mdrecall.index.changes import Observed, PendingChanges
 from mdrecall.index.syncing import SyncRun
 from mdrecall.sources.transcripts import list_transcripts
 from mdrecall.types import Freshness, SyncReport
@@ -56,7 +56,7 @@ class Comparison:
     has_index: bool
     dirs: dict[str, int] = field(default_factory=dict)
     dirs_racy: bool = False
-    observed: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    observed: Mapping[str, Observed] = field(default_factory=dict)
 
 
 class FreshnessTarget(Protocol):

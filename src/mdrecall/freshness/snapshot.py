@@ -6,7 +6,8 @@ mtime+size of every file it looked at, and the mtime of every directory under th
 (taken *before* the files were listed). Re-checking the snapshot costs one ``stat`` per file and
 directory, no directory listing, no database access. It sees:
 
-* edits, appends and truncations of known files (mtime or size moved),
+* edits, appends and truncations of known files (mtime or size moved), and permission changes
+  (ctime moved: a file that was unreadable may be readable now),
 * deletions (stat fails),
 * creations and renames, also in new subdirectories (the containing directory's mtime moves; a
   new directory changes its parent's mtime, and every directory down from each root is recorded).
@@ -20,18 +21,20 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mdrecall.config import MemoryConfig
 from mdrecall.freshness.roots import IGNORED_SEGMENTS, watch_roots
+from mdrecall.index.changes import Observed
 from mdrecall.index.indexer import is_racy
 
 
 @dataclass
 class Snapshot:
-    #: absolute file path -> (mtime_ns, size)
-    files: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: absolute file path -> (mtime_ns, size, ctime_ns or None when the comparison recorded none)
+    files: dict[str, tuple[int, int, int | None]] = field(default_factory=dict)
     #: absolute directory path -> mtime_ns
     dirs: dict[str, int] = field(default_factory=dict)
     racy: bool = False
@@ -44,9 +47,9 @@ class Snapshot:
             for path, mtime in self.dirs.items():
                 if os.stat(path).st_mtime_ns != mtime:
                     return True
-            for path, (mtime, size) in self.files.items():
+            for path, (mtime, size, ctime) in self.files.items():
                 st = os.stat(path)
-                if st.st_mtime_ns != mtime or st.st_size != size:
+                if st.st_mtime_ns != mtime or st.st_size != size or ctime not in (None, st.st_ctime_ns):
                     return True
         except OSError:
             return True  # something vanished
@@ -116,10 +119,15 @@ def scan_dirs(workspace: Path, config: MemoryConfig) -> tuple[dict[str, int], bo
     return dirs, racy
 
 
-def make_snapshot(dirs: dict[str, int], dirs_racy: bool, observed: dict[str, tuple[int, int, int]]) -> Snapshot:
-    """Build a snapshot from recorded directories and files observed as ``path -> (mtime, size, seen_ns)``."""
-    racy = dirs_racy or any(is_racy(m, seen) for m, _s, seen in observed.values())
-    return Snapshot(files={p: (m, s) for p, (m, s, _seen) in observed.items()}, dirs=dirs, racy=racy)
+def _ctime(seen: Observed) -> int | None:
+    _mtime, _size, _when, *ctime = seen
+    return ctime[0] if ctime else None
 
 
-__all__ = ["Snapshot", "make_snapshot", "scan_dirs"]
+def make_snapshot(dirs: dict[str, int], dirs_racy: bool, observed: Mapping[str, Observed]) -> Snapshot:
+    """Build a snapshot from recorded directories and files observed as ``path -> Observed``."""
+    racy = dirs_racy or any(is_racy(o[0], o[2]) for o in observed.values())
+    return Snapshot(files={p: (o[0], o[1], _ctime(o)) for p, o in observed.items()}, dirs=dirs, racy=racy)
+
+
+__all__ = ["Observed", "Snapshot", "make_snapshot", "scan_dirs"]

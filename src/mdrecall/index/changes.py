@@ -22,6 +22,36 @@ from mdrecall.store.db import FileRow, SkipRecord
 #: Paths listed per kind of change (the counts are always complete).
 LISTED = 50
 
+#: What a comparison saw of one file: (mtime_ns, size, when stat ran in ns, ctime_ns). A backend
+#: that records no ctime gives the first three; its quick checks then miss a chmod alone.
+Observed = tuple[int, int, int, int] | tuple[int, int, int]
+
+#: Reason prefix of a skip caused by the OS refusing the read (permissions, a lock, an I/O error).
+UNREADABLE = "cannot read"
+
+
+def is_readable(path: str | Path) -> bool:
+    """Whether opening ``path`` for reading succeeds now (one open, no read)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
+def skip_still_holds(record: SkipRecord, path: str | Path, mtime: int, size: int) -> bool:
+    """Whether a skipped file would be skipped again (the indexer and this comparison agree).
+
+    Content reasons (binary, too large, invalid UTF-8) hold while mtime and size do. An unreadable
+    file says nothing about its content, and ``chmod`` moves neither mtime nor size (only ctime):
+    such a skip holds only while the file still cannot be opened, checked on every full comparison
+    (one failed ``open``, as cheap as the ``stat``).
+    """
+    if (record.mtime, record.size) != (mtime, size):
+        return False
+    return not record.reason.startswith(UNREADABLE) or not is_readable(path)
+
 
 @dataclass(slots=True)
 class PendingChanges:
@@ -69,10 +99,10 @@ def pending_changes(
     adapters: Sequence[SourceAdapter],
     indexed: Mapping[str, FileRow],
     skipped: Mapping[str, SkipRecord],
-    observed: dict[str, tuple[int, int, int]] | None = None,
+    observed: dict[str, Observed] | None = None,
 ) -> PendingChanges:
-    """Compare the files with the index. ``observed`` collects (mtime, size, when) per absolute path
-    for a freshness snapshot."""
+    """Compare the files with the index. ``observed`` collects (mtime, size, when, ctime) per
+    absolute path for a freshness snapshot."""
     by_source = {a.source: a for a in adapters}
     on_disk: dict[str, tuple[int, int, str, str]] = {}
     for f in list_source_files(workspace, config, adapters):
@@ -82,7 +112,7 @@ def pending_changes(
             continue
         on_disk[f.rel_path] = (st.st_mtime_ns, st.st_size, f.abspath, f.source)
         if observed is not None:
-            observed[f.abspath] = (st.st_mtime_ns, st.st_size, time.time_ns())
+            observed[f.abspath] = (st.st_mtime_ns, st.st_size, time.time_ns(), st.st_ctime_ns)
     out = PendingChanges(files_on_disk=len(on_disk), files_indexed=len(indexed))
     for rel, (mtime, size, abspath, source) in on_disk.items():
         row = indexed.get(rel)
@@ -94,7 +124,7 @@ def pending_changes(
             if row.source == source and adapter is not None and adapter.deferrable(Path(abspath), row.size, size):
                 out.deferred.append(rel)
         elif rel in skipped:
-            if (skipped[rel].mtime, skipped[rel].size) != (mtime, size):
+            if not skip_still_holds(skipped[rel], abspath, mtime, size):
                 out.changed.append(rel)
         else:
             out.new.append(rel)

@@ -23,9 +23,16 @@ EMBEDDING_KEYS = frozenset({"provider", "model", "providerKey", "vectorDims"})
 KEYWORD_ONLY_KEY = provider_key({"provider": "none", "model": "fts-only"})
 
 
+#: What the index holds for the same bytes: bump it when that changes (redaction, transcript
+#: rendering), so existing indexes are rebuilt instead of keeping what the old code stored (a secret
+#: redaction now removes, a sender id now stripped). Part of the scope hash.
+CONTENT_VERSION = 2
+
+
 def scope_hash(workspace: Path, config: MemoryConfig) -> str:
     roots = sorted(p.as_posix() for p in extra_path_roots(workspace, config))
-    return provider_key({"extraPaths": roots, "maxFileBytes": config.limits.maxFileBytes, "sessionsDir": config.sessions.dir})
+    return provider_key({"extraPaths": roots, "maxFileBytes": config.limits.maxFileBytes, "sessionsDir": config.sessions.dir,
+                         "content": CONTENT_VERSION})
 
 
 def desired_meta(workspace: Path, config: MemoryConfig, provider: EmbeddingProvider | None, key: str) -> dict[str, Any]:

@@ -28,9 +28,12 @@ from pathlib import Path
 from mdrecall.config import MemoryConfig
 from mdrecall.crashpoints import crash_point
 from mdrecall.embeddings.base import EmbeddingProvider
+from mdrecall.errors import PathError
+from mdrecall.index.changes import UNREADABLE, Observed, skip_still_holds
 from mdrecall.index.chunking import Chunk, chunk_id, chunk_lines, chunk_markdown, fit_to_model, heading_trails
 from mdrecall.sources.base import SourceAdapter
-from mdrecall.sources.workspace import MemoryFile, discover_memory_files
+from mdrecall.sources.redact import redact_markdown
+from mdrecall.sources.workspace import MemoryFile, allowed_roots, discover_memory_files, read_memory_bytes
 from mdrecall.store.db import ChunkRow, FileRow, IndexDB, SkipRecord, vector_to_blob
 from mdrecall.store.protocol import IndexStore
 from mdrecall.text import fts_index_text
@@ -92,7 +95,11 @@ def _read_text(path: Path, max_bytes: int, lenient: bool = False) -> tuple[str |
             return None, None, f"larger than limits.maxFileBytes ({size} > {max_bytes} bytes)"
         raw = path.read_bytes()
     except OSError as exc:
-        return None, None, f"cannot read: {exc.strerror or exc}"
+        return None, None, f"{UNREADABLE}: {exc.strerror or exc}"
+    return _decode_text(raw, max_bytes, lenient)
+
+
+def _decode_text(raw: bytes, max_bytes: int, lenient: bool = False) -> tuple[str | None, bytes | None, str | None]:
     if len(raw) > max_bytes:
         return None, None, f"larger than limits.maxFileBytes ({len(raw)} > {max_bytes} bytes)"
     if lenient:
@@ -136,8 +143,11 @@ class Indexer:
         self.extra_sources = list(extra_sources)
         self.defer_sessions = defer_sessions
         self.on_text = on_text
-        #: absolute path -> (mtime_ns, size, when stat ran in ns) for every file looked at (freshness.py).
-        self.observed: dict[str, tuple[int, int, int]] = {}
+        #: absolute path -> (mtime_ns, size, when stat ran in ns, ctime_ns) for every file looked at (freshness/snapshot.py).
+        self.observed: dict[str, Observed] = {}
+        self._discovered: list[MemoryFile] = []
+        self._roots: list[str] | None = None
+        self._inode_names: dict[tuple[int, int], int] | None = None
 
     # -- discovery -------------------------------------------------------------------------------
     def discover(self) -> list[MemoryFile]:
@@ -172,7 +182,7 @@ class Indexer:
         started = time.monotonic()
         report = SyncReport(full_rebuild=full)
         self._emit(0, 0, "Scanning memory files…")
-        discovered = self.discover()
+        discovered = self._discovered = self.discover()
         report.files_scanned = len(discovered)
         existing = self.db.files()
         skipped = self.db.skipped()
@@ -219,21 +229,26 @@ class Indexer:
             return None
         checked_ns = time.time_ns()
         mtime, size = st.st_mtime_ns, st.st_size
-        self.observed[file.abspath] = (mtime, size, checked_ns)
+        self.observed[file.abspath] = (mtime, size, checked_ns, st.st_ctime_ns)
         old = existing.get(file.rel_path)
         trust_stat = not full and not verify
         if trust_stat and old is not None and old.mtime == mtime and old.size == size and old.source == file.source:
             report.files_unchanged += 1
             return None
         prev_skip = skipped.get(file.rel_path)
-        if trust_stat and prev_skip is not None and prev_skip[2] == mtime and prev_skip[3] == size:
+        if trust_stat and prev_skip is not None and skip_still_holds(prev_skip, file.abspath, mtime, size):
             report.files_skipped += 1
             return None
         adapter = self._adapter_for(file.source)
-        text, raw, reason = _read_text(file.path, self.config.limits.maxFileBytes, lenient=adapter is not None and adapter.lenient_decode)
+        if adapter is None:
+            text, raw, reason = self._read_memory(file)
+        else:
+            text, raw, reason = _read_text(file.path, self.config.limits.maxFileBytes, lenient=adapter.lenient_decode)
         racy_now = is_racy(mtime, checked_ns)
         if reason is not None or text is None or raw is None:
-            self.db.record_skipped(file.rel_path, file.source, reason or "unreadable", mtime, size)
+            record = SkipRecord(file.source, reason or UNREADABLE, mtime, size)
+            if prev_skip != record:  # an unreadable file is retried every sync: no rewrite when nothing changed
+                self.db.record_skipped(file.rel_path, *record)
             if not verify:
                 report.files_skipped += 1
             if racy_now:
@@ -267,6 +282,43 @@ class Indexer:
         chunks, line_map = self._chunk(file, text)
         contexts = heading_trails(text, chunks) if line_map is None else []
         return PendingFile(file, FileRow(file.rel_path, file.source, digest, mtime, size), chunks, line_map, contexts)
+
+    def _read_memory(self, file: MemoryFile) -> tuple[str | None, bytes | None, str | None]:
+        """A memory file, read as ``memory_get`` reads it: through one descriptor checked after opening
+        (sources.workspace.read_memory_bytes), so a file swapped for a link or hard-linked to one outside
+        the memory paths since discovery is skipped, never indexed."""
+        max_bytes = self.config.limits.maxFileBytes
+        if self._roots is None:
+            self._roots = [str(r) for r in allowed_roots(self.workspace, self.config)]
+        real = os.path.realpath(file.abspath)
+        if not any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in self._roots):
+            return None, None, "links outside the allowed memory paths"
+        if not real.endswith(".md"):
+            return None, None, "links to a file that is not Markdown"  # as memory_get refuses it
+        try:
+            raw = read_memory_bytes(self.workspace, self.config, real, max_bytes, names_inside=self._names_inside)
+        except PathError as exc:
+            return None, None, str(exc)
+        except OSError as exc:
+            return None, None, f"{UNREADABLE}: {exc.strerror or exc}"
+        text, raw_bytes, reason = _decode_text(raw, max_bytes)
+        # Secrets never reach chunks, FTS rows or embeddings; lines stay put, so citations do too.
+        return (redact_markdown(text) if text is not None else None), raw_bytes, reason
+
+    def _names_inside(self, st: os.stat_result) -> int:
+        """How many discovered memory files name this inode (one stat pass, only once a hard link is seen)."""
+        if self._inode_names is None:
+            names: dict[tuple[int, int], int] = {}
+            for other in self._discovered:
+                if other.source != "memory":
+                    continue
+                try:
+                    o = os.stat(other.abspath)
+                except OSError:
+                    continue
+                names[(o.st_dev, o.st_ino)] = names.get((o.st_dev, o.st_ino), 0) + 1
+            self._inode_names = names
+        return self._inode_names.get((st.st_dev, st.st_ino), 0)
 
     def _settle_racy(self, racy: list[tuple[MemoryFile, int]], report: SyncReport) -> None:
         """Re-read files that were read too soon after their last change (see the module docstring)."""

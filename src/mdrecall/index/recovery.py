@@ -4,7 +4,8 @@ Opening runs a structural probe (the first and last row of each table, milliseco
 ``PRAGMA quick_check`` (it reads the whole file: about a second at 10k chunks with vectors) runs on a
 background thread and its verdict is reported in ``status()``. Damage found either way, or raised by
 SQLite while the index is in use, moves the index files aside (never anything under the workspace)
-and starts a fresh index, which the next sync fills from the Markdown.
+and starts a fresh index, which the next sync fills from the Markdown. A full disk or an I/O error
+is not damage (:mod:`mdrecall.store.errors`): it is reported in one line and nothing is moved aside.
 
 Every read of the connection goes through :meth:`IndexHandle.reading`, under one lock: recovery
 closes and replaces the connection under the same lock, so a search or ``status()`` never touches a
@@ -27,6 +28,7 @@ import apsw
 from mdrecall.errors import StoreError
 from mdrecall.store import WriterLock
 from mdrecall.store.db import IndexDB, StoreOptions
+from mdrecall.store.errors import write_failure
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +101,9 @@ class IndexHandle:
         try:
             db = IndexDB(self.db_path, self.options)
         except StoreError as exc:
+            clear = write_failure(exc, self.db_path, opening=True)
+            if clear is not None:
+                raise clear from exc  # a full disk is not damage: never move a good index aside for it
             return None, str(exc)
         if db.integrity_ok() if full else db.probe_ok():
             return db, None

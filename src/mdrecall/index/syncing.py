@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,11 +23,13 @@ from typing import Any
 from mdrecall.config import MemoryConfig
 from mdrecall.crashpoints import crash_point
 from mdrecall.embeddings.base import EmbeddingProvider
+from mdrecall.index.changes import Observed
 from mdrecall.index.identity import identity_mismatch
 from mdrecall.index.indexer import Indexer, SyncContext, seed_cache_from
 from mdrecall.sources.base import SourceAdapter
 from mdrecall.store import cleanup_stale_rebuilds, rebuild_path, remove_db_files, swap_in
 from mdrecall.store.db import IndexDB, StoreOptions
+from mdrecall.store.errors import clear_write_errors
 from mdrecall.types import ProgressCallback, SyncProgress, SyncReport
 
 #: Where the index records when any process last finished a sync (epoch seconds).
@@ -38,10 +40,10 @@ WORKSPACE_KEY = "workspace_dir"
 
 @dataclass(slots=True)
 class SyncRun:
-    """What one sync did and saw: its report, and (mtime, size, when) of every file it looked at."""
+    """What one sync did and saw: its report, and (mtime, size, when, ctime) of every file it looked at."""
 
     report: SyncReport
-    observed: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    observed: Mapping[str, Observed] = field(default_factory=dict)
 
 
 class IndexSyncer:
@@ -71,7 +73,21 @@ class IndexSyncer:
         progress: ProgressCallback | None,
         defer_sessions: bool,
     ) -> SyncRun:
-        """Sync now; the caller holds the writer lock."""
+        """Sync now; the caller holds the writer lock. A full disk (or another write failure that is
+        not damage) raises one clear StoreError; the old index keeps answering."""
+        with clear_write_errors(self.db_path):
+            return self._run(provider, provider_key, desired, force=force, progress=progress, defer_sessions=defer_sessions)
+
+    def _run(
+        self,
+        provider: EmbeddingProvider | None,
+        provider_key: str,
+        desired: dict[str, Any],
+        *,
+        force: bool,
+        progress: ProgressCallback | None,
+        defer_sessions: bool,
+    ) -> SyncRun:
         cleanup_stale_rebuilds(self.db_path)
         ctx = SyncContext(provider, provider_key, desired["model"])
         writer = IndexDB(self.db_path, self.options)
@@ -120,7 +136,7 @@ class IndexSyncer:
 
     def _first_index(
         self, writer: IndexDB, ctx: SyncContext, desired: dict[str, Any], progress: ProgressCallback | None
-    ) -> tuple[SyncReport, dict[str, tuple[int, int, int]]]:
+    ) -> tuple[SyncReport, dict[str, Observed]]:
         if ctx.provider is not None and ctx.provider.dims:
             writer.ensure_vec_table(ctx.provider.dims)
         with writer.conn:
@@ -138,7 +154,7 @@ class IndexSyncer:
 
     def _rebuild(
         self, live: IndexDB, ctx: SyncContext, desired: dict[str, Any], progress: ProgressCallback | None
-    ) -> tuple[SyncReport, dict[str, tuple[int, int, int]]]:
+    ) -> tuple[SyncReport, dict[str, Observed]]:
         temp_path = rebuild_path(self.db_path)
         built = IndexDB(temp_path, self.options)
         try:

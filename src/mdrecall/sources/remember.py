@@ -17,25 +17,22 @@ entry goes in with one ``O_APPEND`` write (atomic with respect to other writers,
 guarantees for appends), fsynced, through a symlinked note to its target. A new note is created
 whole (temp file, then a hard link that fails if someone created it first). If the note was
 replaced while we wrote (an editor's save-by-rename), the entry is appended again to the new file.
-:func:`replace_markdown` (``import --overwrite``) is the one place that replaces a memory file; swap
-its body for the shared compare-and-swap helper ``mdrecall.markdown_write.write_markdown`` when it
-lands.
+Replacing a memory file (``import --overwrite``) goes through the shared compare-and-swap writer,
+:func:`mdrecall.markdown_write.write_markdown`, whose directory lock this module shares.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mdrecall.errors import MdrecallError, PathError
+from mdrecall.markdown_write import directory_lock, fsync_dir
 from mdrecall.sources.redact import redact_secrets
 from mdrecall.sources.workspace import allowed_roots
 from mdrecall.types import format_citation
@@ -220,7 +217,7 @@ def append_markdown(path: Path, entry: str, *, header: str = "") -> int:
     line the entry starts on. One ``O_APPEND`` write: nothing another writer wrote is ever replaced."""
     target = Path(os.path.realpath(path))
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _directory_lock(target.parent):  # our own writers queue; other programs need no lock
+    with directory_lock(target.parent):  # our own writers queue; other programs need no lock
         for _ in range(20):
             if not target.exists():
                 if _create_exclusive(target, header + entry):
@@ -262,65 +259,7 @@ def _create_exclusive(target: Path, text: str) -> bool:
             os.link(tmp, target)
         except FileExistsError:
             return False
-        _fsync_dir(target.parent)
+        fsync_dir(target.parent)
         return True
     finally:
         os.unlink(tmp)
-
-
-def _fsync_dir(directory: Path) -> None:
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-@contextmanager
-def _directory_lock(directory: Path) -> Iterator[None]:
-    """One mdrecall writer per directory at a time (an ``flock`` on the directory, as the shared
-    Markdown writer takes), so two remembers never race each other."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
-def replace_markdown(path: Path, new: str, *, base: str | None, rebase: Callable[[str | None], str] | None = None) -> str:
-    """Replace ``path`` (through symlinks) with ``new``, computed from ``base`` (None: no file);
-    returns what the file holds afterwards.
-
-    If the file changed since ``base`` was read, ``rebase(current)`` computes the text again from
-    what it holds now (checked again right before the rename); without ``rebase`` that is an error
-    and nothing is written. What is left: an edit landing in the microseconds between that last
-    check and the rename. The shared compare-and-swap helper closes it: swap this body for
-    ``return write_markdown(path, new, base=base).text`` when ``mdrecall.markdown_write`` lands.
-    """
-    target = Path(os.path.realpath(path))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with _directory_lock(target.parent):
-        for _ in range(50):
-            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-                    handle.write(new)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                if base is not None:
-                    os.chmod(tmp, target.stat().st_mode & 0o7777)
-                current = _read(target)
-                if current != base:  # someone wrote meanwhile: never overwrite their edit
-                    if rebase is None:
-                        raise MdrecallError(f"{path} changed while writing it; nothing written")
-                    base, new = current, rebase(current)
-                    continue
-                os.replace(tmp, target)
-                tmp = ""
-            finally:
-                if tmp:
-                    os.unlink(tmp)
-            _fsync_dir(target.parent)
-            return new
-    raise MdrecallError(f"{path} kept changing while writing; nothing written, try again")

@@ -39,12 +39,36 @@ _HEARTBEAT_PROMPT_START = "Read HEARTBEAT.md if it exists"
 _HEARTBEAT_OK = "HEARTBEAT_OK"
 _SILENT_REPLY = "NO_REPLY"
 _DREAMING_PREFIX = "dreaming-narrative-"
-# Channel envelopes a gateway prepends to user messages: a label line followed by a fenced JSON block.
-_INBOUND_METADATA = re.compile(
-    r"^[ \t]*(?:Conversation info|Sender info|Thread info|Channel info)[^\n]*\n"
-    r"[ \t]*```(?:json)?[ \t]*\n.*?\n[ \t]*```[ \t]*(?:\n|$)",
-    re.DOTALL | re.MULTILINE,
+# Channel envelopes a gateway puts on user messages: a label line, then a fenced JSON block, e.g.
+#
+#     Conversation info (untrusted metadata):
+#     ```json
+#     {"message_id": "87", "sender_id": "8726379476", "sender": "Xiao"}
+#     ```
+#
+#     Sender (untrusted metadata):
+#     ```json
+#     {"label": "Xiao (8726379476)", "id": "8726379476", "name": "Xiao"}
+#     ```
+#
+# The labels are OpenClaw's (stripInboundMetadata), plus older "... info" forms; a label line may
+# carry a "[Wed 2026-04-01 10:19 GMT+8]" stamp in front.
+INBOUND_LABELS = (
+    "Conversation info (untrusted metadata):",
+    "Sender (untrusted metadata):",
+    "Thread starter (untrusted, for context):",
+    "Replied message (untrusted, for context):",
+    "Reply target of current user message (untrusted, for context):",
+    "Forwarded message context (untrusted metadata):",
+    "Chat history since last reply (untrusted, for context):",
 )
+_INBOUND_LABEL_LINE = re.compile(
+    r"^[ \t]*(?:\[[^\]\n]*\][ \t]*)?(?:"
+    + "|".join(re.escape(label) for label in INBOUND_LABELS)
+    + r"|(?:Conversation info|Sender info|Thread info|Channel info)\b[^\n]*)[ \t]*$"
+)
+_INBOUND_HINT = re.compile(r"untrusted|Conversation info|Sender info|Thread info|Channel info")
+_FENCE_OPEN = ("```json", "```")
 _WHITESPACE = re.compile(r"\s+")
 
 
@@ -132,11 +156,38 @@ def _message_of(record: dict[str, Any]) -> tuple[str, Any, Any] | None:
     return role, msg.get("content"), ts
 
 
+def strip_inbound_metadata(text: str) -> str:
+    """Remove the channel envelopes (label line + fenced JSON block, and the blank lines after it)."""
+    if not _INBOUND_HINT.search(text):
+        return text
+    lines = text.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        if _INBOUND_LABEL_LINE.match(lines[i]):
+            j = i + 1
+            while j < len(lines) and not lines[j].strip():
+                j += 1
+            if j < len(lines) and lines[j].strip() in _FENCE_OPEN:
+                # Everything up to the closing fence is metadata (to the end, if it never closes:
+                # OpenClaw does the same, and an open envelope is not a message).
+                k = j + 1
+                while k < len(lines) and lines[k].strip() != "```":
+                    k += 1
+                i = k + 1
+                while i < len(lines) and not lines[i].strip():
+                    i += 1
+                continue
+        out.append(lines[i])
+        i += 1
+    return "\n".join(out)
+
+
 def sanitize_message(role: str, text: str) -> str | None:
     """Clean one message's text; None when the message carries nothing worth indexing."""
     if role == "user":
         # Envelopes must go before newlines are collapsed, or the fences can no longer be found.
-        text = _INBOUND_METADATA.sub("", text)
+        text = strip_inbound_metadata(text)
     # Redact before collapsing whitespace so multi-line secrets (PEM blocks) are seen whole.
     text = redact_secrets(text)
     text = _WHITESPACE.sub(" ", text).strip()
@@ -179,7 +230,10 @@ def render_transcript(raw: bytes | str, *, redact: bool = True) -> RenderedTrans
     timestamps: list[int | None] = []
     skipped = 0
     dreaming = False
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    # Lines end at "\n" only: str.splitlines() also breaks at U+2028/U+2029/U+0085 (and \x0b, \x1c…),
+    # which JavaScript's JSON writer leaves unescaped inside strings; splitting there would drop the
+    # message and shift every later line number (so every later citation) by one.
+    for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:

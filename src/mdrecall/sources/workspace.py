@@ -4,12 +4,18 @@ Indexed: ``MEMORY.md``, ``memory/**/*.md`` and configured ``extraPaths`` (direct
 files, relative to the workspace, ``~`` expanded). Links are followed only while their target stays
 inside an allowed root; files are deduplicated by real path. Hidden directories (``memory/.dreams``
 holds mdrecall's own state), ``.git`` and ``node_modules`` are never walked.
+
+Reads (``memory_get`` and the indexer) go through :func:`read_memory_bytes`: one descriptor, opened
+without following links and checked after opening (regular file, no hard link to a file outside).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -211,3 +217,106 @@ def resolve_memory_path(workspace: Path, config: MemoryConfig, rel_path: str) ->
     if not real.is_file():
         raise PathError("not_memory_path", f"{rel_path!r} is not a file")
     return real, rel_path_for(workspace, normal)
+
+
+# --- reading a memory file safely --------------------------------------------------------------------
+
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+# O_NONBLOCK: a FIFO swapped in must not hang the read (it is refused as not a regular file).
+_FILE_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open_without_links(real: Path) -> int:
+    """Open ``real`` (already resolved: no component is a link) component by component, refusing to
+    follow a link anywhere: a directory or the file swapped for a link since it was resolved fails
+    here instead of leading outside the allowed roots."""
+    if not (os.open in os.supports_dir_fd and hasattr(os, "O_NOFOLLOW")):  # pragma: no cover - not POSIX
+        fd = os.open(real, os.O_RDONLY)
+        if (os.fstat(fd).st_dev, os.fstat(fd).st_ino) != (os.lstat(real).st_dev, os.lstat(real).st_ino):
+            os.close(fd)
+            raise PathError("outside_workspace", f"{real.name} changed while it was being opened; try again")
+        return fd
+    parts = real.parts
+    fd = os.open(parts[0], _DIR_FLAGS)
+    try:
+        for name in parts[1:-1]:
+            next_fd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = next_fd
+        return os.open(parts[-1], _FILE_FLAGS, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def _names_inside(workspace: Path, config: MemoryConfig, st: os.stat_result) -> int:
+    """How many memory files (by discovery) are names of the inode ``st`` describes."""
+    count = 0
+    for file in discover_memory_files(workspace, config):
+        try:
+            other = os.stat(file.abspath)
+        except OSError:
+            continue
+        if (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
+            count += 1
+    return count
+
+
+def read_memory_bytes(
+    workspace: Path,
+    config: MemoryConfig,
+    real: Path | str,
+    max_bytes: int,
+    *,
+    names_inside: Callable[[os.stat_result], int] | None = None,
+) -> bytes:
+    """The bytes of the memory file at ``real`` (a resolved path inside the allowed roots), read
+    through one descriptor that is checked after opening.
+
+    * No link is followed on the way (see ``_open_without_links``), so the file read is the one the
+      path check saw, even if a component is swapped for a link in between.
+    * It must be a regular file.
+    * A hard link (``st_nlink > 1``) is read only when every one of its names is a memory file: a
+      hard link is indistinguishable from its target, so ``memory/x.md`` linked to ``/etc/passwd``
+      would otherwise pass every path check. ``names_inside`` counts those names (the sync passes
+      its own listing; by default the memory files are discovered again).
+
+    Raises PathError (``outside_workspace``, ``not_memory_path``, ``not_found``, ``invalid_path``).
+    """
+    real = Path(real)
+    try:
+        fd = _open_without_links(real)
+    except FileNotFoundError:
+        raise PathError("not_found", f"{real.name} does not exist") from None
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+            raise PathError("outside_workspace", f"{real.name} is (or is reached through) a link that changed "
+                            "since it was checked; refusing to follow it") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise PathError("not_memory_path", f"{real.name} is not a regular file")
+        if st.st_nlink > 1:
+            inside = names_inside(st) if names_inside is not None else _names_inside(workspace, config, st)
+            if inside < st.st_nlink:
+                raise PathError(
+                    "outside_workspace",
+                    f"{real.name} is a hard link with {st.st_nlink} names, {st.st_nlink - inside} of them outside "
+                    "the memory files; refusing to read it (copy the note instead of linking it)",
+                )
+        if st.st_size > max_bytes:
+            raise PathError("invalid_path", f"{real.name} is larger than limits.maxFileBytes ({st.st_size} > {max_bytes} bytes)")
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > max_bytes:
+                raise PathError("invalid_path", f"{real.name} is larger than limits.maxFileBytes ({max_bytes} bytes)")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+

@@ -44,7 +44,7 @@ from mdrecall.contract import ManagerBase
 from mdrecall.errors import MdrecallError, PathError, StoreError
 from mdrecall.freshness.monitor import BUSY_OTHER_PROCESS, BUSY_OTHER_THREAD, READ_ONLY, Comparison, FreshnessMonitor
 from mdrecall.freshness.snapshot import scan_dirs
-from mdrecall.index.changes import pending_changes
+from mdrecall.index.changes import Observed, pending_changes
 from mdrecall.index.identity import EMBEDDING_KEYS, identity_mismatch
 from mdrecall.index.indexer import Indexer, SyncContext
 from mdrecall.index.syncing import LAST_SYNC_KEY, SyncRun
@@ -218,7 +218,7 @@ class PostgresMemoryManager(ManagerBase):
         """The files on disk against this agent's rows, without the lock (what a sync would do now)."""
         dirs, dirs_racy = scan_dirs(self.workspace, self.config)  # before the files are listed
         indexed, skipped, meta = self.store.files(), self.store.skipped(), self.store.read_meta()
-        observed: dict[str, tuple[int, int, int]] = {}
+        observed: dict[str, Observed] = {}
         pending = pending_changes(self.workspace, self.config, self.extra_sources, indexed, skipped, observed)
         desired = self.desired_meta()
         if self.config.store.readOnly and self.providers.provider is None:

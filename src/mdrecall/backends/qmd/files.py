@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from mdrecall.config import MemoryConfig
-from mdrecall.index.changes import PendingChanges, list_source_files
+from mdrecall.index.changes import Observed, PendingChanges, list_source_files
 from mdrecall.sources.base import SourceAdapter
 
 #: A walk of the memory files: relative path -> (mtime_ns, size, absolute path, source).
@@ -23,9 +23,9 @@ FileStamps = dict[str, tuple[int, int, str]]
 
 
 def stat_files(workspace: Path, config: MemoryConfig, adapters: Sequence[SourceAdapter],
-               observed: dict[str, tuple[int, int, int]]) -> OnDisk:  # fmt: skip
-    """Every memory file and transcript now; fills ``observed`` (abspath -> mtime, size, when) for a
-    freshness snapshot."""
+               observed: dict[str, Observed]) -> OnDisk:  # fmt: skip
+    """Every memory file and transcript now; fills ``observed`` (abspath -> mtime, size, when, ctime)
+    for a freshness snapshot (ctime: a chmod that makes a file readable moves only that)."""
     on_disk: OnDisk = {}
     for f in list_source_files(workspace, config, adapters):
         try:
@@ -33,7 +33,7 @@ def stat_files(workspace: Path, config: MemoryConfig, adapters: Sequence[SourceA
         except OSError:
             continue
         on_disk[f.rel_path] = (st.st_mtime_ns, st.st_size, f.abspath, f.source)
-        observed[f.abspath] = (st.st_mtime_ns, st.st_size, time.time_ns())
+        observed[f.abspath] = (st.st_mtime_ns, st.st_size, time.time_ns(), st.st_ctime_ns)
     return on_disk
 
 

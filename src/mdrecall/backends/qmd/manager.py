@@ -41,6 +41,7 @@ from mdrecall.errors import MdrecallError
 from mdrecall.freshness.monitor import BUSY_OTHER_THREAD, Comparison, FreshnessMonitor
 from mdrecall.freshness.snapshot import scan_dirs
 from mdrecall.freshness.watcher import MemoryWatcher
+from mdrecall.index.changes import Observed
 from mdrecall.index.syncing import SyncRun
 from mdrecall.search.scope import scope_for
 from mdrecall.sources.base import SourceAdapter
@@ -235,7 +236,7 @@ class QmdMemoryManager(ManagerBase):
     def compare_with_files(self) -> Comparison:
         """The files on disk against what the last successful ``qmd update`` saw (a walk, no process)."""
         dirs, dirs_racy = scan_dirs(self.workspace, self.config)  # before the files are listed
-        observed: dict[str, tuple[int, int, int]] = {}
+        observed: dict[str, Observed] = {}
         on_disk = stat_files(self.workspace, self.config, self.adapters, observed)
         pending = pending_changes(on_disk, self._indexed or {}, self.adapters)
         return Comparison(pending, None, self._indexed is not None, dirs, dirs_racy, observed)
@@ -279,7 +280,7 @@ class QmdMemoryManager(ManagerBase):
             self.mirror.export()
         if self._write_config():
             self._restart_needed = self._proc is not None  # the running server read the old collections
-        observed: dict[str, tuple[int, int, int]] = {}
+        observed: dict[str, Observed] = {}
         on_disk = stat_files(self.workspace, self.config, self.adapters, observed)
         try:
             output = self._run_cli(["update"], self.settings.updateTimeoutMs)
