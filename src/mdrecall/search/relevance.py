@@ -84,7 +84,9 @@ class ScoreScale:
 KEYWORD_MODEL = KeywordModel(intercept=-7.993, coverage=1.486, bm25=5.385, mass=1.744, known=1.071)
 VECTOR_MODELS: dict[str, VectorModel] = {
     "all-MiniLM-L6-v2": VectorModel(intercept=-5.627, cosine=11.055, topical=-7.11),
-    "multilingual-e5-small": VectorModel(intercept=-35.0, cosine=40.0),
+    # Fitted on LoCoMo daily (106k candidates, calibrate.py --providers none e5); e5's cosines sit
+    # high and close together (unrelated texts ~0.75-0.8), hence the steep line.
+    "multilingual-e5-small": VectorModel(intercept=-21.558, cosine=86.862, topical=-67.393),
 }
 #: Models nobody fitted: a conservative mapping for unit-normalised embeddings.
 DEFAULT_VECTOR_MODEL = VectorModel(intercept=-6.5, cosine=10.0)
