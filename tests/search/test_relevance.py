@@ -105,3 +105,26 @@ def test_min_score_filters_on_one_scale(team: Path, cfg: Callable[..., dict]) ->
         strict = m.search("billing database", min_score=0.9).results
     assert every and all(r.score >= 0.9 for r in strict)
     assert len(strict) < len(every)
+
+
+def test_an_engine_without_corpus_statistics_still_gets_calibrated_scores() -> None:
+    """rank_candidates with the candidate lists alone (CandidateCorpus): scores on the same scale,
+    the matching candidate first, explained; candidates that do not hold the query's words are not
+    relevant."""
+    from datetime import UTC, datetime
+
+    from mdrecall.config import MemoryConfig
+    from mdrecall.search.keyword import Candidate
+    from mdrecall.search.pipeline import SearchPlan, rank_candidates
+
+    texts = [f"- {chore}." for chore in _CHORES] + ["- Priya moved the billing database to Fly Postgres."]
+    keyword = [Candidate(i + 1, f"memory/n{i}.md", "memory", 1, 1, text, 1.0) for i, text in enumerate(texts)]
+    config = MemoryConfig()
+    plan = SearchPlan("where did Priya move the billing database", 10, 0.0, None, datetime(2026, 3, 1, tzinfo=UTC))
+    out = rank_candidates(config, plan, keyword, [], "keyword-only", [], False)
+    assert out.results[0].path == "memory/n10.md" and out.results[0].explanation is not None
+    assert out.results[0].explanation["keyword"]["matched"] == ["priya", "move", "billing", "database"]
+    assert all(0 <= r.score <= 1 for r in out.results) and out.results[0].score > 0.35 > out.results[-1].score
+    strict = SearchPlan("the capital of Mongolia", 10, 0.35, None, plan.now)
+    none = rank_candidates(config, strict, keyword, [], "keyword-only", [], False)
+    assert none.results == [] and none.reason == "nothing relevant"

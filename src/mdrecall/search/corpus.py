@@ -123,7 +123,7 @@ class IndexCorpus:
         self.conn = db.conn
         self._tok: Any = None
         self._vocab = False
-        self._fallback = FallbackTokens()
+        self._fallback = PorterTokens()
         self._centroid = _Centroid()
         self.matrix: Vector | None = None
         if tokenizer == "unicode61" and db.caps.fts_available:
@@ -252,7 +252,7 @@ class CandidateCorpus:
     """
 
     def __init__(self, keyword: Iterable[Candidate], vector: Iterable[Candidate]) -> None:
-        self._tok = FallbackTokens()
+        self._tok = PorterTokens()
         self._texts: dict[int, str] = {}
         for c in [*keyword, *vector]:
             self._texts.setdefault(c.rowid, c.text)
