@@ -80,10 +80,10 @@ def cfg(tmp_path: Path) -> Callable[..., dict[str, Any]]:
 
 @pytest.fixture(scope="session")
 def local_provider():  # type: ignore[no-untyped-def]
-    """The real local model, loaded once for the whole session."""
-    from mdrecall.embeddings.local import LocalEmbeddingProvider
+    """The real local model, loaded once for the whole session (shared with the contract suite)."""
+    from sharedmodel import shared_local_model
 
-    return LocalEmbeddingProvider()
+    return shared_local_model()
 
 
 @dataclass

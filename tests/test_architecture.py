@@ -2,8 +2,9 @@
 
 * No import cycle between modules.
 * The core (everything but the shells and the features) never imports a shell (``cli``, ``mcp``,
-  ``ui``, any ``cli.py``) or a feature (``agent``, ``dreaming``), except that a ``plugin.py`` wiring
-  module (a backend's) may import the shell module whose commands it registers.
+  ``ui``, any ``cli.py``) or a feature (``agent``, ``dreaming``), except that a ``plugin.py`` is
+  wiring (a backend's): it may import the feature and shell modules whose tools, prompts and commands
+  it registers, and no core module imports it (only the plugin manager loads it, by name).
 * Features never import a shell, except their ``plugin.py`` wiring, which registers commands.
 * A module over ``MAX_LINES`` says at its top why it is long.
 * The public API (``mdrecall.__all__``) changes only on purpose.
@@ -166,9 +167,21 @@ def test_core_never_imports_a_shell_or_a_feature() -> None:
     bad = sorted(
         f"{name} -> {target}"
         for name, targets in GRAPH.items()
+        if _is_core(name) and not _is_plugin_wiring(name)
+        for target in targets
+        if not _is_core(target)
+    )
+    assert bad == []
+
+
+def test_no_core_module_imports_a_plugins_wiring() -> None:
+    # The exemption above must not become a back door from the core into the features.
+    bad = sorted(
+        f"{name} -> {target}"
+        for name, targets in GRAPH.items()
         if _is_core(name)
         for target in targets
-        if _is_feature(target) or (_is_shell(target) and not _is_plugin_wiring(name))
+        if _is_plugin_wiring(target) and _is_core(target)
     )
     assert bad == []
 

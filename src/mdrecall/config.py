@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-# The QMD and Postgres backends' sections are typed here like every other; those modules import only
-# pydantic (no cycle). They are imported while mdrecall.backends initialises (mdrecall/__init__ imports
-# it first), so they must never import mdrecall.backends or this module.
+# The QMD, Postgres and LanceDB backends' sections are typed here like every other; those modules
+# import only pydantic (no cycle). They are imported while mdrecall.backends initialises
+# (mdrecall/__init__ imports it first), so they must never import mdrecall.backends or this module.
+from mdrecall.backends.lancedb.settings import LanceDBSettings
 from mdrecall.backends.postgres.settings import PostgresSettings
 from mdrecall.backends.qmd.settings import QmdSettings
 from mdrecall.errors import ConfigError
@@ -407,6 +407,8 @@ class MemoryConfig(_Section):
     qmd: QmdSettings = Field(default_factory=QmdSettings)
     # backend: postgres (docs/scale-out.md).
     postgres: PostgresSettings = Field(default_factory=PostgresSettings)
+    # backend: lancedb (docs/lancedb.md); the model lives with the backend, which owns its meaning.
+    lancedb: LanceDBSettings = Field(default_factory=LanceDBSettings)
     # Settings of third-party plugins, one mapping per plugin name; each plugin validates its own.
     plugins: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
@@ -435,6 +437,8 @@ def _deep_merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, 
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
+    import yaml  # only when a config file exists
+
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:

@@ -13,8 +13,22 @@ A plugin is a module (or object) with functions marked ``@hookimpl``::
         register("myembed", create_provider)       # (config) -> EmbeddingProvider
 
 and is installed with an entry point ``[project.entry-points.mdrecall] myplugin = "my_package.plugin"``.
+
 mdrecall's own providers, backends, commands and features are plugins of exactly this kind, listed in
 ``DEFAULT_PLUGINS`` (as simonw/llm does).
+
+The hooks (docs/architecture.md has the table):
+
+* ``register_embedding_providers(register)``, ``register_backends(register)``: what ``provider`` and
+  ``backend`` can name;
+* ``register_commands(cli)``: subcommands of ``mdrecall``;
+* ``register_tools(register)``: agent tools (``register(spec, handler, backends=None)``), offered by
+  ``MemoryTools``/``MemoryCapability`` and over MCP next to ``memory_search``/``memory_get``/``memory_status``;
+* ``register_recall_sources(register)``: entries that are not files (``ltm:<id>``), for dreaming;
+* ``manager_opened(manager)``: attach features to every opened manager;
+* ``entries_forgotten(manager, paths)``: a backend deleted entries for good; drop every copy kept elsewhere;
+* ``auto_recall(manager, prompt, session_key)`` / ``auto_capture(manager, messages, session_key, success)``:
+  what ``MemoryCapability`` injects before a prompt and learns from a finished turn.
 
 How a broken plugin fails, always the same way: a plugin that cannot be imported, or whose hook
 raises, contributes nothing; the failure is recorded in :func:`plugin_errors` (shown by
@@ -27,7 +41,7 @@ from __future__ import annotations
 import importlib
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
@@ -53,6 +67,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "mdrecall.builtin.plugin",
     "mdrecall.backends.postgres.plugin",
     "mdrecall.backends.qmd.plugin",
+    "mdrecall.backends.lancedb.plugin",
     "mdrecall.dreaming.plugin",
 )
 
@@ -76,8 +91,46 @@ class Hookspecs:
         """Add subcommands to the ``mdrecall`` command (a ``click.Group``)."""
 
     @hookspec
+    def register_tools(self, register: Callable[..., None]) -> None:
+        """Add agent tools: ``register(spec, handler, backends=None)``.
+
+        ``spec`` is a :class:`mdrecall.agent.specs.ToolSpec` (name, description, JSON schema, and
+        ``read_only``/``destructive``, which become the MCP annotations). ``handler(manager,
+        arguments, session_key) -> dict`` gets arguments already checked against the schema (unknown
+        keys, required keys, types, bounds, enums), raises ``ValueError`` for arguments that do not
+        make sense (answered as ``{error, code: "invalid_arguments"}``) and returns a JSON-shaped
+        dict; any other exception is answered as ``disabled: true``. ``backends``: the backend names
+        the tool is offered for (None: every backend). A name already taken is an error."""
+
+    @hookspec
+    def register_recall_sources(self, register: Callable[..., None]) -> None:
+        """Add entries that are not files to dreaming: ``register(scheme, reader)``.
+
+        Hits whose path is ``<scheme>:<id>`` (LanceDB: ``ltm:<uuid>``) count as short-term material
+        for recall tracking and promotion. ``reader(workspace: Path, path: str) -> str | None`` returns
+        the entry's text as it is now, None when the entry no longer exists (so it is never promoted);
+        raising means it cannot be read right now."""
+
+    @hookspec
     def manager_opened(self, manager: MemorySearchManager) -> None:
         """``open_manager`` opened ``manager``: attach features to it (recall tracking)."""
+
+    @hookspec
+    def entries_forgotten(self, manager: MemorySearchManager, paths: Sequence[str]) -> None:
+        """``manager`` deleted the entries cited by ``paths`` for good (``memory_forget``): drop every
+        copy a feature keeps of them (dreaming's recall store and review queue)."""
+
+    @hookspec
+    def auto_recall(self, manager: MemorySearchManager, prompt: str, session_key: str | None) -> str | None:
+        """Before a prompt is built (``MemoryCapability.auto_recall``): a ``<relevant-memories>`` block
+        to prepend, or None/"" for nothing. Each plugin decides whether it serves ``manager``."""
+
+    @hookspec
+    def auto_capture(
+        self, manager: MemorySearchManager, messages: Sequence[Mapping[str, object]], session_key: str | None, success: bool
+    ) -> Mapping[str, object] | None:
+        """After a turn (``MemoryCapability.auto_capture``): store what it stated durably; returns a
+        report (``{captured: [...], ...}``) or None when this plugin does not capture for ``manager``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +211,9 @@ def call_each(hook: str, **kwargs: Any) -> Iterator[tuple[str, Any]]:
     skipped and its error recorded, so one broken plugin cannot take the others down."""
     load_plugins()
     caller = getattr(pm.hook, hook)
-    for impl in reversed(caller.get_hookimpls()):  # registration order: defaults first
+    # Registration order (pluggy lists them so; it calls them last-first): the defaults first, so a later
+    # plugin registering the same name (a backend, a provider, a test double) is the one that counts.
+    for impl in caller.get_hookimpls():
         try:
             result = impl.function(**kwargs)
         except Exception as exc:

@@ -195,6 +195,20 @@ def test_plugin_registered_in_process_is_selected_by_config(workspace: Path) -> 
     assert "inproc" not in known_backends()
 
 
+def test_a_later_plugin_of_the_same_name_is_the_one_used(workspace: Path) -> None:
+    # Defaults register first: a plugin (or a test double) that registers "builtin" or "local" again wins.
+    from mdrecall.config import MemoryConfig
+    from mdrecall.embeddings.registry import create_provider
+    from mdrecall.testing import FakeProvider
+
+    fake = FakeProvider()
+    with registered(plugin(backends={"builtin": FakeBackend}, providers={"local": lambda config: fake})):
+        with open_manager(workspace, {"backend": "builtin"}, use_global_config=False) as manager:
+            assert isinstance(manager, FakeBackend)
+        assert create_provider("local", MemoryConfig()) is fake
+    assert get_backend_factory("builtin") is not FakeBackend
+
+
 def test_embedding_provider_from_entry_point(installed_plugin: Path, workspace: Path, tmp_path: Path) -> None:
     assert "toyvec" in known_providers()
     cfg = {"provider": "toyvec", "store": {"path": str(tmp_path / "v.sqlite")}}

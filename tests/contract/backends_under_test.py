@@ -15,8 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from ltmhelpers import S3_ENV, Target, one_blas_thread
 from mdrecall import MemorySearchManager, open_manager
+from mdrecall.agent.tools import MemoryTools
 from mdrecall.testing import FakeBackend, plugin, registered
+from sharedmodel import shared_local_model
 
 
 @dataclass
@@ -26,6 +29,8 @@ class BackendUnderTest:
     workspace: Path
     #: plant(text) -> the relative path the fact can be cited and read from
     plant: Callable[[str], str]
+    #: A path of the backend's own kind that holds nothing (read_file must answer not_found).
+    missing: str = "memory/missing.md"
 
 
 def _markdown_plant(workspace: Path, manager: MemorySearchManager) -> Callable[[str], str]:
@@ -97,6 +102,46 @@ def _qmd(tmp_path: Path, workspace: Path) -> Iterator[BackendUnderTest]:
         assert health.failures == 0 and manager.fallback_state is None, health.to_dict()  # type: ignore[attr-defined]
 
 
+def _entry_plant(manager: MemorySearchManager) -> Callable[[str], str]:
+    # A store-backed backend: the fact is stored the way an agent stores one (the memory_store tool).
+    tools = MemoryTools(manager)
+
+    def plant(text: str) -> str:
+        outcome = tools.call("memory_store", {"text": text})
+        assert outcome.get("action") in ("created", "duplicate"), outcome
+        return f"ltm:{outcome.get('id') or outcome['existingId']}"
+
+    return plant
+
+
+def _lancedb_on(target: Target, workspace: Path) -> Iterator[BackendUnderTest]:
+    # The real model (shared with every other test of the process), real LanceDB.
+    model = shared_local_model()
+    with one_blas_thread(), registered(plugin(providers={"local": lambda config: model})):
+        with open_manager(workspace, target.config(), use_global_config=False) as manager:
+            yield BackendUnderTest("lancedb", manager, workspace, _entry_plant(manager),
+                                   missing="ltm:00000000-0000-4000-8000-000000000000")  # fmt: skip
+
+
+def _lancedb(tmp_path: Path, workspace: Path) -> Iterator[BackendUnderTest]:
+    pytest.importorskip("lancedb")
+    yield from _lancedb_on(Target.local(tmp_path), workspace)
+
+
+def _lancedb_s3(tmp_path: Path, workspace: Path) -> Iterator[BackendUnderTest]:
+    pytest.importorskip("lancedb")
+    saved = {name: os.environ.get(name) for name in S3_ENV}
+    os.environ.update(S3_ENV)
+    try:
+        yield from _lancedb_on(Target.s3(), workspace)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 #: name -> generator of a BackendUnderTest; other backends add themselves here.
 BACKENDS: dict[str, Callable[[Path, Path], Iterator[BackendUnderTest]]] = {
     "builtin": _builtin,
@@ -104,4 +149,6 @@ BACKENDS: dict[str, Callable[[Path, Path], Iterator[BackendUnderTest]]] = {
     "notes": _notes,
     "postgres": _postgres,
     "qmd": _qmd,
+    "lancedb": _lancedb,
+    "lancedb-s3": _lancedb_s3,
 }

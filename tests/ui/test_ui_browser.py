@@ -166,6 +166,8 @@ def test_browse_shows_kinds_chunks_and_what_is_skipped(demo: Demo, page: Any) ->
     assert starts.count() >= 3
     refs = page.locator("a.chunk-ref").all_inner_texts()
     assert len(refs) == starts.count() and refs[0].startswith("#1 L1")
+    titles = page.locator("a.chunk-ref").evaluate_all("refs => refs.map(r => r.title)")
+    assert titles and all(t.endswith(", embedded") for t in titles), titles  # every chunk has its vector
     assert page.locator(".badge", has_text="evergreen").count() == 1
     assert page.locator("td.chunks.overlap").count() > 0  # consecutive chunks share lines
     screenshot(page, "chunks", docs=True, full_page=False)

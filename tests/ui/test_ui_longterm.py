@@ -87,3 +87,25 @@ def test_hidden_for_file_backends(tmp_path: Path) -> None:
         search = httpx.get(base + "/search").text
         assert "/longterm" not in search
         assert httpx.get(base + "/longterm").status_code == 404
+
+
+def test_the_page_over_the_real_lancedb_backend(tmp_path: Path, local_provider: Any) -> None:
+    pytest.importorskip("lancedb")
+    from ltmhelpers import Target, one_blas_thread
+
+    ws = write_workspace(tmp_path / "ws", {"MEMORY.md": "# Memory\n"})
+    config = Target.local(tmp_path).config()
+    with one_blas_thread(), registered(plugin(providers={"local": lambda cfg: local_provider})), \
+            open_manager(ws, {**config, "provider": "local"}) as manager, serving(manager) as base:
+        assert manager.backend == "lancedb"
+        stored = [manager.store_memory(text)["id"] for text in (  # type: ignore[attr-defined]
+            "I prefer oolong tea in the afternoon.", "We decided to deploy on Tuesdays.")]
+        with httpx.Client(base_url=base) as client:
+            page = client.get("/longterm")
+            assert page.status_code == 200 and "oolong tea" in page.text and "deploy on Tuesdays" in page.text
+            assert "oolong" in client.get("/longterm?q=which tea do I like").text
+            csrf = re.search(r'name="csrf-token" content="([0-9a-f]+)"', page.text)
+            assert csrf
+            done = client.post("/longterm/forget", data={"id": stored[0], "csrf": csrf.group(1)}, follow_redirects=True)
+            assert done.status_code == 200 and "Forgotten" in done.text
+        assert manager.count() == 1  # type: ignore[attr-defined]

@@ -12,23 +12,26 @@ builder, a flush-plan resolver, a runtime and the memory tools)::
         plan = memory.flush_plan()                      # prompts for the pre-compaction flush
         block = memory.recall("user's new message")     # optional <relevant-memories> auto-recall
 
-Backends (``config.backend``) and embedding providers come from the ``mdrecall.backends`` and
-``mdrecall.providers`` entry-point groups, so a third-party package can swap either without any change
-here: the runtime just calls ``open_manager``.
+Backends (``config.backend``), embedding providers and extra tools come from plugins
+(:mod:`mdrecall.plugins`), so a third-party package can swap or add any of them without any change
+here: the runtime just calls ``open_manager``, and the tools offered are the standard three plus
+those registered for the configured backend. ``auto_recall`` and ``auto_capture`` are the host's
+lifecycle calls (OpenClaw's ``before_prompt_build`` and ``agent_end``), answered by the plugins'
+``auto_recall``/``auto_capture`` hooks (LanceDB's long-term memory).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
+from mdrecall import plugins
 from mdrecall.agent.flush import FlushPlan, FlushSettings, build_flush_plan
 from mdrecall.agent.prompts import build_memory_prompt_section, format_relevant_memories
-from mdrecall.agent.specs import MEMORY_GET, MEMORY_SEARCH, MEMORY_STATUS
 from mdrecall.agent.tools import MemoryTools
 from mdrecall.backends import open_manager
 from mdrecall.config import CitationsMode, MemoryConfig, load_config
@@ -171,6 +174,45 @@ class MemoryCapability:
         budget = max_chars if max_chars is not None else self.runtime.config.query.maxInjectedChars
         return format_relevant_memories(list(response.results), max_chars=budget)
 
+    # -- the host's lifecycle: before a prompt, after a turn (plugins' auto_recall / auto_capture) ---
+
+    def auto_recall(self, prompt: str, *, session_key: str | None = None) -> str:
+        """Before a prompt is built: the block(s) to prepend ("" when no plugin has anything relevant).
+
+        Never raises: a failing plugin is recorded (``mdrecall plugins``) and contributes nothing."""
+        key = session_key if session_key is not None else self.tools.session_key
+        try:
+            manager = self.runtime.manager()
+        except Exception:
+            return ""  # recall must never block a reply
+        blocks = [block for _name, block in plugins.call_each("auto_recall", manager=manager, prompt=prompt, session_key=key)
+                  if isinstance(block, str) and block]  # fmt: skip
+        return "\n\n".join(blocks)
+
+    def auto_capture(
+        self, messages: Sequence[Mapping[str, Any]], *, success: bool = True, session_key: str | None = None
+    ) -> dict[str, Any]:
+        """After a turn: let the plugins store what it stated durably. Returns the capturing plugin's
+        report (``{captured: [...], ...}``, with ``error`` when capturing failed; with several plugins,
+        ``captured`` joined and ``reports`` by plugin). Never raises."""
+        key = session_key if session_key is not None else self.tools.session_key
+        try:
+            manager = self.runtime.manager()
+        except Exception as exc:
+            return {"captured": [], "error": f"{type(exc).__name__}: {exc}"}
+        reports = {
+            name: dict(report)
+            for name, report in plugins.call_each(
+                "auto_capture", manager=manager, messages=list(messages), session_key=key, success=success
+            )
+            if isinstance(report, Mapping)
+        }
+        if not reports:
+            return {"captured": [], "disabled": f"no plugin captures for backend {manager.backend!r}"}
+        if len(reports) == 1:
+            return next(iter(reports.values()))
+        return {"captured": [c for r in reports.values() for c in r.get("captured", [])], "reports": reports}
+
     # -- lifecycle
 
     def close(self) -> None:
@@ -190,14 +232,15 @@ def create_memory_capability(
     session_key: str | None = None,
     citations: CitationsMode | None = None,
     flush: FlushSettings | Mapping[str, Any] | None = None,
-    tools: tuple[str, ...] = (MEMORY_SEARCH, MEMORY_GET, MEMORY_STATUS),
+    tools: tuple[str, ...] | None = None,
     opener: ManagerOpener | None = None,
 ) -> MemoryCapability:
     """Build the capability for ``workspace``; nothing is opened until a tool or recall needs it.
 
     ``config`` is the memory-section mapping passed to ``open_manager``. ``flush`` overrides the
     config's ``flush`` section. ``session_key`` identifies the requesting session (scoping and
-    citations); per-call ``session_key=`` arguments win over it.
+    citations); per-call ``session_key=`` arguments win over it. ``tools``: the tool names to offer
+    (default: the standard three plus the plugins' tools for the configured backend).
     """
     runtime = MemoryRuntime(workspace, config, opener=opener)
     if isinstance(flush, FlushSettings):

@@ -120,8 +120,11 @@ class ToolSpec:
     name: str
     description: str
     input_schema: dict[str, Any]
-    #: False for tools that change memory files (MCP clients show them as such).
+    #: The MCP annotations: False for tools that change memory (memory_write, memory_store), which
+    #: clients show as such; ``destructive`` for tools that delete (memory_forget). A read-only tool
+    #: is also idempotent.
     read_only: bool = True
+    destructive: bool = False
 
     def to_openai(self) -> dict[str, Any]:
         """The OpenAI-compatible ``tools`` entry (Chat Completions format)."""

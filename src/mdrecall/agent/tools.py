@@ -18,13 +18,17 @@ act on it, but cannot recover from an exception in the host. The shapes:
   target ``{error, code, hint}`` with the ``memory_get`` codes. Not in the default tool set: a host
   opts in with ``tools=(..., MEMORY_WRITE)`` (``mdrecall mcp`` does, unless ``--read-only``).
 
+Plugins add tools through the ``register_tools`` hook (:func:`plugin_tools`): each is offered for
+the backends it names (LanceDB: ``memory_store``, ``memory_recall``, ``memory_forget``), with its
+arguments checked against its schema (:func:`mdrecall.agent.arguments.parse_arguments`) before
+its handler runs.
+
 The session key (who is asking) comes from the host, never from the model: it is a constructor
 argument or a per-call keyword, not a schema property, so a model cannot widen its own scope.
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -32,20 +36,22 @@ from datetime import date, datetime
 from pathlib import PurePath
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from mdrecall.agent.arguments import (
+    ToolInputError,
+    check_known,
+    parse_arguments,
+    parse_get_args,
+    parse_search_args,
+    parse_write_args,
+)
+from mdrecall.agent.registry import STANDARD_TOOLS, find_tool, plugin_tools, tool_names_for
 from mdrecall.agent.specs import (
-    MAX_LINES_CAP,
-    MAX_RESULTS_CAP,
-    MAX_WRITE_CHARS,
     MEMORY_GET,
-    MEMORY_GET_SCHEMA,
     MEMORY_SEARCH,
-    MEMORY_SEARCH_SCHEMA,
     MEMORY_STATUS,
     MEMORY_STATUS_SCHEMA,
     MEMORY_WRITE,
-    MEMORY_WRITE_SCHEMA,
     TOOL_SPECS,
-    Corpus,
     ToolSpec,
 )
 from mdrecall.config import CitationsMode, MemoryConfig
@@ -53,9 +59,20 @@ from mdrecall.contract import MemorySearchManager
 from mdrecall.errors import ConfigError, EmbeddingError, PathError, ProviderUnavailableError, StoreError
 from mdrecall.types import format_citation
 
-
-class ToolInputError(ValueError):
-    """Arguments a model sent that do not fit the schema; the message says which and why."""
+# Argument parsing moved to agent/arguments.py; re-exported for callers that imported it from here.
+__all__ = [
+    "ConfigSource",
+    "MemoryTools",
+    "ToolInputError",
+    "build_tools",
+    "chat_type_from_session_key",
+    "citations_enabled",
+    "jsonable",
+    "parse_get_args",
+    "parse_search_args",
+    "parse_write_args",
+    "unavailable_result",
+]
 
 
 # --- citations -------------------------------------------------------------------------------------
@@ -157,87 +174,6 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
-# --- argument parsing ------------------------------------------------------------------------------
-
-
-def _int_arg(args: Mapping[str, Any], key: str, lo: int, hi: int) -> int | None:
-    value = args.get(key)
-    if value is None:
-        return None
-    # Models sometimes send numbers as strings or as 5.0; accept what is unambiguous.
-    if isinstance(value, str) and re.fullmatch(r"\s*\d+\s*", value):
-        value = int(value)
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ToolInputError(f"{key} must be an integer from {lo} to {hi} (got {value!r})")
-    if not lo <= value <= hi:
-        raise ToolInputError(f"{key} must be from {lo} to {hi} (got {value})")
-    return value
-
-
-def _float_arg(args: Mapping[str, Any], key: str, lo: float, hi: float) -> float | None:
-    value = args.get(key)
-    if value is None:
-        return None
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            raise ToolInputError(f"{key} must be a number from {lo} to {hi} (got {value!r})") from None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ToolInputError(f"{key} must be a number from {lo} to {hi} (got {value!r})")
-    if not lo <= value <= hi:
-        raise ToolInputError(f"{key} must be from {lo} to {hi} (got {value})")
-    return float(value)
-
-
-def _check_known(args: Mapping[str, Any], schema: Mapping[str, Any], tool: str) -> None:
-    if not isinstance(args, Mapping):
-        raise ToolInputError(f"{tool} arguments must be a JSON object (got {type(args).__name__})")
-    unknown = sorted(set(args) - set(schema["properties"]))
-    if unknown:
-        allowed = ", ".join(schema["properties"]) or "none"
-        raise ToolInputError(f"{tool} got unknown argument(s) {', '.join(unknown)}; allowed: {allowed}")
-
-
-def parse_search_args(args: Mapping[str, Any]) -> tuple[str, int | None, float | None, Corpus]:
-    _check_known(args, MEMORY_SEARCH_SCHEMA, MEMORY_SEARCH)
-    query = args.get("query")
-    if not isinstance(query, str) or not query.strip():
-        raise ToolInputError("query is required: a non-empty string saying what to look for")
-    corpus: Corpus = args.get("corpus") or "all"
-    if corpus not in ("memory", "sessions", "all"):
-        raise ToolInputError(f"corpus must be one of memory, sessions, all (got {corpus!r})")
-    return (
-        query.strip(),
-        _int_arg(args, "maxResults", 1, MAX_RESULTS_CAP),
-        _float_arg(args, "minScore", 0.0, 1.0),
-        corpus,
-    )
-
-
-def parse_get_args(args: Mapping[str, Any]) -> tuple[str, int | None, int | None]:
-    _check_known(args, MEMORY_GET_SCHEMA, MEMORY_GET)
-    path = args.get("path")
-    if not isinstance(path, str):
-        raise ToolInputError("path is required: a memory file such as MEMORY.md or memory/2026-01-31.md")
-    return path, _int_arg(args, "from", 1, 10**9), _int_arg(args, "lines", 1, MAX_LINES_CAP)
-
-
-def parse_write_args(args: Mapping[str, Any]) -> tuple[str, str | None]:
-    _check_known(args, MEMORY_WRITE_SCHEMA, MEMORY_WRITE)
-    text = args.get("text")
-    if not isinstance(text, str) or not text.strip():
-        raise ToolInputError("text is required: a non-empty string, the fact to remember")
-    if len(text) > MAX_WRITE_CHARS:
-        raise ToolInputError(f"text must be at most {MAX_WRITE_CHARS} characters (got {len(text)})")
-    target = args.get("target")
-    if target is not None and (not isinstance(target, str) or not target.strip()):
-        raise ToolInputError("target must be a memory file path such as MEMORY.md or memory/projects.md")
-    return text, target.strip() if isinstance(target, str) else None
-
-
 # --- handlers --------------------------------------------------------------------------------------
 
 
@@ -271,17 +207,25 @@ class MemoryTools:
         *,
         session_key: str | None = None,
         citations: CitationsMode | None = None,
-        tools: tuple[str, ...] = (MEMORY_SEARCH, MEMORY_GET, MEMORY_STATUS),
+        tools: tuple[str, ...] | None = None,
     ) -> None:
         # A manager factory (e.g. MemoryRuntime) is called per use; a plain manager is wrapped.
+        backend: str | None
         if isinstance(manager, MemorySearchManager):
             opened = manager
             self._manager_source: Callable[[], MemorySearchManager] = lambda: opened
+            backend = manager.backend
         else:
             self._manager_source = manager
+            # A runtime knows the backend without opening it; a bare factory would have to open it.
+            backend = manager.config.backend if isinstance(manager, ConfigSource) else None
         self.session_key = session_key
         self._citations = citations
-        unknown = [t for t in tools if t not in TOOL_SPECS]
+        self._backend = backend
+        if tools is None:  # the standard tools plus the plugins' tools for this backend
+            tools = tool_names_for(backend) if backend is not None else STANDARD_TOOLS
+        extra = plugin_tools()
+        unknown = [t for t in tools if t not in TOOL_SPECS and t not in extra]
         if unknown:
             raise ValueError(f"unknown memory tool(s): {', '.join(unknown)}")
         self.names = tools
@@ -289,7 +233,17 @@ class MemoryTools:
     # -- specs
 
     def specs(self) -> list[ToolSpec]:
-        return [TOOL_SPECS[name] for name in self.names]
+        out = []
+        for name in self.names:
+            if name in TOOL_SPECS:
+                out.append(TOOL_SPECS[name])
+                continue
+            # A tool named explicitly is listed even for another backend (a call says so); one whose
+            # plugin was unregistered since is gone.
+            tool = find_tool(name, self._backend) or find_tool(name, None)
+            if tool is not None:
+                out.append(tool.spec)
+        return out
 
     def openai_tools(self) -> list[dict[str, Any]]:
         return [spec.to_openai() for spec in self.specs()]
@@ -315,14 +269,39 @@ class MemoryTools:
         args = arguments or {}
         if name not in self.names:
             return {"error": f"unknown tool {name!r}; available: {', '.join(self.names)}"}
+        if name not in TOOL_SPECS:
+            return self._call_plugin_tool(name, args, session_key if session_key is not None else self.session_key)
         handler = {MEMORY_SEARCH: self.memory_search, MEMORY_GET: self.memory_get, MEMORY_STATUS: self.memory_status,
                    MEMORY_WRITE: self.memory_write}[name]  # fmt: skip
         return handler(args, session_key=session_key)
+
+    def _call_plugin_tool(self, name: str, args: Mapping[str, Any], session_key: str | None) -> dict[str, Any]:
+        if name not in plugin_tools():  # its plugin was unregistered since
+            return {"error": f"tool {name!r} is not provided by any plugin now", "code": "unavailable"}
+        try:
+            manager = self.manager()
+        except Exception as exc:
+            return unavailable_result(exc)
+        tool = find_tool(name, manager.backend)
+        if tool is None:
+            return {"error": f"{name} is not available with backend {manager.backend!r}", "code": "unsupported_backend"}
+        try:
+            parsed = parse_arguments(args, tool.spec)
+        except ToolInputError as exc:
+            return {"error": str(exc), "code": "invalid_arguments"}
+        try:
+            return tool.handler(manager, parsed, session_key)
+        except ValueError as exc:  # the handler's word on arguments that fit the schema but not the store
+            return {"error": str(exc), "code": "invalid_arguments"}
+        except Exception as exc:  # a broken backend: report, don't crash the turn
+            return unavailable_result(exc)
 
     async def acall(
         self, name: str, arguments: Mapping[str, Any] | None, *, session_key: str | None = None
     ) -> dict[str, Any]:
         """:meth:`call` in a worker thread, so searches and embedding never block the event loop."""
+        import asyncio  # only the async API needs it: a one-shot CLI command never imports asyncio
+
         return await asyncio.to_thread(self.call, name, arguments, session_key=session_key)
 
     # -- memory_search
@@ -441,7 +420,7 @@ class MemoryTools:
 
     def memory_status(self, args: Mapping[str, Any] | None = None, *, session_key: str | None = None) -> dict[str, Any]:
         try:
-            _check_known(args or {}, MEMORY_STATUS_SCHEMA, MEMORY_STATUS)
+            check_known(args or {}, MEMORY_STATUS_SCHEMA, MEMORY_STATUS)
         except ToolInputError as exc:
             return {"error": str(exc), "code": "invalid_arguments"}
         try:

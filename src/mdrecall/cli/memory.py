@@ -372,7 +372,8 @@ def _print_status(status: dict[str, Any]) -> None:
         out(f"vectors:   {vec['backend'] or 'none'}" + (f" (sqlite-vec {vec['version']})" if vec.get("version") else ""))
     cache = status.get("cache")
     if cache:
-        out(f"cache:     {cache['entries']} / {cache['maxEntries']} embeddings")
+        unused = f", {cache['unused']} unused (up to {cache['maxEntries']} kept)" if "unused" in cache else f" / {cache['maxEntries']}"
+        out(f"cache:     {cache['entries']} embeddings stored{unused}")
     pending = status.get("pendingChanges") or {}
     if pending and status.get("meta"):
         deferred = pending.get("deferredCount") or 0

@@ -37,7 +37,10 @@ def is_short_term(path: str, source: str, *, track_sessions: bool = True) -> boo
         return track_sessions
     if source != "memory":
         return False
-    return is_daily_note(path)
+    from mdrecall.dreaming.sources import is_entry_path
+
+    # Entries of a registered source (LanceDB "ltm:<id>") are short-term material too (sources.py).
+    return is_daily_note(path) or is_entry_path(path)
 
 
 def store_path(workspace: Path) -> Path:

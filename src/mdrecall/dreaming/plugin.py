@@ -1,7 +1,9 @@
-"""Dreaming as a plugin: recall tracking on every opened manager, and the promote/dream commands."""
+"""Dreaming as a plugin: recall tracking on every opened manager, forgetting what a backend deleted,
+and the promote/dream commands."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from mdrecall.plugins import hookimpl
@@ -17,6 +19,14 @@ def manager_opened(manager: MemorySearchManager) -> None:
     from mdrecall.dreaming.recording import install_recall_tracking
 
     install_recall_tracking(manager)
+
+
+@hookimpl
+def entries_forgotten(manager: MemorySearchManager, paths: Sequence[str]) -> None:
+    from mdrecall.dreaming.forgetting import forget_paths
+
+    manager.flush()  # recalls still queued for recording would bring the text back
+    forget_paths(manager.workspace, manager.config, paths)
 
 
 @hookimpl

@@ -1,7 +1,10 @@
 """``mdrecall mcp``: the memory tools over the Model Context Protocol (official ``mcp`` SDK).
 
 A thin shell over :mod:`mdrecall.agent`: tools ``memory_search``, ``memory_get``,
-``memory_status`` and ``memory_write`` (not with ``read_only``); prompts ``memory_recall`` (the system-prompt section), ``memory_flush`` (today's
+``memory_status`` and ``memory_write``, plus the tools plugins register for the configured backend
+(``register_tools``; LanceDB: ``memory_store``, ``memory_recall``, ``memory_forget``), whose
+``read_only``/``destructive`` flags become the tool annotations; with ``read_only``, only the
+read-only tools. Prompts ``memory_recall`` (the system-prompt section), ``memory_flush`` (today's
 flush prompts) and ``relevant_memories`` (a ``<relevant-memories>`` block for a query); the Memory
 Recall section is also sent as the server's ``instructions``.
 
@@ -34,7 +37,9 @@ from typing import Any
 
 from mdrecall.agent.flush import build_flush_plan
 from mdrecall.agent.plugin import MemoryCapability, create_memory_capability
+from mdrecall.agent.registry import plugin_tools_for
 from mdrecall.agent.specs import MEMORY_GET, MEMORY_SEARCH, MEMORY_STATUS, MEMORY_WRITE
+from mdrecall.config import load_config
 from mdrecall.errors import MdrecallError
 from mdrecall.http_guard import TOKEN_ENV, HttpSecurity, RequestGuard
 from mdrecall.mcp import DEFAULT_HOST, DEFAULT_PATH, DEFAULT_PORT
@@ -90,7 +95,7 @@ def build_server(capability: MemoryCapability, *, session_key: str | None = None
                     annotations=types.ToolAnnotations(
                         title=spec.name.replace("_", " "),
                         read_only_hint=spec.read_only,
-                        destructive_hint=False,  # memory_write only appends
+                        destructive_hint=spec.destructive,  # memory_write only appends; memory_forget deletes
                         idempotent_hint=spec.read_only,
                         open_world_hint=False,
                     ),
@@ -242,6 +247,13 @@ class ServeOptions:
     read_only: bool = False
 
 
+def served_tools(backend: str, *, read_only: bool = False) -> tuple[str, ...]:
+    """The tools ``mdrecall mcp`` offers: the standard ones, ``memory_write``, and the backend's plugin
+    tools (LanceDB: memory_store, memory_recall, memory_forget); ``read_only``: those that change nothing."""
+    tools = (MEMORY_SEARCH, MEMORY_GET, MEMORY_STATUS) + (() if read_only else (MEMORY_WRITE,))
+    return tools + tuple(t.spec.name for t in plugin_tools_for(backend) if t.spec.read_only or not read_only)
+
+
 def warm_up(capability: MemoryCapability) -> threading.Thread:
     """Open the manager, sync and load the embedding model in the background, so the first tool call
     does not pay for them. Failures are logged, never raised: the tools report them themselves."""
@@ -270,7 +282,7 @@ def serve(options: ServeOptions) -> int:
     overrides = dict(options.overrides)
     if options.watch is False:
         overrides["sync"] = {**dict(overrides.get("sync") or {}), "watch": False}
-    tools = (MEMORY_SEARCH, MEMORY_GET, MEMORY_STATUS) + (() if options.read_only else (MEMORY_WRITE,))
+    tools = served_tools(load_config(workspace, overrides or None).backend, read_only=options.read_only)
     capability = create_memory_capability(workspace, overrides or None, tools=tools)
     try:
         settings = capability.runtime.config.mcp

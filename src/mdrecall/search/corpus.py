@@ -17,16 +17,19 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import apsw
-import numpy as np
 
 from mdrecall.search.keyword import Candidate
 from mdrecall.search.relevance import FallbackTokens
 from mdrecall.store.db import IndexDB
+from mdrecall.text import fts_index_text
 
-Vector = np.ndarray[Any, np.dtype[np.float32]]
+if TYPE_CHECKING:
+    import numpy as np
+
+    Vector = np.ndarray[Any, np.dtype[np.float32]]
 
 
 class Corpus(Protocol):
@@ -62,6 +65,8 @@ class Corpus(Protocol):
 
 
 def normalised(vec: Vector) -> Vector:
+    import numpy as np  # here, not at import: keyword-only searches never load numpy
+
     q = np.asarray(vec, dtype=np.float32)
     return q / (float(np.linalg.norm(q)) or 1.0)
 
@@ -82,6 +87,8 @@ class _Centroid:
             centroid = self._value
         if centroid is None or centroid.shape[0] != query_vec.shape[0]:
             return None
+        import numpy as np
+
         return float(np.dot(centroid, normalised(query_vec)))
 
 
@@ -173,28 +180,20 @@ class IndexCorpus:
         return out
 
     def indexed_texts(self, ids: Sequence[int]) -> dict[int, str]:
-        out: dict[int, str] = {}
-        for batch in _batches(ids):
-            marks = ",".join("?" * len(batch))
-            rows: Any
-            try:
-                rows = self.conn.execute(f"SELECT rowid, text FROM chunks_fts WHERE rowid IN ({marks})", batch).fetchall()
-            except apsw.Error:
-                rows = self.conn.execute(f"SELECT rowid, text FROM chunks WHERE rowid IN ({marks})", batch).fetchall()
-            out.update((int(r[0]), str(r[1])) for r in rows if r[1] is not None)
-        return out
+        texts = self.db.indexed_texts(ids)
+        if self.kind != "unicode61" or self.db.legacy_layout():
+            return texts  # schema 1/2 hands back the FTS copy itself
+        return {rowid: fts_index_text(text) for rowid, text in texts.items()}
 
     def cosines(self, query_vec: Vector, ids: Sequence[int]) -> dict[int, float]:
+        import numpy as np
+
         q = normalised(query_vec)
         out: dict[int, float] = {}
-        for batch in _batches(ids):
-            marks = ",".join("?" * len(batch))
-            for rowid, blob in self.conn.execute(
-                f"SELECT rowid, embedding FROM chunks WHERE rowid IN ({marks}) AND embedding IS NOT NULL", batch
-            ):
-                vec = np.frombuffer(blob, dtype=np.float32)
-                if vec.shape[0] == q.shape[0]:
-                    out[int(rowid)] = float(np.dot(vec, q)) / (float(np.linalg.norm(vec)) or 1.0)
+        for rowid, blob in self.db.chunk_vectors(ids).items():
+            vec = np.frombuffer(blob, dtype=np.float32)
+            if vec.shape[0] == q.shape[0]:
+                out[rowid] = float(np.dot(vec, q)) / (float(np.linalg.norm(vec)) or 1.0)
         return out
 
     def mean_cosine(self, query_vec: Vector) -> float | None:
@@ -203,19 +202,26 @@ class IndexCorpus:
         return self._centroid.mean_cosine(key, lambda: self._compute_centroid(matrix), query_vec)
 
     def _compute_centroid(self, matrix: Vector | None) -> Vector | None:
+        import numpy as np
+
         if matrix is not None and matrix.ndim == 2 and matrix.shape[0]:
             return np.asarray(matrix.mean(axis=0), dtype=np.float32)
-        total: np.ndarray[Any, np.dtype[np.float64]] | None = None
+        layout, refs = self.db.vector_refs()
+        dtype = np.float16 if layout.encoding == "float16" and not layout.legacy else np.float32
+        total: Any = None
         count = 0
-        for (blob,) in self.conn.execute("SELECT embedding FROM chunks WHERE embedding IS NOT NULL"):
-            vec = np.frombuffer(blob, dtype=np.float32)
-            if total is None:
-                total = np.zeros(vec.shape[0], dtype=np.float64)
-            if vec.shape[0] != total.shape[0]:
-                continue
-            total += vec / (float(np.linalg.norm(vec)) or 1.0)
-            count += 1
-        return None if total is None or not count else (total / count).astype(np.float32)
+        for start in range(0, len(refs), 4096):
+            for blob in self.db.vector_blobs(layout, refs[start : start + 4096]):
+                if not blob:
+                    continue
+                vec = np.frombuffer(blob, dtype=dtype).astype(np.float64)
+                if total is None:
+                    total = np.zeros(vec.shape[0], dtype=np.float64)
+                if vec.shape[0] != total.shape[0]:
+                    continue
+                total += vec / (float(np.linalg.norm(vec)) or 1.0)
+                count += 1
+        return None if total is None or not count else np.asarray(total / count, dtype=np.float32)
 
     def whole_message(self, path: str, message: int) -> list[str] | None:
         from mdrecall.search.budget import message_lines
@@ -284,12 +290,3 @@ class CandidateCorpus:
 
     def whole_message(self, path: str, message: int) -> list[str] | None:
         return None
-
-
-def _batches(ids: Sequence[int], size: int = 500) -> Iterable[list[int]]:
-    items = list(ids)
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-__all__ = ["CandidateCorpus", "Corpus", "IndexCorpus", "PorterTokens", "Vector", "index_corpus", "normalised"]

@@ -18,14 +18,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+
+    from mdrecall.search.corpus import Vector
 
 from mdrecall.config import MemoryConfig
 from mdrecall.search import relevance as rel
 from mdrecall.search.budget import Hit, LineLengths, pack
-from mdrecall.search.corpus import CandidateCorpus, Corpus, Vector, index_corpus
+from mdrecall.search.corpus import CandidateCorpus, Corpus, index_corpus
 from mdrecall.search.dates import date_logit, query_dates
 from mdrecall.search.decay import decay_multiplier
 from mdrecall.search.fusion import rrf_fusion
@@ -37,7 +40,7 @@ from mdrecall.store.db import IndexDB
 from mdrecall.text import cjk_share
 from mdrecall.types import SearchHit, SearchMode, format_citation
 
-VectorSearch = Callable[[IndexDB, np.ndarray, int, ScopeLike], list[Candidate]]
+VectorSearch = Callable[[IndexDB, "np.ndarray", int, ScopeLike], list[Candidate]]
 
 #: Why a search returned nothing although the index had candidates: no hit reached ``minScore``.
 NOTHING_RELEVANT = "nothing relevant"
@@ -144,6 +147,8 @@ def retrieve(
         if fts and not keyword:
             keyword = keyword_search(db, plan.query, limit, plan.scope, q.fts.tokenizer)
     if use_vectors and embed_query is not None and vector_search is not None:
+        import numpy as np  # the vector side only: keyword-only searches never load numpy
+
         try:
             query_vec = np.asarray(embed_query(plan.query), dtype=np.float32)
         except Exception as exc:  # any provider failure degrades this query to keywords
@@ -174,6 +179,10 @@ def _knn_matrix(vector_search: VectorSearch | None) -> Vector | None:
     # The in-memory KNN already holds every vector as one matrix: the corpus centroid comes from it.
     owner = getattr(vector_search, "__self__", None)
     matrix = getattr(owner, "_matrix", None) if owner is not None else None
+    if matrix is None:
+        return None
+    import numpy as np
+
     return matrix if isinstance(matrix, np.ndarray) and matrix.ndim == 2 else None
 
 

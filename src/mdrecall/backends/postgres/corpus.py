@@ -21,14 +21,17 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mdrecall.backends.postgres.schema import SCHEMA
 from mdrecall.backends.postgres.search import tsquery_term
 from mdrecall.search.budget import message_lines
-from mdrecall.search.corpus import PorterTokens, Vector, normalised
+from mdrecall.search.corpus import PorterTokens, normalised
+
+if TYPE_CHECKING:
+    from mdrecall.search.corpus import Vector
 
 S = SCHEMA
 #: A term held by more chunks than this counts as held by this many.
