@@ -321,6 +321,12 @@ class IndexDB:
                     (VECTOR_ENCODING_KEY, VECTOR_ENCODING),
                 )
                 self._immediate(lambda: self.legacy_layout() or (conn.execute(_SCHEMA), conn.execute(*encoding)))
+            elif not self._has_column("chunks", "context"):
+                # A schema-3 file from before the heading trail was kept: its chunks score without
+                # their headings until they are next indexed.
+                self._immediate(
+                    lambda: self._has_column("chunks", "context") or conn.execute("ALTER TABLE chunks ADD COLUMN context TEXT")
+                )
         except apsw.Error as exc:
             raise StoreError(f"cannot initialise index database {self.path}: {exc}") from exc
         if self.options.fts_enabled:
