@@ -30,14 +30,23 @@ def index_content(db_path: Path) -> dict[str, Any]:
             "chunks": sorted(
                 con.execute("SELECT id, path, source, start_line, end_line, hash, text FROM chunks").fetchall()
             ),
-            "fts": sorted(
-                con.execute("SELECT c.id, f.text FROM chunks c JOIN chunks_fts f ON f.rowid = c.rowid").fetchall()
-            ),
+            "fts": _fts_terms(con),
             "fts_rows": con.execute("SELECT COUNT(*) FROM chunks_fts").fetchone()[0],
             "skipped": sorted(con.execute("SELECT path, source, reason, mtime, size FROM skipped_files").fetchall()),
         }
     finally:
         con.close()
+
+
+def _fts_terms(con: apsw.Connection) -> list[tuple[str, str]]:
+    """Each chunk's indexed tokens in order, as one string per chunk id. The keyword index is
+    contentless (it stores no text to compare), so its tokens are read through ``fts5vocab``."""
+    con.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.fts_instances USING fts5vocab(main, chunks_fts, instance)")
+    tokens: dict[str, list[tuple[int, str]]] = {}
+    rows = con.execute("SELECT c.id, v.offset, v.term FROM temp.fts_instances v JOIN chunks c ON c.rowid = v.doc")
+    for chunk, offset, term in rows:
+        tokens.setdefault(chunk, []).append((offset, term))
+    return sorted((chunk, " ".join(term for _, term in sorted(found))) for chunk, found in tokens.items())
 
 
 def fresh_index(workspace: Path, config: dict[str, Any], db_path: Path) -> dict[str, Any]:

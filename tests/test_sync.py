@@ -37,8 +37,13 @@ def _rows_for(db_path: Path, rel: str) -> dict[str, int]:
             "fts_total": conn.execute("SELECT COUNT(*) FROM chunks_fts").fetchone()[0],
         }
         if db.vec_dims() is not None:
-            out["vec_total"] = conn.execute("SELECT COUNT(*) FROM chunks_vec").fetchone()[0]
-            orphans = conn.execute("SELECT COUNT(*) FROM chunks_vec WHERE rowid NOT IN (SELECT rowid FROM chunks)").fetchone()[0]
+            # Chunks whose vector is stored, and chunks pointing at a vector that is not.
+            out["vec_total"] = conn.execute(
+                "SELECT COUNT(*) FROM chunks c JOIN embedding_cache v ON v.rowid = c.vector_id"
+            ).fetchone()[0]
+            orphans = conn.execute(
+                "SELECT COUNT(*) FROM chunks WHERE vector_id IS NULL OR vector_id NOT IN (SELECT rowid FROM embedding_cache)"
+            ).fetchone()[0]
             out["vec_orphans"] = orphans
         fts_orphans = conn.execute("SELECT COUNT(*) FROM chunks_fts WHERE rowid NOT IN (SELECT rowid FROM chunks)").fetchone()[0]
         out["fts_orphans"] = fts_orphans
@@ -134,6 +139,22 @@ def test_progress_is_reported(make_ws: Callable[..., Path], cfg: Callable[..., d
 # --- with the real model (through the shared, counting provider) --------------------------------
 
 
+def test_with_the_cache_off_no_vector_outlives_its_chunks(make_ws: Callable[..., Path], cfg: Callable[..., dict], counting_provider) -> None:  # type: ignore[no-untyped-def]
+    """Each vector is stored once, in the cache table; with ``cache.enabled: false`` the ones an edit
+    or a removal leaves unused are dropped at the end of the sync (and nothing is looked up)."""
+    ws = make_ws(NOTES)
+    with open_manager(ws, cfg(provider="counting", cache={"enabled": False}, sync={"onSearch": False})) as m:
+        m.sync()
+        with open(ws / "memory/2026-01-05.md", "a", encoding="utf-8") as fh:
+            fh.write("\n- A new line that changes this note's only chunk.\n")
+        (ws / "memory/topic.md").unlink()
+        report = m.sync()
+        assert report.cache_hits == 0 and report.files_removed == 1
+        cache = m.status().details["cache"]
+        assert cache["unused"] == 0 and cache["entries"] == m.status().chunks
+        assert m.search("CSV importer", min_score=0).mode == "hybrid"
+
+
 def test_only_uncached_chunks_are_embedded(make_ws: Callable[..., Path], cfg: Callable[..., dict], counting_provider, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     stats = counting_provider
     files = dict(NOTES)
@@ -145,7 +166,7 @@ def test_only_uncached_chunks_are_embedded(make_ws: Callable[..., Path], cfg: Ca
         chunks = m.status().chunks
         assert chunks == 5
         assert stats.documents == first.chunks_embedded == 4
-        assert m.status().details["vector"]["backend"] == "sqlite-vec"
+        assert m.status().details["vector"]["encoding"] == "float16"
 
         stats.reset()
         second = m.sync()

@@ -9,7 +9,6 @@ close hooks, the context manager and the asyncio wrappers.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -197,13 +196,21 @@ class ManagerBase(ABC):
         sources: Sequence[str] | None = None,
         now: datetime | None = None,
     ) -> SearchResponse:
+        import asyncio  # only the async API needs it (~10 ms at start otherwise)
+
         return await asyncio.to_thread(self.search, query, max_results, min_score, session_key, sources, now)
 
     async def aread_file(self, rel_path: str, from_line: int | None = None, lines: int | None = None) -> ReadResult:
+        import asyncio  # only the async API needs it (~10 ms at start otherwise)
+
         return await asyncio.to_thread(self.read_file, rel_path, from_line, lines)
 
     async def async_sync(self, force: bool = False, progress: ProgressCallback | None = None) -> SyncReport:
+        import asyncio  # only the async API needs it (~10 ms at start otherwise)
+
         return await asyncio.to_thread(self.sync, force, progress)
 
     async def astatus(self) -> Status:
+        import asyncio  # only the async API needs it (~10 ms at start otherwise)
+
         return await asyncio.to_thread(self.status)

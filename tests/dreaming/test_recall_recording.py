@@ -53,7 +53,7 @@ def test_every_search_records_its_short_term_hits(workspace: Path, manager_confi
 def test_tracking_can_be_switched_off(workspace: Path, manager_config: Callable[..., dict]) -> None:
     with open_manager(workspace, manager_config(tracking=False)) as m:
         assert m.search("postgres port", now=at()).results
-    assert not (workspace / "memory/.dreams/short-term-recall.json").exists()
+    assert not (workspace / "memory/.dreams").exists()
 
 
 def test_bad_dreaming_config_fails_when_the_manager_opens(workspace: Path, manager_config: Callable[..., dict]) -> None:
@@ -68,12 +68,12 @@ def test_bad_dreaming_config_fails_when_the_manager_opens(workspace: Path, manag
 def test_listener_failure_never_breaks_search(workspace: Path, manager_config: Callable[..., dict]) -> None:
     store_dir = workspace / "memory/.dreams"
     store_dir.mkdir(parents=True)
-    (store_dir / "short-term-recall.json").mkdir()  # a directory where the file should be: writes fail
+    (store_dir / "short-term-recall.sqlite").mkdir()  # a directory where the store should be: writes fail
     with open_manager(workspace, manager_config()) as m:
         assert m.search("postgres port", now=at()).results
         m.flush()  # type: ignore[attr-defined]
         tracking = m.status().details["recallTracking"]
-        assert tracking["recorded"] == 0 and tracking["queued"] == 0 and "IsADirectoryError" in tracking["lastError"]
+        assert tracking["recorded"] == 0 and tracking["queued"] == 0 and "cannot open the recall store" in tracking["lastError"]
 
 
 def test_short_term_paths() -> None:
@@ -252,6 +252,7 @@ def test_background_writer_records_exactly_what_recording_each_search_would(
         m.flush()
         tracking = m.status().details["recallTracking"]
         assert tracking["recorded"] == len(plan) + 1 and 1 <= tracking["storeUpdates"] <= len(plan) + 1  # + the read
+        assert tracking["lastError"] is None and tracking["cpuMsPerSearch"] > tracking["storeCpuMsPerSearch"] > 0
         live = {k: e.to_json() for k, e in RecallStore(workspace).load().entries.items()}
     for (query, now), response in zip(plan, responses):
         record_recalls(twin, query, response.results, now, config=UTC)

@@ -1,9 +1,10 @@
-"""The recall store file: format, atomic replace, locking, concurrency, bounds, corruption."""
+"""The recall store (SQLite): format, locking, concurrency, bounds, corruption, the JSON import."""
 
 from __future__ import annotations
 
 import json
 import multiprocessing
+import sqlite3
 import threading
 from pathlib import Path
 
@@ -22,32 +23,58 @@ SEED_FIELDS = {
 }
 
 
-def test_file_format_has_the_seed_fields(workspace: Path) -> None:
+def _rows(path: Path) -> dict[str, str]:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return dict(conn.execute("SELECT key, entry FROM entries"))
+    finally:
+        conn.close()
+
+
+def _meta(path: Path) -> dict[str, str]:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return dict(conn.execute("SELECT key, value FROM meta"))
+    finally:
+        conn.close()
+
+
+def test_store_format_has_the_seed_fields(workspace: Path) -> None:
     record_recalls(workspace, "postgres port", [hit("memory/2026-03-02.md", 1, 12, 0.9)], at(), config={"timezone": "UTC"})
-    path = workspace / "memory/.dreams/short-term-recall.json"
-    raw = path.read_text(encoding="utf-8")
-    assert raw.endswith("}\n") and raw.count("\n") == 3  # one entry per line, trailing newline
-    data = json.loads(raw)
-    assert data["version"] == 1 and data["updatedAt"] == "2026-03-02T09:00:00.000Z"
-    (entry,) = data["entries"].values()
-    assert SEED_FIELDS <= set(entry)
+    path = workspace / "memory/.dreams/short-term-recall.sqlite"
+    # No temp or stray files besides the store and its lock (the WAL is folded in on close).
+    assert sorted(p.name for p in path.parent.iterdir()) == ["short-term-recall.sqlite", "short-term-recall.sqlite.lock"]
+    assert _meta(path) == {"version": "2", "updatedAt": "2026-03-02T09:00:00.000Z"}
+    ((key, raw),) = _rows(path).items()
+    entry = json.loads(raw)  # one row per entry, the entry as JSON
+    assert entry["key"] == key and SEED_FIELDS <= set(entry)
     assert "promotedAt" not in entry  # optional until promoted
     assert entry["snippet"] == "Postgres 16 runs on db-2, port 5433."
     assert (entry["startLine"], entry["endLine"]) == (6, 6)
     assert entry["recallDays"] == ["2026-03-02"] and len(entry["queryHashes"][0]) == 12
-    # No temp or stray files besides the store and its lock.
-    assert sorted(p.name for p in path.parent.iterdir()) == ["short-term-recall.json", "short-term-recall.json.lock"]
 
 
 def test_nothing_is_written_when_nothing_changes(workspace: Path) -> None:
     record_recalls(workspace, "postgres port", [hit("memory/2026-03-02.md", 1, 12)], at(), config={"timezone": "UTC"})
-    path = workspace / "memory/.dreams/short-term-recall.json"
+    path = workspace / "memory/.dreams/short-term-recall.sqlite"
     before = path.read_bytes(), path.stat().st_mtime_ns
-    # Same query, same day: de-duplicated, so the store must not be rewritten (not even updatedAt).
+    # Same query, same day: de-duplicated, so the store must not be written (not even updatedAt).
     summary = record_recalls(workspace, "postgres port", [hit("memory/2026-03-02.md", 1, 12)], at(hours=2),
                              config={"timezone": "UTC"})
     assert summary.recorded == 0 and summary.skipped == {"same query today": 1}
     assert (path.read_bytes(), path.stat().st_mtime_ns) == before
+
+
+def test_a_recording_rewrites_only_the_entries_it_touches(workspace: Path) -> None:
+    for query in ("postgres port", "kestrel cluster", "acme budget"):
+        record_recalls(workspace, query, [hit("memory/2026-03-02.md", 1, 12)], at(), config={"timezone": "UTC"})
+    path = workspace / "memory/.dreams/short-term-recall.sqlite"
+    before = _rows(path)
+    assert len(before) == 3
+    record_recalls(workspace, "postgres port", [hit("memory/2026-03-02.md", 1, 12)], at(days=1), config={"timezone": "UTC"})
+    after = _rows(path)
+    changed = {k for k in before if before[k] != after[k]}
+    assert len(changed) == 1 and "Postgres" in after[changed.pop()]
 
 
 def test_concurrent_processes_lose_no_counts(workspace: Path) -> None:
@@ -86,23 +113,55 @@ def test_lock_times_out_with_a_clear_error(workspace: Path) -> None:
 
 
 def test_corrupt_store_is_moved_aside_not_fatal(workspace: Path) -> None:
-    path = workspace / "memory/.dreams/short-term-recall.json"
+    path = workspace / "memory/.dreams/short-term-recall.sqlite"
     path.parent.mkdir(parents=True)
-    path.write_text("{not json", encoding="utf-8")
+    path.write_bytes(b"this is not a database" * 300)
     summary = record_recalls(workspace, "postgres port", [hit("memory/2026-03-02.md", 1, 12)], at(), config={"timezone": "UTC"})
     assert summary.recorded == 1
-    assert json.loads(path.read_text())["entries"]
-    assert [p.name for p in path.parent.glob("short-term-recall.json.corrupt-*")]
+    assert _rows(path)
+    assert [p.name for p in path.parent.glob("short-term-recall.sqlite.corrupt-*")]
+
+
+def test_a_json_store_is_imported_once_and_kept(workspace: Path) -> None:
+    """Stores written by earlier versions (one JSON file) move into the SQLite store on first use;
+    counts go on from there and promotion reads them."""
+    from mdrecall.dreaming import list_candidates
+
+    legacy = workspace / "memory/.dreams/short-term-recall.json"
+    legacy.parent.mkdir(parents=True)
+    fact = "Postgres 16 runs on db-2, port 5433."
+    old = RecallEntry(key="memory:memory/2026-03-02.md#5f0b3c2a9d1e", path="memory/2026-03-02.md", start_line=6,
+                      end_line=6, snippet=fact, recall_count=4, total_relevance=4.0, claim_hash="5f0b3c2a9d1e",
+                      query_hashes=["a1", "a2", "a3", "a4"], recall_days=["2026-02-20", "2026-02-24"],
+                      last_recalled_at="2026-02-24T09:00:00.000Z").to_json()
+    # The layout the JSON store had: one entry per line.
+    legacy.write_text(
+        '{"version": 1, "updatedAt": "2026-02-24T09:00:00.000Z", "entries": {\n'
+        f'  {json.dumps(old["key"])}: {json.dumps(old)}\n'
+        '}, "promotedHashes": ["0123456789ab"]}\n',
+        encoding="utf-8",
+    )
+    assert RecallStore(workspace).exists()
+    state = RecallStore(workspace).load()
+    assert state.entries[old["key"]].recall_count == 4 and "0123456789ab" in state.promoted_hashes
+    assert not legacy.exists() and legacy.with_name("short-term-recall.json.migrated").exists()
+    record_recalls(workspace, "which port does postgres use", [hit("memory/2026-03-02.md", 1, 12)], at(),
+                   config={"timezone": "UTC"})
+    entries = list(RecallStore(workspace).load().entries.values())
+    assert [e.snippet for e in entries].count(fact) >= 1
+    assert list_candidates(workspace, {"timezone": "UTC"}, at(), include_failing=True)
 
 
 def test_malformed_entries_are_dropped_individually(workspace: Path) -> None:
-    path = workspace / "memory/.dreams/short-term-recall.json"
-    path.parent.mkdir(parents=True)
-    good = RecallEntry(key="memory:memory/2026-03-02.md#abc", path="memory/2026-03-02.md", start_line=6,
-                       end_line=6, snippet="Postgres 16 runs on db-2, port 5433.", recall_count=2).to_json()
-    path.write_text(json.dumps({"version": 1, "entries": {"bad": {"path": 3}, good["key"]: good}}), encoding="utf-8")
+    record_recalls(workspace, "postgres port", [hit("memory/2026-03-02.md", 1, 12)], at(), config={"timezone": "UTC"})
+    path = workspace / "memory/.dreams/short-term-recall.sqlite"
+    (good,) = _rows(path)
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("INSERT INTO entries(key, entry) VALUES('bad', '{\"path\": 3}')")
+    conn.close()
     state = RecallStore(workspace).load()
-    assert list(state.entries) == [good["key"]] and state.entries[good["key"]].recall_count == 2
+    assert list(state.entries) == [good] and state.entries[good].recall_count == 1
     assert state.warnings
 
 
@@ -151,22 +210,24 @@ def test_bound_keeps_entries_that_matter_over_the_slack(workspace: Path) -> None
     assert len(state.entries) == 50  # only the excess, never slack, from entries that matter
 
 
-def test_untouched_entries_are_written_back_verbatim_and_bad_lines_dropped_on_a_full_pass(workspace: Path) -> None:
+def test_untouched_entries_stay_as_they_are_and_bad_ones_go_on_a_full_pass(workspace: Path) -> None:
     from mdrecall.dreaming import run_dream
 
     for query in ("postgres port", "kestrel cluster", "acme budget"):
         record_recalls(workspace, query, [hit("memory/2026-03-02.md", 1, 12)], at(), config={"timezone": "UTC"})
-    path = workspace / "memory/.dreams/short-term-recall.json"
-    lines = path.read_text(encoding="utf-8").split("\n")
-    budget_line = next(i for i, l in enumerate(lines) if "Budget for Acme" in l)
-    kestrel_line = next(l for l in lines if "kestrel" in l)
-    lines[budget_line] = lines[budget_line].split(": ", 1)[0] + ': {"broken": true},'
-    path.write_text("\n".join(lines), encoding="utf-8")
-    # A search touching only the Postgres fact rewrites its line and leaves the others as they were.
+    path = workspace / "memory/.dreams/short-term-recall.sqlite"
+    rows = _rows(path)
+    budget_key = next(k for k, v in rows.items() if "Budget for Acme" in v)
+    kestrel_key = next(k for k, v in rows.items() if "kestrel" in v)
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("UPDATE entries SET entry = '{\"broken\": true}' WHERE key = ?", (budget_key,))
+    conn.close()
+    # A search touching only the Postgres fact leaves the other entries as they were, broken included.
     record_recalls(workspace, "postgres port", [hit("memory/2026-03-02.md", 1, 12)], at(days=1), config={"timezone": "UTC"})
-    text = path.read_text(encoding="utf-8")
-    assert kestrel_line in text.split("\n") and '{"broken": true}' in text
+    after = _rows(path)
+    assert after[kestrel_key] == rows[kestrel_key] and after[budget_key] == '{"broken": true}'
     # A full pass (ranking every entry) drops what cannot be read.
     run_dream(workspace, {"timezone": "UTC"}, at(days=1, hours=12))
     state = RecallStore(workspace).load()
-    assert len(state.entries) == 2 and '"broken"' not in path.read_text(encoding="utf-8")
+    assert len(state.entries) == 2 and budget_key not in _rows(path)

@@ -11,6 +11,7 @@ import pytest
 from mdrecall import open_manager
 from mdrecall.errors import EmbeddingError
 from mdrecall.testing import FakeProvider, plugin, registered
+from mdrecall.types import SyncProgress
 
 
 class GatedProvider(FakeProvider):
@@ -67,6 +68,7 @@ def test_an_interrupted_first_index_keeps_what_it_finished(workspace: Path, tmp_
             # The live index holds its identity and every embedding made before the failure.
             status = m.status()
             assert status.details["meta"] is not None and status.details["cache"]["entries"] == 5
+            assert status.details["cache"]["unused"] == 5  # embedded, cached, no file written yet
         # The same model back: the next sync carries on where the first stopped (no rebuild from
         # nothing), and what was embedded is not paid for twice.
         flaky.allow, flaky.fail = 100, False
@@ -100,3 +102,32 @@ def test_an_empty_index_is_not_reported_as_degraded(tmp_path: Path) -> None:
             response = m.search("anything")
     assert response.results == [] and not response.degraded
     assert not any("vector" in w for w in response.warnings), response.warnings
+
+
+def test_the_first_index_is_built_in_place_in_the_current_schema(workspace: Path, tmp_path: Path) -> None:
+    """No separate file is built and swapped in: the live file holds the identity from the start
+    and fills up file by file; it has the current layout (8 KiB pages, float16 vectors, one copy)."""
+    from mdrecall.store import rebuild_path
+    from mdrecall.store.db import SCHEMA_VERSION, IndexDB, StoreOptions
+
+    db_path = tmp_path / "index.sqlite"
+    seen: list[tuple[bool, bool]] = []
+
+    def watch(p: SyncProgress) -> None:
+        seen.append((db_path.exists(), rebuild_path(db_path).exists()))
+
+    with registered(plugin(providers={"fake": lambda config: FakeProvider(dims=64)})):
+        with open_manager(workspace, _config(tmp_path, "fake")) as m:
+            report = m.sync(progress=watch)
+    assert report.full_rebuild and report.chunks_embedded == 12
+    assert seen and all(live and not temp for live, temp in seen)
+    db = IndexDB(db_path, StoreOptions())
+    try:
+        assert db.read_meta()["schemaVersion"] == SCHEMA_VERSION  # type: ignore[index]
+        assert db.conn.execute("PRAGMA page_size").fetchone()[0] == 8192
+        assert not db.legacy_layout() and db.vector_encoding() == "float16"
+        lengths = {r[0] for r in db.conn.execute("SELECT length(embedding) FROM embedding_cache")}
+        assert lengths == {64 * 2} and db.cache_size() == 12
+        assert db.conn.execute("SELECT COUNT(*) FROM chunks WHERE vector_id IS NULL").fetchone()[0] == 0
+    finally:
+        db.close()

@@ -1,13 +1,15 @@
-"""Vector retrieval: sqlite-vec KNN and the in-process fallback rank the same way."""
+"""Vector retrieval: the scan of the stored vectors (sqlite-vec over float32 files, NumPy over
+float16 ones) and the in-memory matrix rank the same way."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from mdrecall.search.vector import InProcessVectors, sqlite_vec_search
-from mdrecall.store.db import ChunkRow, FileRow, IndexDB, StoreOptions, vector_to_blob
+from mdrecall.search.vector import InProcessVectors, stored_vector_search
+from mdrecall.store.db import VECTOR_ENCODING_KEY, ChunkRow, FileRow, IndexDB, StoreOptions, vector_to_blob
 
 
 def _fill(db: IndexDB, n: int, dims: int, rng: np.random.Generator) -> np.ndarray:
@@ -25,21 +27,31 @@ def _fill(db: IndexDB, n: int, dims: int, rng: np.random.Generator) -> np.ndarra
     return vectors
 
 
-def test_in_process_matches_sqlite_vec(tmp_path: Path) -> None:
+@pytest.mark.parametrize("encoding", ["float16", "float32"])
+def test_the_disk_scan_matches_the_matrix(tmp_path: Path, encoding: str) -> None:
+    """float16: new files (NumPy scans them); float32: a file that recorded no encoding (schema-3
+    files from before float16; sqlite-vec scans them). Scores are within float16's rounding of the
+    exact float32 cosine."""
     rng = np.random.default_rng(5)
     db = IndexDB(tmp_path / "i.sqlite", StoreOptions())
     try:
+        if encoding == "float32":
+            with db.conn:
+                db.conn.execute("DELETE FROM meta WHERE key = ?", (VECTOR_ENCODING_KEY,))
+        assert db.vector_encoding() == encoding
         vectors = _fill(db, 300, 16, rng)
+        stored = db.conn.execute("SELECT length(embedding) FROM embedding_cache LIMIT 1").fetchone()[0]
+        assert stored == 16 * (2 if encoding == "float16" else 4)
         fallback = InProcessVectors()
         for q in rng.normal(size=(5, 16)).astype(np.float32):
-            knn = sqlite_vec_search(db, q, 10, None)
+            knn = stored_vector_search(db, q, 10, None)
             mem = fallback.search(db, q, 10, None)
             assert [c.rowid for c in knn] == [c.rowid for c in mem]
             assert np.allclose([c.score for c in knn], [c.score for c in mem], atol=1e-5)
             exact = vectors @ (q / np.linalg.norm(q))
-            assert np.isclose(max(c.score for c in mem), exact.max(), atol=1e-5)
+            assert np.isclose(max(c.score for c in mem), exact.max(), atol=1e-5 if encoding == "float32" else 2e-3)
             for sources in (["sessions"], ["memory"]):
-                knn_f = sqlite_vec_search(db, q, 10, sources)
+                knn_f = stored_vector_search(db, q, 10, sources)
                 mem_f = fallback.search(db, q, 10, sources)
                 assert len(knn_f) == 10 and all(c.source == sources[0] for c in knn_f)
                 assert [c.rowid for c in knn_f] == [c.rowid for c in mem_f]

@@ -17,6 +17,11 @@ def _vec(seed: int, dims: int = 8) -> bytes:
     return vector_to_blob(v / np.linalg.norm(v))
 
 
+def _f16(blob: bytes) -> bytes:
+    """A unit float32 vector as new files store it."""
+    return np.frombuffer(blob, np.float32).astype(np.float16).tobytes()
+
+
 def _chunk(path: str, i: int, text: str, embedding: bytes | None = None) -> ChunkRow:
     return ChunkRow(f"{path}:{i}", path, "memory", i + 1, i + 1, f"h{path}{i}", text, embedding, text)
 
@@ -29,13 +34,23 @@ def _count(db: IndexDB, table: str) -> int:
     return int(db.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
 
 
+def _referenced(db: IndexDB) -> int:
+    return int(db.conn.execute("SELECT COUNT(*) FROM chunks c JOIN embedding_cache v ON v.rowid = c.vector_id").fetchone()[0])
+
+
 def test_schema_wal_and_capabilities(tmp_path: Path) -> None:
     db = IndexDB(tmp_path / "i.sqlite", StoreOptions())
     try:
         assert db.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert db.conn.execute("PRAGMA page_size").fetchone()[0] == 8192
+        assert db.vector_encoding() == "float16"
         assert db.caps.fts_available and db.caps.vector_available and db.caps.vec_version
         db.ensure_vec_table(8)
-        assert {"meta", "files", "chunks", "chunks_fts", "chunks_vec", "embedding_cache", "skipped_files"} <= _tables(db)
+        assert {"meta", "files", "chunks", "chunks_fts", "embedding_spaces", "embedding_cache", "skipped_files"} <= _tables(db)
+        # One copy of the text (contentless FTS5) and of each vector (no vec0 table, no chunk column).
+        assert "chunks_fts_content" not in _tables(db) and "chunks_vec" not in _tables(db)
+        assert "embedding" not in {r[1] for r in db.conn.execute("PRAGMA table_info(chunks)")}
+        assert not db.legacy_layout()
         assert db.vec_dims() == 8
         assert db.integrity_ok()
     finally:
@@ -48,16 +63,43 @@ def test_replace_and_remove_touch_every_table(tmp_path: Path) -> None:
     try:
         db.replace_file(FileRow("memory/a.md", "memory", "ha", 1, 10), [_chunk("memory/a.md", i, f"alpha {i}", _vec(i)) for i in range(3)], "m")
         db.replace_file(FileRow("memory/b.md", "memory", "hb", 1, 10), [_chunk("memory/b.md", 0, "beta", _vec(9))], "m")
-        assert [_count(db, t) for t in ("files", "chunks", "chunks_fts", "chunks_vec")] == [2, 4, 4, 4]
-        # Replacing a file drops its old rows first.
+        assert [_count(db, t) for t in ("files", "chunks", "chunks_fts", "embedding_cache")] == [2, 4, 4, 4]
+        assert _referenced(db) == 4
+        # Replacing a file drops its old rows first; its old vectors stay, unreferenced, as the cache.
         db.replace_file(FileRow("memory/a.md", "memory", "ha2", 2, 11), [_chunk("memory/a.md", 7, "gamma", _vec(7))], "m")
-        assert [_count(db, t) for t in ("files", "chunks", "chunks_fts", "chunks_vec")] == [2, 2, 2, 2]
+        assert [_count(db, t) for t in ("files", "chunks", "chunks_fts", "embedding_cache")] == [2, 2, 2, 5]
+        assert _referenced(db) == 2 and db.cache_unused() == 3
         hits = db.conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH 'alpha'").fetchall()
         assert hits == []
         db.remove_file("memory/a.md")
-        assert [_count(db, t) for t in ("files", "chunks", "chunks_fts", "chunks_vec")] == [1, 1, 1, 1]
-        # The surviving vector row belongs to the surviving chunk.
-        assert db.conn.execute("SELECT rowid FROM chunks_vec").fetchall() == db.conn.execute("SELECT rowid FROM chunks").fetchall()
+        assert [_count(db, t) for t in ("files", "chunks", "chunks_fts")] == [1, 1, 1]
+        # The surviving FTS row and vector belong to the surviving chunk.
+        assert db.conn.execute("SELECT rowid FROM chunks_fts").fetchall() == db.conn.execute("SELECT rowid FROM chunks").fetchall()
+        (blob,) = db.conn.execute("SELECT v.embedding FROM chunks c JOIN embedding_cache v ON v.rowid = c.vector_id").fetchone()
+        assert blob == _f16(_vec(9))  # stored as float16: half the bytes
+        # Unused vectors are pruned first, least recently used first; the ones in use never.
+        with db.conn:
+            assert db.cache_prune(1) == 3
+            assert db.cache_prune(0) == 1
+        assert _count(db, "embedding_cache") == 1 and _referenced(db) == 1
+        assert db.integrity_ok()
+        db.conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES('integrity-check')")
+    finally:
+        db.close()
+
+
+def test_identical_texts_share_one_vector(tmp_path: Path) -> None:
+    db = IndexDB(tmp_path / "i.sqlite", StoreOptions())
+    try:
+        same = ChunkRow("x:0", "memory/x.md", "memory", 1, 1, "hx", "same words", _vec(1), "same words", "embed-hash")
+        other = ChunkRow("y:0", "memory/y.md", "memory", 1, 1, "hy", "same words", _vec(1), "same words", "embed-hash")
+        db.replace_file(FileRow("memory/x.md", "memory", "hx", 1, 1), [same], "m")
+        db.replace_file(FileRow("memory/y.md", "memory", "hy", 1, 1), [other], "m")
+        assert _count(db, "embedding_cache") == 1 and _referenced(db) == 2
+        with db.conn:
+            db.cache_prune(0)
+        db.remove_file("memory/x.md")
+        assert _referenced(db) == 1  # still used by y.md: never pruned
     finally:
         db.close()
 
@@ -82,7 +124,9 @@ def test_embedding_cache_get_put_prune(tmp_path: Path) -> None:
             db.cache_put("local", "m", "k", [(f"h{i}", _vec(i)) for i in range(10)])
         got = db.cache_get("local", "m", "k", [f"h{i}" for i in range(12)])
         assert sorted(got) == sorted(f"h{i}" for i in range(10))
-        assert got["h3"] == _vec(3)
+        # Handed back as float32 (what every store speaks), within float16's rounding of what was put.
+        assert len(got["h3"]) == len(_vec(3)) and _f16(got["h3"]) == _f16(_vec(3))
+        assert np.allclose(np.frombuffer(got["h3"], np.float32), np.frombuffer(_vec(3), np.float32), atol=1e-3)
         assert db.cache_get("local", "m", "other-key", ["h1"]) == {}  # keyed by provider identity too
         with db.conn:
             db.cache_touch("local", "m", "k", ["h0", "h1"])  # most recently used survive pruning
@@ -103,10 +147,15 @@ def test_missing_vector_extension_is_reported(tmp_path: Path) -> None:
     try:
         assert not db.caps.vector_available
         assert db.caps.vector_error and "sqlite-vec unavailable" in db.caps.vector_error
-        db.ensure_vec_table(8)  # a no-op, not a crash
-        assert db.vec_dims() is None
+        db.ensure_vec_table(8)  # vectors are stored without the extension too
+        assert db.vec_dims() == 8
         db.replace_file(FileRow("memory/a.md", "memory", "ha", 1, 10), [_chunk("memory/a.md", 0, "alpha", _vec(1))], "m")
-        assert db.conn.execute("SELECT embedding FROM chunks").fetchone()[0] == _vec(1)  # vectors kept in chunks
+        # Vectors are stored without the extension (searched in process).
+        assert _referenced(db) == 1
+        layout, refs = db.vector_refs()
+        assert not layout.legacy and layout.encoding == "float16"
+        stored = db.vector_blobs(layout, refs)
+        assert stored == [_f16(_vec(1))]
     finally:
         db.close()
 
@@ -166,7 +215,9 @@ def test_swap_in_replaces_content_while_a_reader_is_open(tmp_path: Path) -> None
             swap_in(built, live_path, 5000)
             assert list(reader.files()) == ["memory/old.md"]
         assert list(reader.files()) == ["memory/new.md"]
-        assert reader.conn.execute("SELECT text FROM chunks_fts WHERE chunks_fts MATCH 'new'").fetchall() == [("new words",)]
+        assert reader.conn.execute(
+            "SELECT c.text FROM chunks_fts f JOIN chunks c ON c.rowid = f.rowid WHERE chunks_fts MATCH 'new'"
+        ).fetchall() == [("new words",)]
     finally:
         reader.close()
         built.close()

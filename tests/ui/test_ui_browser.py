@@ -86,6 +86,10 @@ def test_search_explains_why_each_hit_came_back(demo: Demo, page: Any) -> None:
     why = hit.locator("details.why").inner_text()
     assert "keyword match on port, postgres" in why
     assert re.search(r"close in meaning to the query \(vector score 0\.\d{3}\)", why)
+    # The pipeline's per-signal explanation, in words: calibrated evidence and the probability.
+    assert re.search(r"calibrated keyword evidence: matched [^\n]*port[^\n]*, \d+% of the query's term weight", why)
+    assert re.search(r"calibrated vector evidence: cosine 0\.\d+, the memory's mean similarity to the query", why)
+    assert re.search(r"estimated probability of relevance 0\.\d+", why)
     assert re.search(rf"dated note of {demo.recent_note[7:17]}, 3 days before the search date: score × 0\.9\d\d "
                      r"\(temporal decay, half-life 30 days\)", why)
     vector = hit.locator("table.signals tr", has_text="vector score").locator("td").inner_text()
@@ -162,6 +166,8 @@ def test_browse_shows_kinds_chunks_and_what_is_skipped(demo: Demo, page: Any) ->
     assert starts.count() >= 3
     refs = page.locator("a.chunk-ref").all_inner_texts()
     assert len(refs) == starts.count() and refs[0].startswith("#1 L1")
+    titles = page.locator("a.chunk-ref").evaluate_all("refs => refs.map(r => r.title)")
+    assert titles and all(t.endswith(", embedded") for t in titles), titles  # every chunk has its vector
     assert page.locator(".badge", has_text="evergreen").count() == 1
     assert page.locator("td.chunks.overlap").count() > 0  # consecutive chunks share lines
     screenshot(page, "chunks", docs=True, full_page=False)

@@ -34,9 +34,10 @@ from mdrecall.index.changes import Observed, pending_changes
 from mdrecall.index.identity import EMBEDDING_KEYS, identity_mismatch
 from mdrecall.index.recovery import IndexHandle
 from mdrecall.index.syncing import LAST_SYNC_KEY, IndexSyncer, SyncRun
+from mdrecall.search.budget import lengths_for
 from mdrecall.search.pipeline import SearchPlan, VectorSearch, run_search
 from mdrecall.search.scope import scope_for
-from mdrecall.search.vector import InProcessVectors, sqlite_vec_search
+from mdrecall.search.vector import InProcessVectors, stored_vector_search
 from mdrecall.sources.base import SourceAdapter
 from mdrecall.sources.reading import read_memory_lines
 from mdrecall.sources.sessions import SessionSource
@@ -261,6 +262,7 @@ class BuiltinMemoryManager(ManagerBase):
             min_score=self.config.query.minScore if min_score is None else min_score,
             scope=scope,
             now=now,
+            line_lengths=lengths_for(self.workspace),
         )
         with self.index.reading() as db:
             if "sessions" in wanted and scope.transcripts_prefix == "" and db.has_source("sessions"):
@@ -291,21 +293,24 @@ class BuiltinMemoryManager(ManagerBase):
         response.mode = outcome.mode
         response.degraded = outcome.degraded
         response.warnings.extend(outcome.warnings)
+        response.reason = outcome.reason
         self._notify_search(text, response, session_key, now)
         return response
 
     def _vector_search_fn(self, db: IndexDB) -> tuple[VectorSearch, str | None]:
         """The KNN for the next search, and why it is degraded (None when it is not): the in-memory
-        matrix while it fits ``store.vector.memoryCacheMiB`` (same ranking, ~40× faster), else
-        sqlite-vec; the matrix whatever its size when sqlite-vec is unavailable."""
-        if not db.caps.vector_available:
+        matrix while it fits ``store.vector.memoryCacheMiB`` (same ranking, ~40× faster), else a
+        scan of the stored vectors (sqlite-vec for float32 files, NumPy for float16 ones). A float32
+        file without sqlite-vec keeps the matrix whatever its size."""
+        float32 = db.vector_encoding() == "float32"
+        if float32 and not db.caps.vector_available:
             return self.vectors.search, f"vectors searched in process: {db.caps.vector_error}"
         vec_dims = db.vec_dims()
         if vec_dims is None:  # nothing embedded yet (an empty or first index): nothing is degraded
             return self.vectors.search, None
         if self.vectors.fits(db, vec_dims):
             return self.vectors.search, None
-        return sqlite_vec_search, None
+        return stored_vector_search, None
 
     # -- read, status, probes ---------------------------------------------------------------------
     def read_file(self, rel_path: str, from_line: int | None = None, lines: int | None = None) -> ReadResult:

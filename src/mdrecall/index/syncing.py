@@ -108,6 +108,7 @@ class IndexSyncer:
                 )
                 report = indexer.run(full=False)
                 observed = indexer.observed
+                self._drop_unused_vectors(writer)
                 with writer.conn:
                     writer.set_kv(LAST_SYNC_KEY, repr(time.time()))
                     writer.set_kv(WORKSPACE_KEY, os.path.realpath(self.workspace))
@@ -115,6 +116,13 @@ class IndexSyncer:
         finally:
             writer.close()
         return SyncRun(report, observed)
+
+    def _drop_unused_vectors(self, db: IndexDB) -> None:
+        """With ``cache.enabled: false``, no vector outlives the chunks that use it. (This file keeps
+        every vector once, in its cache table: with the cache on, the indexer bounds the unused ones
+        by ``cache.maxEntries``.)"""
+        if not self.config.cache.enabled:
+            db.cache_prune(0)
 
     def _progress(self, stored: dict[str, Any] | None, desired: dict[str, Any], progress: ProgressCallback | None) -> ProgressCallback:
         """Record a full build's progress in ``self.migration`` (status, search warnings) and pass it on."""
@@ -144,6 +152,7 @@ class IndexSyncer:
         try:
             indexer = Indexer(self.workspace, self.config, writer, ctx, self._progress(None, desired, progress), self.extra_sources)
             report = indexer.run(full=True)
+            self._drop_unused_vectors(writer)
             with writer.conn:
                 writer.set_kv(LAST_SYNC_KEY, repr(time.time()))
                 writer.set_kv(WORKSPACE_KEY, os.path.realpath(self.workspace))
@@ -165,6 +174,7 @@ class IndexSyncer:
             track = self._progress(live.read_meta() or None, desired, progress)
             indexer = Indexer(self.workspace, self.config, built, ctx, track, self.extra_sources)
             report = indexer.run(full=True)
+            self._drop_unused_vectors(built)
             with built.conn:
                 built.write_meta(desired)
                 built.set_kv(LAST_SYNC_KEY, repr(time.time()))

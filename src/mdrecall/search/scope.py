@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from mdrecall.config import MemoryConfig
 from mdrecall.sources.sessions import transcripts_prefix
@@ -59,6 +61,8 @@ class Scope:
         """Boolean row mask over parallel arrays of sources and paths; None when nothing is filtered."""
         if not self.restricted:
             return None
+        import numpy as np  # only the in-memory vectors need it: keyword searches never load numpy
+
         allowed = np.ones(len(sources), dtype=bool)
         if self.sources is not None:
             allowed &= np.isin(sources, list(self.sources))

@@ -1,75 +1,130 @@
-"""Vector retrieval by cosine similarity: sqlite-vec KNN, or the same ranking computed in process."""
+"""Vector retrieval by cosine similarity: an in-memory matrix of the stored vectors, or a scan of
+the stored vectors on disk when they do not fit its budget."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from mdrecall import threads
 from mdrecall.search.keyword import _COLUMNS, Candidate
 from mdrecall.search.scope import Scope, ScopeLike, as_scope
-from mdrecall.store.db import IndexDB
+from mdrecall.store.db import IndexDB, VectorLayout, VectorRef, bytes_per_dim
+from mdrecall.store.sql import rows
+
+if TYPE_CHECKING:
+    import numpy as np
+
+#: Vectors read and compared per step of a disk scan in NumPy.
+SCAN_BLOCK = 4096
 
 
-def sqlite_vec_search(db: IndexDB, query_vec: np.ndarray, limit: int, scope: ScopeLike) -> list[Candidate]:
+def stored_vector_search(db: IndexDB, query_vec: np.ndarray, limit: int, scope: ScopeLike) -> list[Candidate]:
+    """KNN straight from the database, for indexes whose vectors exceed the memory budget: one pass
+    over the stored vectors, the scope filter applied inside the scan. sqlite-vec's
+    ``vec_distance_cosine`` reads float32 files; float16 files (and any file without the extension)
+    are scanned in NumPy, in blocks."""
+    import numpy as np  # here and below, not at import: keyword-only searches never load numpy
+
     where = as_scope(scope)
-    blob = np.asarray(query_vec, dtype=np.float32).tobytes()
-    k = limit
-    total = db.chunk_count()
-    while True:
-        rows = db.conn.execute(
-            "SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?", (blob, min(k, max(total, 1)))
-        ).fetchall()
-        ids = [r[0] for r in rows]
-        dist = {r[0]: float(r[1]) for r in rows}
-        out = _hydrate(db, ids, where, lambda rowid, dist=dist: 1.0 - dist[rowid])
-        # A filter can drop KNN hits: widen until enough survive or everything was seen.
-        if len(out) >= limit or len(rows) >= total or not where.restricted:
-            return out[:limit]
-        k *= 4
+    q = np.asarray(query_vec, dtype=np.float32)
+    legacy, encoding = db.legacy_layout(), db.vector_encoding()
+    if not db.caps.vector_available or encoding != "float32":
+        return _numpy_scan(db, q, limit, where)
+    clause, args = where.sql()
+    if legacy:
+        sql = (
+            "SELECT c.rowid, vec_distance_cosine(c.embedding, ?) AS d FROM chunks c "
+            f"WHERE c.embedding IS NOT NULL AND length(c.embedding) = ?{clause} ORDER BY d LIMIT ?"
+        )
+    else:
+        sql = (
+            "SELECT c.rowid, vec_distance_cosine(v.embedding, ?) AS d FROM chunks c "
+            "JOIN embedding_cache v ON v.rowid = c.vector_id "
+            f"WHERE length(v.embedding) = ?{clause} ORDER BY d LIMIT ?"
+        )
+    dist = {int(r[0]): float(r[1]) for r in rows(db.conn, sql, (q.tobytes(), q.nbytes, *args, limit))}
+    return _hydrate(db, list(dist), where, lambda rowid: 1.0 - dist[rowid])
 
 
-def _hydrate(db: IndexDB, rowids: list[int], scope: Scope, score_of) -> list[Candidate]:  # type: ignore[no-untyped-def]
+def _numpy_scan(db: IndexDB, q: np.ndarray, limit: int, where: Scope) -> list[Candidate]:
+    import numpy as np
+
+    threads.configure()
+    q = q / (float(np.linalg.norm(q)) or 1.0)
+    layout, refs = db.vector_refs()
+    if where.restricted:
+        refs = [r for r in refs if where.allows(r.source, r.path)]
+    size = len(q) * bytes_per_dim(layout.encoding)
+    best: dict[int, float] = {}
+    for start in range(0, len(refs), SCAN_BLOCK):
+        block = refs[start : start + SCAN_BLOCK]
+        pairs = [(r, b) for r, b in zip(block, db.vector_blobs(layout, block)) if b and len(b) == size]
+        if not pairs:
+            continue
+        matrix = _matrix([b for _, b in pairs], len(q), layout)
+        norms = np.linalg.norm(matrix, axis=1)
+        norms[norms == 0] = 1.0
+        sims = (matrix @ q) / norms
+        for i in np.argsort(-sims)[:limit]:
+            best[pairs[int(i)][0].rowid] = float(sims[i])
+        if len(best) > limit:
+            best = dict(sorted(best.items(), key=lambda kv: -kv[1])[:limit])
+    return _hydrate(db, list(best), where, lambda rowid: best[rowid])
+
+
+def _matrix(blobs: list[bytes], dims: int, layout: VectorLayout) -> np.ndarray:
+    """Stored vectors as one float32 matrix (a copy: the blobs are read-only bytes)."""
+    import numpy as np
+
+    raw = np.frombuffer(b"".join(blobs), dtype=np.float16 if layout.encoding == "float16" else np.float32)
+    return raw.reshape(len(blobs), dims).astype(np.float32)
+
+
+def _hydrate(db: IndexDB, rowids: list[int], scope: Scope, score_of: Callable[[int], float]) -> list[Candidate]:
     if not rowids:
         return []
     clause, args = scope.sql()
     marks = ",".join("?" * len(rowids))
-    rows = db.conn.execute(f"SELECT {_COLUMNS} FROM chunks c WHERE c.rowid IN ({marks}){clause}", (*rowids, *args)).fetchall()
-    out = [Candidate(r[0], r[1], r[2], r[3], r[4], r[5], score_of(r[0])) for r in rows]
+    found = rows(db.conn, f"SELECT {_COLUMNS} FROM chunks c WHERE c.rowid IN ({marks}){clause}", (*rowids, *args))
+    out = [Candidate(r[0], r[1], r[2], r[3], r[4], r[5], score_of(r[0])) for r in found]
     out.sort(key=lambda c: c.score, reverse=True)
     return out
 
 
 class InProcessVectors:
-    """All stored vectors as one normalised matrix: the KNN when sqlite-vec cannot load, and a cache
-    in front of sqlite-vec while the matrix fits ``max_bytes``.
+    """All stored vectors as one normalised float32 matrix: the KNN while the matrix fits
+    ``max_bytes`` (float32 in memory, whatever the file stores).
 
-    sqlite-vec's ``vec0`` scans every vector on disk per query (10 ms at 10k × 384, 95 ms at 100k);
-    the same product over the vectors in memory takes 1.7 / 12 ms. The matrix is refreshed only when
-    the stored chunks change (``IndexDB.chunks_version``), not on every commit, and then only the new
-    and changed rows are read.
+    A product over the vectors in memory takes ~1 ms at 10k × 384 (one BLAS thread: threads.py),
+    against a scan of the vectors on disk per query. The matrix is refreshed only when the stored
+    chunks change (``IndexDB.chunks_version``), not on every commit, and then only the new and
+    changed rows are read: a stored vector never changes, so a chunk whose vector key is unchanged
+    keeps its row.
     """
 
     def __init__(self, max_bytes: int | None = None) -> None:
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
         self._version: tuple[int, str | None, int] | None = None
-        self._rowids = np.zeros(0, dtype=np.int64)
-        self._sources = np.zeros(0, dtype=object)
+        self._rowids: Any = None  # NumPy arrays once loaded
+        self._sources: Any = None
         self._paths: list[str] = []
-        self._matrix = np.zeros((0, 0), dtype=np.float32)
-        self._index: dict[int, tuple[int, str | None]] = {}  # rowid -> (matrix row, embed_hash)
-        self._epoch: tuple[int, object] | None = None  # (connection, providerKey) the rows belong to
+        self._matrix: Any = None
+        self._index: dict[int, tuple[int, object]] = {}  # chunk rowid -> (matrix row, vector key)
+        self._epoch: tuple[int, object, VectorLayout] | None = None  # (connection, providerKey, layout)
         self.loads = 0  # how many times the database was consulted after a change
         self.last_reread = 0  # vectors read from the database by the last load
+        self.last_load_s = 0.0  # seconds the last load took (status, benchmarks)
 
     @property
     def loaded_vectors(self) -> int:
-        return int(self._matrix.shape[0])
+        return 0 if self._matrix is None else int(self._matrix.shape[0])
 
     @property
     def loaded_bytes(self) -> int:
-        return int(self._matrix.nbytes)
+        return 0 if self._matrix is None else int(self._matrix.nbytes)
 
     def fits(self, db: IndexDB, dims: int | None) -> bool:
         """Whether the index's vectors fit the memory budget (always True without a budget)."""
@@ -79,7 +134,7 @@ class InProcessVectors:
             return False
         with self._lock:
             if self._version is not None and self._version == self._current_version(db):
-                return self._matrix.nbytes <= self.max_bytes
+                return self.loaded_bytes <= self.max_bytes
         return db.chunk_count() * dims * 4 <= self.max_bytes
 
     @staticmethod
@@ -89,83 +144,85 @@ class InProcessVectors:
         token = db.chunks_version()
         return (id(db), token, db.data_version() if token is None else 0)
 
+    def load(self, db: IndexDB) -> None:
+        """Bring the matrix up to date now (a warm-up; searches do it on demand)."""
+        with self._lock:
+            self._load(db)
+
     def _load(self, db: IndexDB) -> None:
+        import time
+
+        import numpy as np
+
         version = self._current_version(db)
         if version == self._version:
             return
+        started = time.perf_counter()
         meta = db.read_meta() or {}
-        epoch = (id(db), meta.get("providerKey"))
-        # What each stored vector is: the hash of exactly what was embedded (same hash, same model:
-        # same vector), so a change re-reads only new and changed rows, not all of them (100k
-        # vectors: ~2 s for a full read).
-        rows = db.conn.execute(
-            "SELECT rowid, embed_hash, length(embedding), source, path FROM chunks WHERE embedding IS NOT NULL"
-        ).fetchall()
+        layout, refs = db.vector_refs()
         self.loads += 1
-        dims = max((r[2] for r in rows), default=0) // 4
-        rows = [r for r in rows if r[2] == dims * 4]
-        reuse = epoch == self._epoch and self._matrix.ndim == 2 and self._matrix.shape[1] == dims
+        epoch = (id(db), meta.get("providerKey"), layout)
+        reuse = epoch == self._epoch and self._matrix is not None and self._matrix.shape[1] > 0
         old = self._index if reuse else {}
-        keep: list[int] = []
-        fetch: list[int] = []
-        for rowid, embed_hash, _len, _source, _path in rows:
-            hit = old.get(rowid)
-            if hit is not None and hit[1] == embed_hash:
+        keep: list[int] = []  # matrix rows kept
+        kept_refs: list[VectorRef] = []
+        fetch: list[VectorRef] = []
+        for ref in refs:
+            hit = old.get(ref.rowid)
+            if hit is not None and hit[1] == ref.key:
                 keep.append(hit[0])
+                kept_refs.append(ref)
             else:
-                fetch.append(rowid)
-        fetched = self._read_vectors(db, fetch, dims)
+                fetch.append(ref)
+        blobs = db.vector_blobs(layout, fetch)
+        width = bytes_per_dim(layout.encoding)
+        dims = int(self._matrix.shape[1]) if keep else max((len(b) for b in blobs if b), default=0) // width
+        fetched_refs = [r for r, b in zip(fetch, blobs) if b and len(b) == dims * width]
+        fetched = self._normalised([b for b in blobs if b and len(b) == dims * width], dims, layout)
         positions = np.asarray(keep, dtype=np.int64)
         if len(positions) and positions[0] == 0 and np.all(np.diff(positions) == 1):
             kept = self._matrix[: len(positions)]  # nothing before them removed: a view, no copy
         else:
             kept = self._matrix[positions] if len(positions) else np.zeros((0, dims), dtype=np.float32)
-        matrix = np.concatenate([kept, fetched]) if len(fetched) else kept
-        # Rows in the order they were assembled: kept ones first, then the newly read ones.
-        by_rowid = {r[0]: r for r in rows}
-        order = self._rowids[positions].tolist() + fetch if len(positions) else list(fetch)
-        self._matrix = matrix
-        self._rowids = np.asarray(order, dtype=np.int64)
-        self._sources = np.array([by_rowid[r][3] for r in order], dtype=object)
-        self._paths = [by_rowid[r][4] for r in order]
-        self._index = {rowid: (pos, by_rowid[rowid][1]) for pos, rowid in enumerate(order)}
+        self._matrix = np.concatenate([kept, fetched]) if len(fetched) else kept
+        order = kept_refs + fetched_refs  # rows in the order they were assembled
+        self._rowids = np.asarray([r.rowid for r in order], dtype=np.int64)
+        self._sources = np.array([r.source for r in order], dtype=object)
+        self._paths = [r.path for r in order]
+        self._index = {r.rowid: (pos, r.key) for pos, r in enumerate(order)}
         self._epoch = epoch
         self._version = version
-        self.last_reread = len(fetch)
+        self.last_reread = len(fetched_refs)
+        self.last_load_s = time.perf_counter() - started
 
     @staticmethod
-    def _read_vectors(db: IndexDB, rowids: list[int], dims: int) -> np.ndarray:
-        """Normalised vectors of ``rowids``, in that order."""
-        if not rowids:
+    def _normalised(blobs: list[bytes], dims: int, layout: VectorLayout) -> np.ndarray:
+        import numpy as np
+
+        if not blobs or not dims:
             return np.zeros((0, dims), dtype=np.float32)
-        blobs: dict[int, bytes] = {}
-        for start in range(0, len(rowids), 500):
-            batch = rowids[start : start + 500]
-            marks = ",".join("?" * len(batch))
-            blobs.update(db.conn.execute(f"SELECT rowid, embedding FROM chunks WHERE rowid IN ({marks})", batch).fetchall())
-        matrix = np.frombuffer(b"".join(blobs[r] for r in rowids), dtype=np.float32).reshape(len(rowids), dims).copy()
+        matrix = _matrix(blobs, dims, layout)
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
         matrix /= norms
         return matrix
 
     def search(self, db: IndexDB, query_vec: np.ndarray, limit: int, scope: ScopeLike) -> list[Candidate]:
+        import numpy as np
+
         where = as_scope(scope)
+        threads.configure()  # one BLAS thread: a matrix-vector product is query-sized work
         with self._lock:
             self._load(db)
-            if self._matrix.size == 0 or self._matrix.shape[1] != len(query_vec):
+            if self._matrix is None or self._matrix.size == 0 or self._matrix.shape[1] != len(query_vec):
                 return []
             q = np.asarray(query_vec, dtype=np.float32)
             norm = float(np.linalg.norm(q)) or 1.0
-            # einsum, not ``@``: numpy's BLAS would spin up its own threads for this product and
-            # then fight torch's threads for the cores, doubling the query embedding's time (measured:
-            # 14 ms → 32 ms per hybrid query on 2 cores). einsum runs single-threaded: 1 ms at 10k × 384.
-            sims = np.einsum("ij,j->i", self._matrix, q / norm)
+            sims = self._matrix @ (q / norm)
             allowed = where.mask(self._sources, self._paths)
             if allowed is not None:
                 sims = np.where(allowed, sims, -np.inf)
             count = min(limit, len(sims))
             top = np.argpartition(-sims, count - 1)[:count] if count < len(sims) else np.arange(len(sims))
-            top = [i for i in top if np.isfinite(sims[i])]
-            scores = {int(self._rowids[i]): float(sims[i]) for i in top}
+            scores = {int(self._rowids[i]): float(sims[i]) for i in top if np.isfinite(sims[i])}
         return _hydrate(db, list(scores), where, lambda rowid: scores[rowid])

@@ -24,6 +24,7 @@ import apsw
 from mdrecall.config import mdrecall_home
 from mdrecall.crashpoints import crash_point
 from mdrecall.store.db import ChunkRow, FileRow, IndexDB, StoreOptions
+from mdrecall.store.sql import scalar
 
 __all__ = [
     "ChunkRow",
@@ -119,12 +120,28 @@ def cleanup_stale_rebuilds(db_path: Path) -> None:
 SWAP_STEP_PAGES = 64
 
 
+def _match_page_size(built: IndexDB, dest: apsw.Connection) -> None:
+    """The backup API cannot copy into a WAL database of another page size, and a WAL database's
+    page size is fixed: an index created with 4 KiB pages (schema 2) keeps them, so the rebuilt
+    copy is re-paged to match first (a VACUUM of the private copy, nobody else has it open)."""
+    live_size = int(scalar(dest, "PRAGMA page_size"))
+    has_pages = int(scalar(dest, "PRAGMA page_count")) > 0
+    conn = built.conn
+    if not has_pages or int(scalar(conn, "PRAGMA page_size")) == live_size:
+        return
+    conn.execute("PRAGMA journal_mode=DELETE")
+    conn.execute(f"PRAGMA page_size={live_size}")
+    conn.execute("VACUUM")
+    conn.execute("PRAGMA journal_mode=WAL")
+
+
 def swap_in(built: IndexDB, live_path: Path, busy_timeout_ms: int) -> None:
     """Replace the live database's content with ``built``'s in one transaction."""
     built.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     dest = apsw.Connection(str(live_path))
     try:
         dest.setbusytimeout(busy_timeout_ms)
+        _match_page_size(built, dest)
         with dest.backup("main", built.conn, "main") as backup:
             # Steps of SWAP_STEP_PAGES inside the one destination write transaction: a crash between
             # steps (the crash tests stop here) leaves uncommitted WAL frames that SQLite ignores.

@@ -1,8 +1,29 @@
 """The SQLite index: connection setup, schema, and the reads and writes the engine needs.
 
 apsw is used because Python's stdlib ``sqlite3`` is often built without extension loading, and
-sqlite-vec is an extension. When the extension cannot load, vectors still live in ``chunks.embedding``
-(float32 blobs) and are searched in process.
+sqlite-vec is an extension.
+
+Layout (schema 3). Every vector is stored once, in ``embedding_cache``, keyed by its embedding space
+(provider, model, provider key) and the hash of exactly what was embedded; a chunk points at its
+vector by ``chunks.vector_id``. Vectors no chunk points at are the embedding cache proper (bounded
+by ``cache.maxEntries``); vectors in use are never pruned. The keyword index is a contentless FTS5
+table (the text lives in ``chunks`` only; deleting by rowid needs ``contentless_delete``, SQLite
+3.43+). New databases use 8 KiB pages, which hold five 384-dimension vectors each without overflow
+pages (4 KiB pages hold two). Search reads vectors from here into memory (search/vector.py) or
+scans them on disk; there is no vec0 table.
+
+Vectors are stored as float16 unit vectors (``vector_encoding`` in ``meta``): half the bytes of
+float32, and no ranking change on the dev sets (recall@budget identical to four decimals,
+docs/benchmarks.md). Search reads them back into float32. sqlite-vec cannot compute distances on
+float16, so its ``vec_distance_cosine`` scans only float32 files (schema 1/2, and schema-3 files
+written before the encoding was recorded); NumPy scans the others. Across this module's interface
+vectors are always float32 bytes (``vector_to_blob``): ``ChunkRow.embedding``, ``cache_put`` and
+``cache_get`` speak float32, whatever a store keeps.
+
+Schema 2 (every vector in ``chunks.embedding``, in a vec0 table and in the cache; FTS5 with its own
+copy of the text) is still read until the first sync rebuilds the index from the files, reusing
+every stored vector (``seed_cache_from``): the bumped ``schemaVersion`` in the index identity is what
+triggers that rebuild.
 
 Why this module is long: it is the only code that speaks SQL to the index; every table's reads and
 writes live here so the schema has one owner.
@@ -10,6 +31,7 @@ writes live here so the schema has one owner.
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 import uuid
@@ -20,16 +42,25 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import apsw
-import numpy as np
 
 from mdrecall.errors import StoreError
+from mdrecall.store.sql import rows, scalar
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 META_KEY = "memory_index_meta_v1"
 #: A random token replaced by every write that changes the stored chunks: in-process caches (the
 #: vector matrix) compare it instead of reloading. Random, not a counter, so a rebuilt database
 #: swapped in under the same path can never repeat the token the cache saw.
 CHUNKS_VERSION_KEY = "chunks_version"
+#: Vector length the index was prepared for (``ensure_vec_table``).
+VECTOR_DIMS_KEY = "vector_dims"
+#: How this file stores vectors (``float16`` or ``float32``); absent: float32.
+VECTOR_ENCODING_KEY = "vector_encoding"
+#: The encoding of vectors in new databases.
+VECTOR_ENCODING = "float16"
+#: Page size of new databases: an 8 KiB page holds nine rows of 384 float16 dimensions (6 % of it
+#: unused); a 4 KiB page holds four (16 % unused).
+PAGE_SIZE = 8192
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -51,8 +82,8 @@ CREATE TABLE IF NOT EXISTS chunks (
   hash TEXT NOT NULL,
   model TEXT NOT NULL,
   text TEXT NOT NULL,
-  embedding BLOB,
-  embed_hash TEXT,
+  context TEXT,
+  vector_id INTEGER,
   updated_at INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS idx_chunks_path ON chunks(path);
@@ -64,20 +95,25 @@ CREATE TABLE IF NOT EXISTS skipped_files (
   mtime INTEGER NOT NULL,
   size INTEGER NOT NULL
 );
-CREATE TABLE IF NOT EXISTS embedding_cache (
+CREATE TABLE IF NOT EXISTS embedding_spaces (
+  id INTEGER PRIMARY KEY,
   provider TEXT NOT NULL,
   model TEXT NOT NULL,
   provider_key TEXT NOT NULL,
+  UNIQUE (provider, model, provider_key)
+);
+CREATE TABLE IF NOT EXISTS embedding_cache (
+  rowid INTEGER PRIMARY KEY,
+  space INTEGER NOT NULL,
   hash TEXT NOT NULL,
   embedding BLOB NOT NULL,
-  dims INTEGER NOT NULL,
   updated_at INTEGER NOT NULL,
-  PRIMARY KEY (provider, model, provider_key, hash)
+  UNIQUE (space, hash)
 );
 CREATE INDEX IF NOT EXISTS idx_embedding_cache_updated_at ON embedding_cache(updated_at);
 """
 
-_SCHEMA_TABLES = ("meta", "files", "chunks", "skipped_files", "embedding_cache", "idx_chunks_path",
+_SCHEMA_TABLES = ("meta", "files", "chunks", "skipped_files", "embedding_spaces", "embedding_cache", "idx_chunks_path",
                   "idx_chunks_source", "idx_embedding_cache_updated_at")
 
 FTS_TOKENIZERS = {
@@ -88,11 +124,68 @@ FTS_TOKENIZERS = {
 
 
 def vector_to_blob(vector: Sequence[float]) -> bytes:
+    """A vector as the store interface passes it: float32 bytes in the machine's order."""
+    import numpy as np  # not on the keyword-only path (a one-shot search without it starts ~0.1 s sooner)
+
     return np.asarray(vector, dtype=np.float32).tobytes()
 
 
-def blob_to_vector(blob: bytes) -> np.ndarray:
+def blob_to_vector(blob: bytes) -> Any:
+    import numpy as np
+
     return np.frombuffer(blob, dtype=np.float32)
+
+
+def encode_vector(blob: bytes, encoding: str) -> bytes:
+    """A float32 blob as ``encoding`` stores it. float16 keeps the unit vector: cosine similarity
+    does not depend on the length, and a unit vector's components cannot overflow float16."""
+    if encoding == "float32":
+        return blob
+    import numpy as np
+
+    vector = np.frombuffer(blob, dtype=np.float32)
+    norm = float(np.linalg.norm(vector))
+    return (vector / norm if norm else vector).astype(np.float16).tobytes()
+
+
+def decode_vector(blob: bytes, encoding: str) -> bytes:
+    """A stored blob back as float32 bytes."""
+    if encoding == "float32":
+        return blob
+    import numpy as np
+
+    return np.frombuffer(blob, dtype=np.float16).astype(np.float32).tobytes()
+
+
+def bytes_per_dim(encoding: str) -> int:
+    return 2 if encoding == "float16" else 4
+
+
+class VectorLayout(NamedTuple):
+    """Where a file keeps its vectors and in what form (they change when a rebuild is swapped in)."""
+
+    #: Schema 1/2: vectors in ``chunks.embedding``.
+    legacy: bool
+    #: ``float16`` or ``float32``.
+    encoding: str
+
+
+class VectorRef(NamedTuple):
+    """One chunk's vector. ``key`` names the stored vector: equal keys, equal vectors (schema 3: the
+    vector's row, which never changes; schema 1/2: the chunk's rowid and embed_hash)."""
+
+    rowid: int
+    key: object
+    source: str
+    path: str
+
+
+class VectorSpace(NamedTuple):
+    """What a vector means: the provider, its model and the provider key (hash of its identity)."""
+
+    provider: str
+    model: str
+    provider_key: str
 
 
 @dataclass
@@ -117,6 +210,12 @@ class ChunkRow:
     fts_text: str
     #: Hash of exactly what was embedded (heading trail + text); the embedding-cache key.
     embed_hash: str | None = None
+    #: The embedding space ``embedding`` belongs to (provider, model, provider key); a store that
+    #: keys its vectors by it (this one) files them there, others may ignore it.
+    space: VectorSpace | None = None
+    #: The heading trail indexed with the text (None: none). Kept because the keyword index is
+    #: contentless: calibrated scoring re-reads what each chunk was indexed from.
+    context: str | None = None
 
 
 @dataclass
@@ -143,6 +242,8 @@ class StoreOptions:
     fts_tokenizer: str = "unicode61"
     vector_enabled: bool = True
     vector_extension_path: str | None = None
+    #: Page size of a database created by this connection (existing files keep theirs).
+    page_size: int = PAGE_SIZE
     busy_timeout_ms: int = 10_000
     readonly: bool = False
     #: Test hook: called with the raw apsw connection before the schema is created.
@@ -150,18 +251,27 @@ class StoreOptions:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def _bundled_sqlite_vec() -> str:
+    """The extension shipped in the sqlite-vec package, found without importing it (its
+    ``__init__`` imports numpy, ~0.1 s that a keyword search does not need)."""
+    import importlib.util
+    import os
+
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is not None and spec.origin:
+        return os.path.join(os.path.dirname(spec.origin), "vec0")
+    import sqlite_vec  # a layout we do not know: let the package say
+
+    return str(sqlite_vec.loadable_path())
+
+
 def _load_sqlite_vec(conn: apsw.Connection, extension_path: str | None) -> str:
     conn.enable_load_extension(True)
     try:
-        if extension_path:
-            conn.load_extension(extension_path)
-        else:
-            import sqlite_vec
-
-            conn.load_extension(sqlite_vec.loadable_path())
+        conn.load_extension(extension_path or _bundled_sqlite_vec())
     finally:
         conn.enable_load_extension(False)
-    return str(conn.execute("SELECT vec_version()").fetchone()[0])
+    return str(scalar(conn, "SELECT vec_version()"))
 
 
 class IndexDB:
@@ -178,6 +288,8 @@ class IndexDB:
         except (apsw.Error, OSError) as exc:
             raise StoreError(f"cannot open index database {path}: {exc}") from exc
         self.conn.setbusytimeout(options.busy_timeout_ms)
+        self._tokenizer: Any = None  # the keyword index's tokenizer, for query statistics
+        self._vocab_ready = False
         if options.connection_hook is not None:
             options.connection_hook(self.conn)
         self._setup()
@@ -186,7 +298,9 @@ class IndexDB:
     def _setup(self) -> None:
         conn = self.conn
         try:
-            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            # Only takes effect on a new, empty file (and must precede WAL mode to do so).
+            conn.execute(f"PRAGMA page_size={int(self.options.page_size)}")
+            mode = scalar(conn, "PRAGMA journal_mode=WAL")
             if str(mode).lower() != "wal":
                 raise StoreError(f"cannot switch {self.path} to WAL mode (got {mode})")
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -194,18 +308,35 @@ class IndexDB:
             # Schema changes take the write lock up front (BEGIN IMMEDIATE waits on the busy timeout):
             # a deferred transaction that reads the schema first and then upgrades to a write fails at
             # once with "database is locked" when another process created the schema meanwhile.
-            if not self._has_tables(_SCHEMA_TABLES):
-                self._immediate(lambda: conn.execute(_SCHEMA))
-            if not self._has_embed_hash():  # an index written by schema 1
+            if self.legacy_layout():
+                # Schema 1/2: read as it is until a sync rebuilds it (the identity's schemaVersion).
+                if not self._has_column("chunks", "embed_hash"):
+                    self._immediate(
+                        lambda: self._has_column("chunks", "embed_hash")
+                        or conn.execute("ALTER TABLE chunks ADD COLUMN embed_hash TEXT")
+                    )
+            elif not self._has_tables(_SCHEMA_TABLES):
+                encoding = (
+                    "INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO NOTHING",
+                    (VECTOR_ENCODING_KEY, VECTOR_ENCODING),
+                )
+                self._immediate(lambda: self.legacy_layout() or (conn.execute(_SCHEMA), conn.execute(*encoding)))
+            elif not self._has_column("chunks", "context"):
+                # A schema-3 file from before the heading trail was kept: its chunks score without
+                # their headings until they are next indexed.
                 self._immediate(
-                    lambda: self._has_embed_hash() or conn.execute("ALTER TABLE chunks ADD COLUMN embed_hash TEXT")
+                    lambda: self._has_column("chunks", "context") or conn.execute("ALTER TABLE chunks ADD COLUMN context TEXT")
                 )
         except apsw.Error as exc:
             raise StoreError(f"cannot initialise index database {self.path}: {exc}") from exc
         if self.options.fts_enabled:
             tokenizer = FTS_TOKENIZERS[self.options.fts_tokenizer]
             try:
-                create = f"CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(text, tokenize='{tokenizer}')"
+                # Contentless: the text is stored once, in chunks; rows are deleted by rowid.
+                create = (
+                    "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING "
+                    f"fts5(text, content='', contentless_delete=1, tokenize='{tokenizer}')"
+                )
                 if not self._has_tables(("chunks_fts",)):
                     self._immediate(lambda: conn.execute(create))
                 else:
@@ -228,8 +359,21 @@ class IndexDB:
         present = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master")}
         return all(name in present for name in names)
 
-    def _has_embed_hash(self) -> bool:
-        return any(row[1] == "embed_hash" for row in self.conn.execute("PRAGMA table_info(chunks)"))
+    def _has_column(self, table: str, column: str) -> bool:
+        return any(row[1] == column for row in self.conn.execute(f"PRAGMA table_info({table})"))
+
+    def legacy_layout(self) -> bool:
+        """Whether this file has the schema 1/2 layout (vectors in ``chunks.embedding``). Asked
+        again wherever it matters: a rebuilt index swapped in changes the layout under an open
+        connection."""
+        return self._has_column("chunks", "embedding")
+
+    def vector_encoding(self) -> str:
+        """How this file stores vectors: ``float16`` (new databases) or ``float32`` (schema 1/2,
+        and schema-3 files from before the encoding was recorded). Asked again like the layout."""
+        if self.legacy_layout():
+            return "float32"
+        return self.get_kv(VECTOR_ENCODING_KEY) or "float32"
 
     def _immediate(self, work: Callable[[], object]) -> None:
         self.conn.execute("BEGIN IMMEDIATE")
@@ -253,7 +397,7 @@ class IndexDB:
         and to the full ``integrity_ok`` check, which the manager runs in the background."""
         damaged = (apsw.CorruptError, apsw.NotADBError, apsw.IOError)
         try:
-            tables = self.conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall()
+            tables = rows(self.conn, "SELECT name, sql FROM sqlite_master WHERE type = 'table'")
         except apsw.Error:
             return False
         for name, sql in tables:
@@ -274,8 +418,7 @@ class IndexDB:
 
     def integrity_ok(self) -> bool:
         try:
-            row = self.conn.execute("PRAGMA quick_check").fetchone()
-            return bool(row) and row[0] == "ok"
+            return bool(scalar(self.conn, "PRAGMA quick_check") == "ok")
         except apsw.Error:
             return False
 
@@ -306,37 +449,129 @@ class IndexDB:
             (key, value),
         )
 
-    # -- vector table ----------------------------------------------------------------------------
+    # -- keyword index statistics --------------------------------------------------------------
+    def fts_term_chunks(self, words: Sequence[str]) -> dict[str, int]:
+        """How many chunks hold each word, counted in the keyword index (``fts5vocab``) after the
+        index's own tokenizer (Porter stems, folded diacritics). Words it turns into more than one
+        token (searched as phrases) are left out. Costs a few index lookups, not a scan."""
+        tokenizer = self._query_tokenizer()
+        if tokenizer is None:
+            return {}
+        tokens: dict[str, str] = {}
+        for word in words:
+            found = tokenizer(word.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False, include_colocated=False)
+            if len(found) == 1:
+                tokens[word] = found[0]
+        if not tokens:
+            return {}
+        if not self._vocab_ready:
+            self.conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_fts_vocab USING fts5vocab(main, chunks_fts, row)")
+            self._vocab_ready = True
+        wanted = sorted(set(tokens.values()))
+        sql = f"SELECT term, doc FROM temp.chunks_fts_vocab WHERE term IN ({','.join('?' * len(wanted))})"
+        counts = {str(r[0]): int(r[1]) for r in rows(self.conn, sql, wanted)}
+        return {word: int(counts.get(token, 0)) for word, token in tokens.items()}
+
+    def _query_tokenizer(self) -> Any:
+        if self._tokenizer is None:
+            name, *args = FTS_TOKENIZERS[self.options.fts_tokenizer].split()
+            try:
+                self._tokenizer = self.conn.fts5_tokenizer(name, args)
+            except (apsw.Error, AttributeError):  # no FTS5, or an apsw without tokenizer access
+                self._tokenizer = False
+        return self._tokenizer or None
+
+    # -- vectors ---------------------------------------------------------------------------------
     def vec_dims(self) -> int | None:
-        row = self.conn.execute("SELECT sql FROM sqlite_master WHERE name = 'chunks_vec'").fetchone()
-        if not row:
-            return None
-        sql = row[0]
-        start = sql.find("float[")
-        if start < 0:
-            return None
-        return int(sql[start + 6 : sql.index("]", start)])
+        """Vector length the index holds (or was prepared for); None without vectors."""
+        if self.legacy_layout():
+            row = self.conn.execute("SELECT sql FROM sqlite_master WHERE name = 'chunks_vec'").fetchone()
+            if not row or "float[" not in row[0]:
+                return None
+            start = row[0].find("float[")
+            return int(row[0][start + 6 : row[0].index("]", start)])
+        value = self.get_kv(VECTOR_DIMS_KEY)
+        return int(value) if value else None
 
     def ensure_vec_table(self, dims: int) -> None:
-        if not self.caps.vector_available:
-            return
-        current = self.vec_dims()
-        if current == dims:
+        """Record the vector length about to be written (status, and the sqlite-vec scan's filter)."""
+        if self.legacy_layout() or self.vec_dims() == dims:
             return
         with self.conn:
-            if current is not None:
-                self.conn.execute("DROP TABLE chunks_vec")
-            self.conn.execute(
-                f"CREATE VIRTUAL TABLE chunks_vec USING vec0(embedding float[{dims}] distance_metric=cosine, source text)"
-            )
-            # Back-fill from stored embeddings (e.g. after the extension became available).
-            for rowid, source, blob in self.conn.execute(
-                "SELECT rowid, source, embedding FROM chunks WHERE embedding IS NOT NULL"
-            ).fetchall():
-                if len(blob) == dims * 4:
-                    self.conn.execute(
-                        "INSERT INTO chunks_vec(rowid, embedding, source) VALUES(?, ?, ?)", (rowid, blob, source)
-                    )
+            self.set_kv(VECTOR_DIMS_KEY, str(int(dims)))
+
+    def space_id(self, space: VectorSpace) -> int | None:
+        """The row of an embedding space, None when nothing was ever stored in it."""
+        found = scalar(self.conn, "SELECT id FROM embedding_spaces WHERE provider = ? AND model = ? AND provider_key = ?", space)
+        return None if found is None else int(found)
+
+    def _space_for(self, space: VectorSpace) -> int:
+        """The row of an embedding space, created if new (inside the caller's transaction)."""
+        found = self.space_id(space)
+        if found is not None:
+            return found
+        self.conn.execute("INSERT INTO embedding_spaces(provider, model, provider_key) VALUES(?, ?, ?)", space)
+        return int(self.conn.last_insert_rowid())
+
+    def vector_refs(self) -> tuple[VectorLayout, list[VectorRef]]:
+        """How the vectors are stored, and a :class:`VectorRef` for every chunk with a vector."""
+        layout = VectorLayout(self.legacy_layout(), self.vector_encoding())
+        if layout.legacy:
+            sql = "SELECT rowid, rowid || ':' || COALESCE(embed_hash, hash), source, path FROM chunks WHERE embedding IS NOT NULL"
+        else:
+            sql = "SELECT rowid, vector_id, source, path FROM chunks WHERE vector_id IS NOT NULL"
+        return layout, [VectorRef(*r) for r in rows(self.conn, sql)]
+
+    def vector_blobs(self, layout: VectorLayout, refs: Sequence[VectorRef]) -> list[bytes | None]:
+        """The stored vectors of ``refs`` (from :meth:`vector_refs`), in order, as stored (see
+        ``layout.encoding``)."""
+        sql = (
+            "SELECT rowid, embedding FROM chunks WHERE rowid IN ({})"
+            if layout.legacy
+            else "SELECT rowid, embedding FROM embedding_cache WHERE rowid IN ({})"
+        )
+        ids = [ref.rowid if layout.legacy else ref.key for ref in refs]
+        blobs: dict[object, bytes] = {}
+        for start in range(0, len(ids), 500):
+            batch = ids[start : start + 500]
+            blobs.update((r[0], r[1]) for r in rows(self.conn, sql.format(",".join("?" * len(batch))), batch))
+        return [blobs.get(i) for i in ids]
+
+    def chunk_vectors(self, rowids: Sequence[int]) -> dict[int, bytes]:
+        """The vectors of these chunks as float32 bytes (chunks without one left out)."""
+        legacy, encoding = self.legacy_layout(), self.vector_encoding()
+        sql = (
+            "SELECT rowid, embedding FROM chunks WHERE rowid IN ({}) AND embedding IS NOT NULL"
+            if legacy
+            else "SELECT c.rowid, v.embedding FROM chunks c JOIN embedding_cache v ON v.rowid = c.vector_id "
+            "WHERE c.rowid IN ({})"
+        )
+        out: dict[int, bytes] = {}
+        ids = list(rowids)
+        for start in range(0, len(ids), 500):
+            batch = ids[start : start + 500]
+            for rowid, blob in rows(self.conn, sql.format(",".join("?" * len(batch))), batch):
+                out[int(rowid)] = decode_vector(blob, "float32" if legacy else encoding)
+        return out
+
+    def indexed_texts(self, rowids: Sequence[int]) -> dict[int, str]:
+        """What each chunk was keyword-indexed from: its heading trail and text, before the FTS
+        copy's CJK spacing (schema 1/2: that copy itself)."""
+        legacy = self.legacy_layout()
+        sql = (
+            "SELECT rowid, text FROM chunks_fts WHERE rowid IN ({})"
+            if legacy and self.caps.fts_available
+            else "SELECT rowid, text FROM chunks WHERE rowid IN ({})"
+            if legacy
+            else "SELECT rowid, CASE WHEN context IS NULL OR context = '' THEN text ELSE context || char(10) || text END "
+            "FROM chunks WHERE rowid IN ({})"
+        )
+        out: dict[int, str] = {}
+        ids = list(rowids)
+        for start in range(0, len(ids), 500):
+            batch = ids[start : start + 500]
+            out.update((int(r[0]), str(r[1])) for r in rows(self.conn, sql.format(",".join("?" * len(batch))), batch) if r[1] is not None)
+        return out
 
     # -- files -----------------------------------------------------------------------------------
     def files(self, source: str | None = None) -> dict[str, FileRow]:
@@ -369,14 +604,11 @@ class IndexDB:
 
     def _delete_file_rows(self, path: str) -> None:
         conn = self.conn
-        if self.caps.vector_available and self.vec_dims() is not None:
-            # One point delete per rowid: vec0 answers "rowid IN (subquery)" with a full table scan,
-            # which made indexing quadratic in the number of files (benchmarks/speed.py).
-            rowids = [(r[0],) for r in conn.execute("SELECT rowid FROM chunks WHERE path = ?", (path,))]
-            if rowids:
-                conn.executemany("DELETE FROM chunks_vec WHERE rowid = ?", rowids)
-        if self.caps.fts_available:
-            conn.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT rowid FROM chunks WHERE path = ?)", (path,))
+        rowids = [(r[0],) for r in conn.execute("SELECT rowid FROM chunks WHERE path = ?", (path,))]
+        if rowids and self.caps.fts_available:
+            # Point deletes: a contentless table (contentless_delete) removes a row by its rowid.
+            conn.executemany("DELETE FROM chunks_fts WHERE rowid = ?", rowids)
+        # The chunks' vectors stay in embedding_cache: no longer referenced, they are the cache.
         conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
         conn.execute("DELETE FROM files WHERE path = ?", (path,))
         conn.execute("DELETE FROM skipped_files WHERE path = ?", (path,))
@@ -393,45 +625,49 @@ class IndexDB:
         return self.get_kv(CHUNKS_VERSION_KEY)
 
     def replace_file(self, file: FileRow, chunks: Sequence[ChunkRow], model: str) -> None:
-        """Atomically replace everything stored for one file."""
+        """Atomically replace everything stored for one file. Chunk vectors (float32 bytes) go to
+        their ``space`` (without one: a space named after ``model``)."""
         now = int(time.time())
         conn = self.conn
-        has_vec = self.caps.vector_available and self.vec_dims() is not None
         with conn:
             self._delete_file_rows(file.path)
+            spaces: dict[VectorSpace, int] = {}
+            encoding = self.vector_encoding() if any(c.embedding is not None for c in chunks) else ""
             for chunk in chunks:
+                vector_id = None
+                if chunk.embedding is not None:
+                    named = chunk.space or VectorSpace("", model, "")
+                    if named not in spaces:
+                        spaces[named] = self._space_for(named)
+                    vector_id = self._store_vector(spaces[named], chunk.embed_hash or chunk.hash, encode_vector(chunk.embedding, encoding))
                 conn.execute(
-                    "INSERT INTO chunks(id, path, source, start_line, end_line, hash, model, text, embedding, embed_hash, updated_at) "
-                    "VALUES(?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO NOTHING",
-                    (
-                        chunk.id,
-                        chunk.path,
-                        chunk.source,
-                        chunk.start_line,
-                        chunk.end_line,
-                        chunk.hash,
-                        model,
-                        chunk.text,
-                        chunk.embedding,
-                        chunk.embed_hash or chunk.hash,
-                        now,
-                    ),
+                    "INSERT INTO chunks(id, path, source, start_line, end_line, hash, model, text, context, vector_id, "
+                    "updated_at) VALUES(?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO NOTHING",
+                    (chunk.id, chunk.path, chunk.source, chunk.start_line, chunk.end_line, chunk.hash, model, chunk.text,
+                     chunk.context, vector_id, now),  # fmt: skip
                 )
                 if conn.changes() == 0:
                     continue  # identical chunk twice in one file (repeated text): keep one
-                rowid = conn.last_insert_rowid()
                 if self.caps.fts_available:
-                    conn.execute("INSERT INTO chunks_fts(rowid, text) VALUES(?, ?)", (rowid, chunk.fts_text))
-                if has_vec and chunk.embedding is not None:
-                    conn.execute(
-                        "INSERT INTO chunks_vec(rowid, embedding, source) VALUES(?, ?, ?)",
-                        (rowid, chunk.embedding, chunk.source),
-                    )
+                    conn.execute("INSERT INTO chunks_fts(rowid, text) VALUES(?, ?)", (conn.last_insert_rowid(), chunk.fts_text))
             conn.execute(
                 "INSERT INTO files(path, source, hash, mtime, size, indexed_at) VALUES(?,?,?,?,?,?)",
                 (file.path, file.source, file.hash, file.mtime, file.size, now),
             )
             self._bump_chunks_version()
+
+    def _store_vector(self, space: int, embed_hash: str, stored: bytes) -> int:
+        """The row of this vector (already in the file's encoding), stored if new. A stored vector
+        never changes (same input, same model, same vector): the first one stays, and in-memory
+        copies may trust its rowid."""
+        return int(
+            scalar(
+                self.conn,
+                "INSERT INTO embedding_cache(space, hash, embedding, updated_at) VALUES(?,?,?,?) "
+                "ON CONFLICT(space, hash) DO UPDATE SET updated_at = excluded.updated_at RETURNING rowid",
+                (space, embed_hash, stored, time.time_ns()),
+            )
+        )
 
     # -- counts ----------------------------------------------------------------------------------
     def counts(self) -> dict[str, dict[str, int]]:
@@ -442,72 +678,175 @@ class IndexDB:
             out.setdefault(source, {"files": 0, "chunks": 0})["chunks"] = n
         return out
 
+    def chunk_spans(self, path: str, first_line: int, last_line: int, limit: int) -> list[tuple[int, int, int, bool]]:
+        """(start line, end line, text length, has a vector) of ``path``'s chunks that overlap the
+        lines ``first_line``..``last_line``, in line order (the inspector's chunk view)."""
+        has_vector = "embedding IS NOT NULL" if self.legacy_layout() else "vector_id IS NOT NULL"
+        found = rows(
+            self.conn,
+            f"SELECT start_line, end_line, length(text), {has_vector} FROM chunks "
+            "WHERE path = ? AND end_line >= ? AND start_line <= ? ORDER BY start_line, end_line LIMIT ?",
+            (path, first_line, last_line, limit),
+        )
+        return [(int(r[0]), int(r[1]), int(r[2]), bool(r[3])) for r in found]
+
     def has_source(self, source: str) -> bool:
         """Whether any chunk of ``source`` is indexed (one lookup in idx_chunks_source)."""
         return self.conn.execute("SELECT 1 FROM chunks WHERE source = ? LIMIT 1", (source,)).fetchone() is not None
 
     def chunk_count(self) -> int:
-        return int(self.conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+        return int(scalar(self.conn, "SELECT COUNT(*) FROM chunks"))
 
     def data_version(self) -> int:
         """Changes whenever another connection commits (cheap staleness check for caches)."""
-        return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+        return int(scalar(self.conn, "PRAGMA data_version"))
 
     # -- embedding cache -------------------------------------------------------------------------
+    # Every stored vector, the ones chunks use included: cache_get finds a chunk's vector before
+    # its file is rewritten, so an edit re-embeds only the chunks whose text changed.
     def cache_get(self, provider: str, model: str, key: str, hashes: Iterable[str]) -> dict[str, bytes]:
+        if self.legacy_layout():
+            return {}
+        space = self.space_id(VectorSpace(provider, model, key))
+        if space is None:
+            return {}
+        encoding = self.vector_encoding()
         found: dict[str, bytes] = {}
-        batch: list[str] = []
-        for h in hashes:
-            batch.append(h)
-            if len(batch) >= 400:
-                found.update(self._cache_get_batch(provider, model, key, batch))
-                batch = []
-        if batch:
-            found.update(self._cache_get_batch(provider, model, key, batch))
+        wanted = list(hashes)
+        for start in range(0, len(wanted), 400):
+            batch = wanted[start : start + 400]
+            marks = ",".join("?" * len(batch))
+            sql = f"SELECT hash, embedding FROM embedding_cache WHERE space = ? AND hash IN ({marks})"
+            found.update((r[0], decode_vector(r[1], encoding)) for r in rows(self.conn, sql, (space, *batch)))
         return found
 
-    def _cache_get_batch(self, provider: str, model: str, key: str, hashes: list[str]) -> dict[str, bytes]:
-        marks = ",".join("?" * len(hashes))
-        rows = self.conn.execute(
-            f"SELECT hash, embedding FROM embedding_cache WHERE provider = ? AND model = ? AND provider_key = ? "
-            f"AND hash IN ({marks})",
-            (provider, model, key, *hashes),
-        ).fetchall()
-        return {h: e for h, e in rows}
-
     def cache_touch(self, provider: str, model: str, key: str, hashes: Sequence[str]) -> None:
+        space = self.space_id(VectorSpace(provider, model, key))
+        if space is None:
+            return
         now = time.time_ns()
-        self.conn.executemany(
-            "UPDATE embedding_cache SET updated_at = ? WHERE provider = ? AND model = ? AND provider_key = ? AND hash = ?",
-            [(now, provider, model, key, h) for h in hashes],
-        )
+        with self.conn:  # one transaction, not one per row
+            self.conn.executemany(
+                "UPDATE embedding_cache SET updated_at = ? WHERE space = ? AND hash = ?", [(now, space, h) for h in hashes]
+            )
 
     def cache_put(self, provider: str, model: str, key: str, items: Sequence[tuple[str, bytes]]) -> None:
-        now = time.time_ns()
-        self.conn.executemany(
-            "INSERT INTO embedding_cache(provider, model, provider_key, hash, embedding, dims, updated_at) "
-            "VALUES(?,?,?,?,?,?,?) ON CONFLICT(provider, model, provider_key, hash) DO UPDATE SET "
-            "embedding = excluded.embedding, dims = excluded.dims, updated_at = excluded.updated_at",
-            [(provider, model, key, h, blob, len(blob) // 4, now) for h, blob in items],
-        )
+        if not items:
+            return
+        space = self._space_for(VectorSpace(provider, model, key))
+        encoding = self.vector_encoding()
+        for h, blob in items:
+            self._store_vector(space, h, encode_vector(blob, encoding))
 
     def cache_prune(self, max_entries: int | None) -> int:
-        if max_entries is None:
+        """Drop the least recently used vectors no chunk uses, down to ``max_entries`` of them."""
+        if max_entries is None or self.legacy_layout():
             return 0
-        count = self.cache_size()
-        if count <= max_entries:
+        unused = (
+            "SELECT rowid FROM embedding_cache WHERE rowid NOT IN "
+            "(SELECT vector_id FROM chunks WHERE vector_id IS NOT NULL)"
+        )
+        excess = int(scalar(self.conn, f"SELECT COUNT(*) FROM ({unused})")) - max_entries
+        if excess <= 0:
             return 0
-        excess = count - max_entries
         self.conn.execute(
-            "DELETE FROM embedding_cache WHERE rowid IN "
-            "(SELECT rowid FROM embedding_cache ORDER BY updated_at ASC LIMIT ?)",
-            (excess,),
+            f"DELETE FROM embedding_cache WHERE rowid IN ({unused} ORDER BY updated_at ASC LIMIT ?)", (excess,)
         )
         return excess
 
     def cache_size(self) -> int:
-        return int(self.conn.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()[0])
+        """Stored vectors, in use or not."""
+        return int(scalar(self.conn, "SELECT COUNT(*) FROM embedding_cache"))
+
+    def cache_unused(self) -> int:
+        """Stored vectors no chunk uses: the cache proper, which ``cache.maxEntries`` bounds."""
+        if self.legacy_layout():
+            return self.cache_size()  # schema 1/2: the cache is a table of its own
+        return int(scalar(
+            self.conn,
+            "SELECT COUNT(*) FROM embedding_cache WHERE rowid NOT IN (SELECT vector_id FROM chunks WHERE vector_id IS NOT NULL)",
+        ))
+
+    def seed_cache_from(self, old_path: Path) -> int:
+        """Copy every vector of another index (the live one a rebuild replaces) into this one's
+        cache; returns how many were new. Reads schema 3 and schema 1/2 files (their chunks'
+        vectors and their cache): migrating an index re-embeds nothing."""
+        if not old_path.exists():
+            return 0
+        conn = self.conn
+        before = self.cache_size()
+        try:
+            conn.execute("ATTACH DATABASE ? AS old", (str(old_path),))
+        except apsw.Error:
+            return 0
+        try:
+            with conn:
+                tables = {r[0] for r in rows(conn, "SELECT name FROM old.sqlite_master WHERE type='table'")}
+                columns = {r[1] for r in rows(conn, "PRAGMA old.table_info(chunks)")} if "chunks" in tables else set()
+                stored = {str(r[0]): str(r[1]) for r in rows(conn, "SELECT key, value FROM old.meta")} if "meta" in tables else {}
+                # How the old file stores its vectors (schema 1/2 and early schema-3 files: float32).
+                old_encoding = "float32" if "embedding" in columns else stored.get(VECTOR_ENCODING_KEY, "float32")
+                copy = _VectorCopy(self, old_encoding)
+                if "embedding_spaces" in tables:
+                    conn.execute(
+                        "INSERT OR IGNORE INTO embedding_spaces(provider, model, provider_key) "
+                        "SELECT provider, model, provider_key FROM old.embedding_spaces"
+                    )
+                    copy.run(
+                        "SELECT s.id, c.hash, c.embedding, c.updated_at FROM old.embedding_cache c "
+                        "JOIN old.embedding_spaces o ON o.id = c.space "
+                        "JOIN embedding_spaces s ON s.provider = o.provider AND s.model = o.model AND s.provider_key = o.provider_key "
+                        "ORDER BY c.rowid"
+                    )
+                elif "embedding_cache" in tables:  # schema 1/2
+                    conn.execute(
+                        "INSERT OR IGNORE INTO embedding_spaces(provider, model, provider_key) "
+                        "SELECT DISTINCT provider, model, provider_key FROM old.embedding_cache"
+                    )
+                    copy.run(
+                        "SELECT s.id, c.hash, c.embedding, c.updated_at FROM old.embedding_cache c "
+                        "JOIN embedding_spaces s ON s.provider = c.provider AND s.model = c.model AND s.provider_key = c.provider_key"
+                    )
+                meta = json.loads(stored[META_KEY]) if META_KEY in stored else {}
+                if "embedding" in columns and meta.get("provider") not in (None, "none"):
+                    # Schema 1/2 kept every chunk's vector in the chunk row as well (the cache may
+                    # have been pruned below them).
+                    space = self._space_for(VectorSpace(meta["provider"], meta["model"], meta["providerKey"]))
+                    hashed = "COALESCE(embed_hash, hash)" if "embed_hash" in columns else "hash"
+                    copy.run(
+                        f"SELECT ?, {hashed}, embedding, ? FROM old.chunks WHERE embedding IS NOT NULL ORDER BY rowid",
+                        (space, time.time_ns()),
+                    )
+        except (apsw.Error, ValueError, KeyError, TypeError):
+            pass  # a damaged old index only costs re-embedding
+        finally:
+            try:
+                conn.execute("DETACH DATABASE old")
+            except apsw.Error:
+                pass
+        return self.cache_size() - before
 
     # -- transactions ----------------------------------------------------------------------------
     def transaction(self) -> AbstractContextManager[object]:
         return self.conn  # apsw: the connection as a context manager is one transaction
+
+
+class _VectorCopy:
+    """Copies (space, hash, vector, updated_at) rows selected from an attached database into
+    ``embedding_cache``, re-encoding each vector from ``source`` to this file's encoding (in SQL
+    when they are the same)."""
+
+    def __init__(self, db: IndexDB, source: str) -> None:
+        self.db = db
+        self.source = source
+        self.target = db.vector_encoding()
+
+    def run(self, select: str, args: Sequence[Any] = ()) -> None:
+        insert = "INSERT OR IGNORE INTO embedding_cache(space, hash, embedding, updated_at) "
+        if self.source == self.target:
+            self.db.conn.execute(insert + select, tuple(args))
+            return
+        cursor = self.db.conn.execute(select, tuple(args))
+        while batch := list(itertools.islice(cursor, 1000)):
+            converted = [(r[0], r[1], encode_vector(decode_vector(r[2], self.source), self.target), r[3]) for r in batch]
+            self.db.conn.executemany(insert + "VALUES(?, ?, ?, ?)", converted)

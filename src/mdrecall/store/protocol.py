@@ -10,6 +10,10 @@ The rules every store keeps:
 * ``transaction()`` groups writes that should commit together (a batch of cache entries); a store
   whose every method already commits on its own may run them as it runs any write.
 * ``cache_get`` never returns a vector of another provider, model or provider key.
+* Vectors cross this interface as float32 bytes in the machine's order (``ChunkRow.embedding``,
+  ``cache_put``, ``cache_get``), each chunk's with its embedding space (``ChunkRow.space``); a store
+  keeps them however it likes (the SQLite index: once, as float16).
+* ``cache_prune(n)`` keeps at most ``n`` cached vectors that no chunk uses, never one in use.
 """
 
 from __future__ import annotations

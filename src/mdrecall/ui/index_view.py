@@ -206,11 +206,8 @@ class BuiltinIndexView:
 
     def chunks(self, path: str, first_line: int, last_line: int) -> list[ChunkSpan] | None:
         with self.manager.index.reading() as db:
-            rows = list(db.conn.execute(
-                "SELECT start_line, end_line, length(text), embedding IS NOT NULL FROM chunks "
-                "WHERE path = ? AND end_line >= ? AND start_line <= ? ORDER BY start_line, end_line LIMIT ?",
-                (path, first_line, last_line, MAX_CHUNKS)))
-        return [ChunkSpan(int(r[0]), int(r[1]), int(r[2]), bool(r[3])) for r in rows]
+            spans = db.chunk_spans(path, first_line, last_line, MAX_CHUNKS)
+        return [ChunkSpan(*span) for span in spans]
 
     def skipped(self, page: int, per_page: int) -> Page[SkippedEntry]:
         page = max(1, page)
