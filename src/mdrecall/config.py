@@ -5,6 +5,9 @@ Precedence (later wins): built-in defaults < ``~/.mdrecall/config.yaml`` < ``<wo
 A file may hold the memory section at its top level or under ``memory:``.
 Unknown keys and bad values fail with a message naming the key, so a typo never silently reverts to
 a default.
+
+Why this module is long: it is the one config tree (architecture.md), every section a typed model
+with its defaults and the reason for them next to the key.
 """
 
 from __future__ import annotations
@@ -133,6 +136,31 @@ class MmrConfig(_Section):
     enabled: bool = False
     # Accept the seed's spelling ``lambda`` as well.
     lambda_: float = Field(default=0.7, ge=0, le=1, alias="lambda")
+    # Only the head of the ranking is reranked (cost: docs/benchmarks.md).
+    candidates: int = Field(default=40, ge=2, le=400)
+
+
+class SnippetConfig(_Section):
+    # A hit that would not fit the remaining budget, or whose citation covers more than
+    # narrowAboveChars, is cut to its best-matching line and ``contextLines`` lines either side (a
+    # transcript hit: its best message and as many neighbouring messages). See docs/retrieval.md.
+    narrowAboveChars: int = Field(default=2000, ge=0)
+    contextLines: int = Field(default=2, ge=0, le=50)
+
+
+class DatesConfig(_Section):
+    # Dates in the query ("March 16, 2022", "last Tuesday", "in May") favour the daily notes of
+    # those days (logit + boost) and nearby days (less, linearly, up to nearbyDays away).
+    enabled: bool = True
+    boost: float = Field(default=1.5, ge=0, le=10)
+    nearbyDays: int = Field(default=2, ge=0, le=60)
+
+
+class SupersessionConfig(_Section):
+    # A newer dated note that restates what an older one says (same query terms matched) ranks
+    # first when the older one is ahead by less than ``margin`` in logit.
+    enabled: bool = True
+    margin: float = Field(default=1.5, ge=0, le=10)
 
 
 class FtsConfig(_Section):
@@ -149,12 +177,23 @@ class TemporalDecayConfig(_Section):
 
 class QueryConfig(_Section):
     maxResults: int = Field(default=10, ge=1, le=200)
+    # Scores are calibrated probabilities of relevance, the same scale in every mode and for every
+    # model (docs/retrieval.md); hits below minScore are dropped, and a search with none left says
+    # "nothing relevant".
     minScore: float = Field(default=0.35, ge=0, le=1)
+    # The default cut-off when a search runs on keywords alone (no embedding model, or it failed):
+    # keyword evidence alone separates on- from off-topic worse, so the same cut would drop many
+    # weak on-topic hits (LoCoMo keyword-only recall@budget 0.81 → 0.74 at 0.35). Used only while
+    # minScore is left at its configured value; an explicit min_score always wins. 0.1 ≈ P 0.0007.
+    keywordOnlyMinScore: float = Field(default=0.1, ge=0, le=1)
     maxInjectedChars: int = Field(default=4000, ge=100)
     hybrid: HybridConfig = Field(default_factory=HybridConfig)
     mmr: MmrConfig = Field(default_factory=MmrConfig)
     fts: FtsConfig = Field(default_factory=FtsConfig)
     temporalDecay: TemporalDecayConfig = Field(default_factory=TemporalDecayConfig)
+    snippet: SnippetConfig = Field(default_factory=SnippetConfig)
+    dates: DatesConfig = Field(default_factory=DatesConfig)
+    supersession: SupersessionConfig = Field(default_factory=SupersessionConfig)
     # Skip the vector side of a mostly Chinese/Japanese/Korean query when the embedding model reads
     # none of those languages (the bundled all-MiniLM-L6-v2): its vectors are noise there.
     languageCheck: bool = True

@@ -32,11 +32,16 @@ class SearchHit:
     citation: str
     vector_score: float | None = None
     text_score: float | None = None
+    #: Why it scored what it did, signal by signal (keyword terms and scores, vector cosine, the
+    #: calibrated parts, date boost, supersession, decay; docs/retrieval.md), as JSON; None when the
+    #: backend does not say. Agent tools leave it out; ``mdrecall search --explain`` and the web
+    #: inspector show it.
+    explanation: dict[str, Any] | None = None
 
     def to_dict(self, camel: bool = False) -> dict[str, Any]:
         if not camel:
             return asdict(self)
-        return {
+        out: dict[str, Any] = {
             "path": self.path,
             "startLine": self.start_line,
             "endLine": self.end_line,
@@ -45,6 +50,9 @@ class SearchHit:
             "source": self.source,
             "citation": self.citation,
         }
+        if self.explanation is not None:
+            out["explanation"] = self.explanation
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +95,9 @@ class SearchResponse:
     warnings: list[str] = field(default_factory=list)
     stale: bool = False
     freshness: Freshness = field(default_factory=Freshness)
+    #: Why ``results`` is empty: ``"nothing relevant"`` (candidates existed, none reached
+    #: ``minScore``), ``"no candidates"``; None when there are results or the backend cannot tell.
+    reason: str | None = None
 
     def __iter__(self) -> Iterator[SearchHit]:
         return iter(self.results)
@@ -107,6 +118,7 @@ class SearchResponse:
             "warnings": list(self.warnings),
             "stale": self.stale,
             "freshness": self.freshness.to_dict(),
+            "reason": self.reason,
         }
 
 

@@ -47,17 +47,21 @@ def test_recent_note_outranks_older_equal_one(dated) -> None:  # type: ignore[no
     resp = dated.search("zebra enclosure repainting", now=datetime(2026, 3, 2, tzinfo=UTC), min_score=0)
     assert [r.path for r in resp.results] == ["memory/2026-03-01.md", "memory/2026-01-01.md"]
     scores = _scores(resp)
-    assert scores["memory/2026-03-01.md"] == pytest.approx(2 ** (-1 / 30), abs=1e-4)
-    assert scores["memory/2026-01-01.md"] == pytest.approx(2 ** (-60 / 30), abs=1e-4)
-    # Default minScore (0.35) drops the decayed twin, since a better answer exists.
-    assert [r.path for r in dated.search("zebra enclosure", now=datetime(2026, 3, 2, tzinfo=UTC))] == ["memory/2026-03-01.md"]
+    # Scores are calibrated relevance times the decay: the twins' relevance is the same.
+    base = _scores(dated.search("zebra enclosure repainting", now=datetime(2026, 3, 1, tzinfo=UTC), min_score=0))
+    relevance = base["memory/2026-03-01.md"]
+    assert scores["memory/2026-03-01.md"] == pytest.approx(relevance * 2 ** (-1 / 30), abs=1e-4)
+    assert scores["memory/2026-01-01.md"] == pytest.approx(relevance * 2 ** (-60 / 30), abs=1e-4)
+    # A minScore between the two drops the decayed twin, since a better answer exists.
+    cut = relevance * 0.5
+    assert [r.path for r in dated.search("zebra enclosure repainting", now=datetime(2026, 3, 2, tzinfo=UTC), min_score=cut)] == ["memory/2026-03-01.md"]
 
 
 def test_as_of_time_changes_the_answer(dated) -> None:  # type: ignore[no-untyped-def]
     early = _scores(dated.search("zebra enclosure", now=datetime(2026, 1, 2, tzinfo=UTC), min_score=0))
     late = _scores(dated.search("zebra enclosure", now=datetime(2026, 7, 1, tzinfo=UTC), min_score=0))
-    assert early["memory/2026-01-01.md"] > 0.97
-    assert late["memory/2026-01-01.md"] < 0.05
+    assert early["memory/2026-01-01.md"] > 0.97 * early["memory/2026-03-01.md"]  # the later one is not yet decayed
+    assert late["memory/2026-01-01.md"] < 0.05 * early["memory/2026-01-01.md"]
     # A naive datetime is taken as UTC rather than rejected.
     naive = _scores(dated.search("zebra enclosure", now=datetime(2026, 1, 2), min_score=0))
     assert naive == pytest.approx(early)
@@ -66,22 +70,23 @@ def test_as_of_time_changes_the_answer(dated) -> None:  # type: ignore[no-untype
 def test_old_note_that_is_the_only_answer_still_comes_back(dated) -> None:  # type: ignore[no-untyped-def]
     resp = dated.search("zeppelin", now=datetime(2026, 6, 1, tzinfo=UTC))
     assert [r.path for r in resp.results] == ["memory/2024-05-05.md"]
-    assert 0 <= resp.results[0].score < 0.35  # decayed, yet not hidden
+    assert 0 <= resp.results[0].score < 0.05  # decayed far below minScore, yet not hidden
 
 
 def test_evergreen_files_are_not_decayed(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
     ws = make_ws({"MEMORY.md": BODY, "memory/topic.md": BODY, "memory/2025-01-01.md": BODY})
     with open_manager(ws, cfg(query=DECAY)) as m:
         scores = _scores(m.search("zebra enclosure", now=datetime(2026, 6, 1, tzinfo=UTC), min_score=0))
-    assert scores["MEMORY.md"] == pytest.approx(1.0) and scores["memory/topic.md"] == pytest.approx(1.0)
-    assert scores["memory/2025-01-01.md"] < 0.01
+    assert scores["MEMORY.md"] == pytest.approx(scores["memory/topic.md"])  # same text, same relevance, undecayed
+    assert scores["memory/2025-01-01.md"] < 0.01 * scores["MEMORY.md"]
 
 
 def test_decay_is_off_by_default_and_can_be_retuned(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
     ws = make_ws({"memory/2026-01-01.md": BODY, "memory/2026-03-01.md": BODY})
     now = datetime(2026, 3, 31, tzinfo=UTC)
     with open_manager(ws, cfg()) as m:
-        assert set(_scores(m.search("zebra", now=now, min_score=0)).values()) == {1.0}
+        plain = _scores(m.search("zebra", now=now, min_score=0))
+    assert len(set(plain.values())) == 1  # same text, same score: no decay
     with open_manager(ws, cfg(db="b.sqlite", query={"temporalDecay": {"enabled": True, "halfLifeDays": 30 * 4}})) as m:
         scores = _scores(m.search("zebra", now=now, min_score=0))
-    assert scores["memory/2026-03-01.md"] == pytest.approx(2 ** (-30 / 120), abs=1e-4)
+    assert scores["memory/2026-03-01.md"] == pytest.approx(plain["memory/2026-03-01.md"] * 2 ** (-30 / 120), abs=1e-4)

@@ -41,9 +41,9 @@ def test_mmr_option_in_search(make_ws: Callable[..., Path], cfg: Callable[..., d
         }
     )
     with open_manager(ws, cfg()) as m:
-        plain = [r.path for r in m.search("kiwi harvest orchard", min_score=0)]
+        plain = [r.path for r in m.search("kiwi harvest", min_score=0)]
     with open_manager(ws, cfg(db="mmr.sqlite", query={"mmr": {"enabled": True, "lambda": 0.5}})) as m:
-        resp = m.search("kiwi harvest orchard", min_score=0)
+        resp = m.search("kiwi harvest", min_score=0)
         diverse = [r.path for r in resp]
     assert set(plain[:2]) == {"memory/a.md", "memory/b.md"}
     assert diverse[0] in {"memory/a.md", "memory/b.md"} and diverse[1] == "memory/c.md"

@@ -86,6 +86,10 @@ def test_search_explains_why_each_hit_came_back(demo: Demo, page: Any) -> None:
     why = hit.locator("details.why").inner_text()
     assert "keyword match on port, postgres" in why
     assert re.search(r"close in meaning to the query \(vector score 0\.\d{3}\)", why)
+    # The pipeline's per-signal explanation, in words: calibrated evidence and the probability.
+    assert re.search(r"calibrated keyword evidence: matched [^\n]*port[^\n]*, \d+% of the query's term weight", why)
+    assert re.search(r"calibrated vector evidence: cosine 0\.\d+, the memory's mean similarity to the query", why)
+    assert re.search(r"estimated probability of relevance 0\.\d+", why)
     assert re.search(rf"dated note of {demo.recent_note[7:17]}, 3 days before the search date: score × 0\.9\d\d "
                      r"\(temporal decay, half-life 30 days\)", why)
     vector = hit.locator("table.signals tr", has_text="vector score").locator("td").inner_text()

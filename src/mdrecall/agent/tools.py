@@ -6,8 +6,8 @@ act on it, but cannot recover from an exception in the host. The shapes:
 
 - ``memory_search {query, maxResults?, minScore?, corpus?}`` ->
   ``{results: [{path, startLine, endLine, score, snippet, source, citation}], provider, model, mode,
-  citations, degraded, warnings, stale, freshness}``; when search is impossible
-  ``{results: [], disabled: true, unavailable: true, error, warning, action}``.
+  citations, degraded, warnings, stale, freshness}``, plus ``reason`` when nothing came back; when
+  search is impossible ``{results: [], disabled: true, unavailable: true, error, warning, action}``.
 - ``memory_get {path, from?, lines?}`` -> ``{text, path, from, lines, truncated?, nextFrom?, lineCut?}``
   (``path`` may be a search citation, ``memory/a.md#L3-L7``); on a
   refused path ``{path, text: "", error, code, hint}`` with ``code`` one of ``not_memory_path``,
@@ -364,7 +364,7 @@ class MemoryTools:
                 }
             )
         warnings.extend(response.warnings)
-        return {
+        out: dict[str, Any] = {
             "results": results,
             "provider": response.provider,
             "model": response.model,
@@ -375,6 +375,12 @@ class MemoryTools:
             "stale": bool(response.stale),
             "freshness": jsonable(response.freshness),
         }
+        # Why nothing came back ("nothing relevant": no memory reached minScore). Per-hit explanations
+        # stay out of the tools: they are for people (mdrecall search --explain, the inspector).
+        reason = getattr(response, "reason", None)
+        if not results and reason:
+            out["reason"] = reason
+        return out
 
     # -- memory_get
 

@@ -34,6 +34,7 @@ from mdrecall.index.changes import Observed, pending_changes
 from mdrecall.index.identity import EMBEDDING_KEYS, identity_mismatch
 from mdrecall.index.recovery import IndexHandle
 from mdrecall.index.syncing import LAST_SYNC_KEY, IndexSyncer, SyncRun
+from mdrecall.search.budget import lengths_for
 from mdrecall.search.pipeline import SearchPlan, VectorSearch, run_search
 from mdrecall.search.scope import scope_for
 from mdrecall.search.vector import InProcessVectors, stored_vector_search
@@ -261,6 +262,7 @@ class BuiltinMemoryManager(ManagerBase):
             min_score=self.config.query.minScore if min_score is None else min_score,
             scope=scope,
             now=now,
+            line_lengths=lengths_for(self.workspace),
         )
         with self.index.reading() as db:
             if "sessions" in wanted and scope.transcripts_prefix == "" and db.has_source("sessions"):
@@ -291,6 +293,7 @@ class BuiltinMemoryManager(ManagerBase):
         response.mode = outcome.mode
         response.degraded = outcome.degraded
         response.warnings.extend(outcome.warnings)
+        response.reason = outcome.reason
         self._notify_search(text, response, session_key, now)
         return response
 

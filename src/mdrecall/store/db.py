@@ -82,6 +82,7 @@ CREATE TABLE IF NOT EXISTS chunks (
   hash TEXT NOT NULL,
   model TEXT NOT NULL,
   text TEXT NOT NULL,
+  context TEXT,
   vector_id INTEGER,
   updated_at INTEGER NOT NULL
 );
@@ -212,6 +213,9 @@ class ChunkRow:
     #: The embedding space ``embedding`` belongs to (provider, model, provider key); a store that
     #: keys its vectors by it (this one) files them there, others may ignore it.
     space: VectorSpace | None = None
+    #: The heading trail indexed with the text (None: none). Kept because the keyword index is
+    #: contentless: calibrated scoring re-reads what each chunk was indexed from.
+    context: str | None = None
 
 
 @dataclass
@@ -317,6 +321,12 @@ class IndexDB:
                     (VECTOR_ENCODING_KEY, VECTOR_ENCODING),
                 )
                 self._immediate(lambda: self.legacy_layout() or (conn.execute(_SCHEMA), conn.execute(*encoding)))
+            elif not self._has_column("chunks", "context"):
+                # A schema-3 file from before the heading trail was kept: its chunks score without
+                # their headings until they are next indexed.
+                self._immediate(
+                    lambda: self._has_column("chunks", "context") or conn.execute("ALTER TABLE chunks ADD COLUMN context TEXT")
+                )
         except apsw.Error as exc:
             raise StoreError(f"cannot initialise index database {self.path}: {exc}") from exc
         if self.options.fts_enabled:
@@ -521,11 +531,40 @@ class IndexDB:
             else "SELECT rowid, embedding FROM embedding_cache WHERE rowid IN ({})"
         )
         ids = [ref.rowid if layout.legacy else ref.key for ref in refs]
-        blobs: dict[object, bytes] = {}
-        for start in range(0, len(ids), 500):
-            batch = ids[start : start + 500]
-            blobs.update((r[0], r[1]) for r in rows(self.conn, sql.format(",".join("?" * len(batch))), batch))
+        blobs: dict[object, bytes] = {r[0]: r[1] for r in self._rows_in(sql, ids)}
         return [blobs.get(i) for i in ids]
+
+    def _rows_in(self, sql: str, ids: Sequence[object]) -> Iterable[Any]:
+        """Rows of ``sql`` (whose ``IN ({})`` takes the ids) for every id, in batches of 500."""
+        for start in range(0, len(ids), 500):
+            batch = list(ids[start : start + 500])
+            yield from rows(self.conn, sql.format(",".join("?" * len(batch))), batch)
+
+    def chunk_vectors(self, rowids: Sequence[int]) -> dict[int, bytes]:
+        """The vectors of these chunks as float32 bytes (chunks without one left out)."""
+        legacy, encoding = self.legacy_layout(), self.vector_encoding()
+        sql = (
+            "SELECT rowid, embedding FROM chunks WHERE rowid IN ({}) AND embedding IS NOT NULL"
+            if legacy
+            else "SELECT c.rowid, v.embedding FROM chunks c JOIN embedding_cache v ON v.rowid = c.vector_id "
+            "WHERE c.rowid IN ({})"
+        )
+        stored = "float32" if legacy else encoding
+        return {int(rowid): decode_vector(blob, stored) for rowid, blob in self._rows_in(sql, list(rowids))}
+
+    def indexed_texts(self, rowids: Sequence[int]) -> dict[int, str]:
+        """What each chunk was keyword-indexed from: its heading trail and text, before the FTS
+        copy's CJK spacing (schema 1/2: that copy itself)."""
+        legacy = self.legacy_layout()
+        sql = (
+            "SELECT rowid, text FROM chunks_fts WHERE rowid IN ({})"
+            if legacy and self.caps.fts_available
+            else "SELECT rowid, text FROM chunks WHERE rowid IN ({})"
+            if legacy
+            else "SELECT rowid, CASE WHEN context IS NULL OR context = '' THEN text ELSE context || char(10) || text END "
+            "FROM chunks WHERE rowid IN ({})"
+        )
+        return {int(r[0]): str(r[1]) for r in self._rows_in(sql, list(rowids)) if r[1] is not None}
 
     # -- files -----------------------------------------------------------------------------------
     def files(self, source: str | None = None) -> dict[str, FileRow]:
@@ -595,9 +634,10 @@ class IndexDB:
                         spaces[named] = self._space_for(named)
                     vector_id = self._store_vector(spaces[named], chunk.embed_hash or chunk.hash, encode_vector(chunk.embedding, encoding))
                 conn.execute(
-                    "INSERT INTO chunks(id, path, source, start_line, end_line, hash, model, text, vector_id, updated_at) "
-                    "VALUES(?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO NOTHING",
-                    (chunk.id, chunk.path, chunk.source, chunk.start_line, chunk.end_line, chunk.hash, model, chunk.text, vector_id, now),
+                    "INSERT INTO chunks(id, path, source, start_line, end_line, hash, model, text, context, vector_id, "
+                    "updated_at) VALUES(?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO NOTHING",
+                    (chunk.id, chunk.path, chunk.source, chunk.start_line, chunk.end_line, chunk.hash, model, chunk.text,
+                     chunk.context, vector_id, now),  # fmt: skip
                 )
                 if conn.changes() == 0:
                     continue  # identical chunk twice in one file (repeated text): keep one

@@ -34,7 +34,8 @@ from mdrecall.ui.highlight import Matcher
 from mdrecall.ui.state import generic_fields, generic_value, render, ui_state
 
 MODES = ("hybrid", "keyword-only", "vector-only")
-HIT_FIELDS = {"path", "start_line", "end_line", "score", "snippet", "source", "citation", "vector_score", "text_score"}
+HIT_FIELDS = {"path", "start_line", "end_line", "score", "snippet", "source", "citation", "vector_score", "text_score",
+              "explanation"}
 RESPONSE_FIELDS = {"results", "mode", "provider", "model", "degraded", "warnings", "stale", "freshness"}
 MAX_RESULTS = 50
 
@@ -140,10 +141,44 @@ def explain_hit(rank: int, hit: SearchHit, matcher: Matcher, now: datetime, conf
         reasons.append("session transcript: no decay")
     else:
         reasons.append("evergreen note (MEMORY.md or an undated topic file): no decay")
+    reasons.extend(explained(hit.explanation))
     extra = [(key, generic_value(value)) for key, value in generic_fields(hit.to_dict(), HIT_FIELDS)]
     kind = "transcript" if hit.source == "sessions" else (f"dated {day.isoformat()}" if day else "evergreen")
     return HitView(rank, hit, lines, note_link(hit.path, hit.source, hit.start_line, hit.end_line, query), kind,
                    day.isoformat() if day else None, age, decay, terms, reasons, extra)
+
+
+def explained(explanation: dict[str, Any] | None) -> list[str]:
+    """Sentences from a hit's per-signal explanation (search/pipeline.py ``explain``); keys a backend
+    adds that are not known here are shown as they are."""
+    if not explanation:
+        return []
+    out = []
+    rest = dict(explanation)
+    keyword = rest.pop("keyword", None)
+    if isinstance(keyword, dict):
+        matched = ", ".join(keyword.get("matched") or []) or "none"
+        missing = ", ".join(keyword.get("missing") or [])
+        out.append(f"calibrated keyword evidence: matched {matched}" + (f" (not: {missing})" if missing else "")
+                   + f", {100 * float(keyword.get('coverage', 0)):.0f}% of the query's term weight (logit {keyword.get('logit')})")
+    vector = rest.pop("vector", None)
+    if isinstance(vector, dict):
+        topical = f", the memory's mean similarity to the query {vector['topical']:.3f}" if "topical" in vector else ""
+        out.append(f"calibrated vector evidence: cosine {vector.get('cosine')}{topical} (logit {vector.get('logit')})")
+    boost = rest.pop("dateBoost", None)
+    if boost:
+        out.append(f"a date in the query points at this note: +{boost} logit")
+    moved = rest.pop("supersession", None)
+    if moved:
+        out.append(f"knowledge update: {moved}")
+    probability = rest.pop("probability", None)
+    logit = rest.pop("logit", None)
+    if probability is not None:
+        out.append(f"estimated probability of relevance {float(probability):.3g} (logit {logit}); the score shows it on the minScore scale")
+    rest.pop("mode", None)
+    rest.pop("decay", None)  # said above, from the note's date
+    out.extend(f"{key}: {generic_value(value)}" for key, value in sorted(rest.items()))
+    return out
 
 
 async def search_page(request: Request) -> Response:

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from mdrecall.backends.postgres.corpus import PgCorpus, PgStats
 from mdrecall.backends.postgres.schema import LATEST
 from mdrecall.backends.postgres.search import retrieve
 from mdrecall.backends.postgres.settings import PostgresSettings, connection_settings
@@ -47,6 +48,7 @@ from mdrecall.index.changes import Observed, pending_changes
 from mdrecall.index.identity import EMBEDDING_KEYS, identity_mismatch
 from mdrecall.index.indexer import Indexer, SyncContext
 from mdrecall.index.syncing import LAST_SYNC_KEY, SyncRun
+from mdrecall.search.budget import lengths_for
 from mdrecall.search.pipeline import SearchPlan, candidate_limit, rank_candidates, vector_skip_reason
 from mdrecall.search.scope import scope_for
 from mdrecall.sources.base import SourceAdapter
@@ -88,6 +90,7 @@ class PostgresMemoryManager(ManagerBase):
         self.last_sync_at: float | None = None
         self.last_error: str | None = None
         self.last_report: SyncReport | None = None
+        self._corpus_stats = PgStats()  # corpus size and mean vector for scoring (corpus.py)
         self._closed = False
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -161,6 +164,8 @@ class PostgresMemoryManager(ManagerBase):
             self._sync_mutex.release()
         self.last_error = None
         self.last_report = report
+        if report.chunks_written or report.files_removed:
+            self._corpus_stats.clear()
         self.last_sync_at = time.time()
         return report
 
@@ -295,20 +300,25 @@ class PostgresMemoryManager(ManagerBase):
             min_score=q.minScore if min_score is None else min_score,
             scope=scope,
             now=now,
+            line_lengths=lengths_for(self.workspace),
         )
         use_vectors = query_vec is not None
+        mode: SearchMode = ("hybrid" if q.hybrid.enabled else "vector-only") if use_vectors else "keyword-only"
         with self.store.connection() as conn:
             keyword, vector = retrieve(
                 conn, me=self.agent_id, query=text, query_vec=query_vec,
                 limit=candidate_limit(self.config, plan.max_results), scope=scope,
                 ts_config=self.settings.textSearchConfig, keywords=q.hybrid.enabled or not use_vectors,
             )
-        mode: SearchMode = ("hybrid" if q.hybrid.enabled else "vector-only") if use_vectors else "keyword-only"
-        outcome = rank_candidates(self.config, plan, keyword, vector, mode, degraded + skipped, bool(degraded))
+            # Calibrated scores from the statistics of what this agent can see (corpus.py).
+            corpus = PgCorpus(conn, self._corpus_stats, self.settings.textSearchConfig)
+            outcome = rank_candidates(self.config, plan, keyword, vector, mode, degraded + skipped, bool(degraded),
+                                      corpus=corpus, query_vec=query_vec, model=provider.model if provider else None)
         response.results = outcome.results
         response.mode = outcome.mode
         response.degraded = outcome.degraded
         response.warnings.extend(outcome.warnings)
+        response.reason = outcome.reason
         self._notify_search(text, response, session_key, now)
         return response
 

@@ -250,6 +250,49 @@ def _base_schema() -> list[str]:
     return statements
 
 
+def _term_statistics() -> list[str]:
+    """Corpus statistics for calibrated scores (search/relevance.py): how many chunks an agent can
+    see and how many of them hold each query term. Owner-run for the same reason as
+    ``keyword_candidates``: under row-level security the GIN index cannot serve ``@@``. The same
+    visibility rule (own chunks and the team's shared ones, every source), for the role the caller
+    acts as and only when its login really is that role. A term's count stops at ``cap`` (a term
+    that common weighs little anyway); -1 marks a term the text-search configuration drops."""
+    s, g = SCHEMA, AGENT_GROUP
+    visible = "c.team_id = me.team_id AND (c.agent_id = me.agent_id OR c.visibility = 'team')"
+    return [
+        f"""CREATE FUNCTION {s}.term_statistics(acting_role name, terms text[], cfg regconfig, cap integer,
+                                                with_total boolean)
+              RETURNS TABLE (total bigint, doc_freqs bigint[]) LANGUAGE plpgsql STABLE SECURITY DEFINER
+              SET search_path = pg_catalog, public AS $fn$
+            DECLARE
+              me record;
+              tq tsquery;
+              term text;
+              n bigint;
+              dfs bigint[] := '{{}}';
+            BEGIN
+              SELECT a.agent_id, a.team_id INTO me FROM {s}.agents a
+               WHERE a.role_name = acting_role AND pg_has_role(session_user, acting_role, 'MEMBER');
+              IF NOT FOUND THEN RETURN; END IF;
+              IF with_total THEN
+                SELECT count(*) INTO n FROM {s}.chunks c WHERE {visible};
+              END IF;
+              FOREACH term IN ARRAY coalesce(terms, '{{}}') LOOP
+                tq := to_tsquery(cfg, term);
+                IF numnode(tq) = 0 THEN
+                  dfs := dfs || (-1)::bigint;
+                  CONTINUE;
+                END IF;
+                dfs := dfs || (SELECT count(*) FROM (SELECT 1 FROM {s}.chunks c
+                                                         WHERE c.fts @@ tq AND {visible} LIMIT cap) AS hit);
+              END LOOP;
+              RETURN QUERY SELECT n, dfs;
+            END $fn$""",
+        f"REVOKE ALL ON FUNCTION {s}.term_statistics(name, text[], regconfig, integer, boolean) FROM PUBLIC",
+        f"GRANT EXECUTE ON FUNCTION {s}.term_statistics(name, text[], regconfig, integer, boolean) TO {g}",
+    ]
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -258,7 +301,10 @@ class Migration:
 
 
 #: Append only. Never edit a migration that has shipped: add the next one.
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "base schema with row-level security", _base_schema),)
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "base schema with row-level security", _base_schema),
+    Migration(2, "term statistics for calibrated scores", _term_statistics),
+)
 LATEST = MIGRATIONS[-1].version
 
 

@@ -1,7 +1,8 @@
 """Candidate retrieval in one round trip: pgvector HNSW (cosine) and Postgres full-text search.
 
-One statement returns both candidate lists; fusion, decay, MMR, the character budget and citations
-are the builtin's (``mdrecall.search.pipeline.rank_candidates``). Every returned row is read from
+One statement returns both candidate lists; scoring, decay, MMR, the character budget and citations
+are the builtin's (``mdrecall.search.pipeline.rank_candidates``, with corpus statistics from
+corpus.py). Every returned row is read from
 ``chunks`` under row-level security, so another agent's private chunk is never a candidate, whatever
 the query says; the keyword ranking itself runs in ``keyword_candidates`` (schema.py), which applies
 the same rule explicitly so that it can use the GIN index.
@@ -31,18 +32,19 @@ S = SCHEMA
 MAX_RANKED = 1000
 
 
+def tsquery_term(term: str) -> str | None:
+    """The ``to_tsquery`` input of one query term (a CJK bigram as a phrase); None when nothing is left."""
+    clean = term.replace("\\", "").replace("'", "")
+    if not clean:
+        return None
+    if CJK_CHAR.match(clean) and len(clean) > 1:
+        return " <-> ".join(f"'{ch}'" for ch in clean)
+    return f"'{clean}'"
+
+
 def tsquery_terms(query: str) -> list[str]:
     """One ``to_tsquery`` input per query term (stop words dropped, CJK bigrams as phrases)."""
-    parts = []
-    for term in query_terms(query):
-        clean = term.replace("\\", "").replace("'", "")
-        if not clean:
-            continue
-        if CJK_CHAR.match(clean) and len(clean) > 1:
-            parts.append(" <-> ".join(f"'{ch}'" for ch in clean))
-        else:
-            parts.append(f"'{clean}'")
-    return parts
+    return [t for t in (tsquery_term(term) for term in query_terms(query)) if t is not None]
 
 
 def tsquery_text(query: str) -> str | None:
@@ -116,4 +118,4 @@ def retrieve(
     return keyword, vector
 
 
-__all__ = ["MAX_RANKED", "retrieve", "tsquery_terms", "tsquery_text"]
+__all__ = ["MAX_RANKED", "retrieve", "tsquery_term", "tsquery_terms", "tsquery_text"]

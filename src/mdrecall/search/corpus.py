@@ -1,0 +1,292 @@
+"""What calibrated scoring reads from the store the candidates came from.
+
+A hit's score (search/relevance.py) depends on the query, the hit and statistics of the whole
+corpus: the number of chunks, each query term's document frequency, the text as the keyword index
+holds it, the stored vectors of candidates that only keyword search found, and the mean of all
+vectors (the query's ``topical`` statistic). Each engine answers these from its own store:
+
+* :class:`IndexCorpus`, the builtin SQLite index (FTS5 vocabulary, the stored chunk vectors);
+* the Postgres backend's ``PgCorpus`` (``backends/postgres/corpus.py``);
+* :class:`CandidateCorpus`, for an engine that can only hand over its candidate lists: the
+  statistics are estimated from the candidates themselves (less well calibrated; documented in
+  docs/retrieval.md).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import apsw
+
+from mdrecall.search.keyword import Candidate
+from mdrecall.search.relevance import FallbackTokens
+from mdrecall.store.db import IndexDB
+from mdrecall.text import fts_index_text
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    Vector = np.ndarray[Any, np.dtype[np.float32]]
+
+
+class Corpus(Protocol):
+    """Corpus statistics and stored data one search's scoring needs (see the module docstring)."""
+
+    def tokens(self, text: str) -> list[str]:
+        """Stems of ``text`` as the keyword index tokenises it."""
+        ...
+
+    def chunk_count(self) -> int:
+        """Chunks the search could find (the N of inverse document frequency)."""
+        ...
+
+    def doc_freqs(self, terms: Sequence[str], forms: Sequence[tuple[str, ...]], cjk: Sequence[bool]) -> list[int]:
+        """Per query term, the chunks holding it (see relevance.TermStatistics)."""
+        ...
+
+    def indexed_texts(self, ids: Sequence[int]) -> dict[int, str]:
+        """The text each chunk is keyword-indexed from (heading trail + body) where known."""
+        ...
+
+    def cosines(self, query_vec: Vector, ids: Sequence[int]) -> dict[int, float]:
+        """Cosine of the query with each chunk's stored vector (chunks without one left out)."""
+        ...
+
+    def mean_cosine(self, query_vec: Vector) -> float | None:
+        """The query's mean cosine to every stored vector (None: no vectors)."""
+        ...
+
+    def whole_message(self, path: str, message: int) -> list[str] | None:
+        """The rendered lines of transcript message ``message`` of ``path`` (None: unknown)."""
+        ...
+
+
+def normalised(vec: Vector) -> Vector:
+    import numpy as np  # here, not at import: keyword-only searches never load numpy
+
+    q = np.asarray(vec, dtype=np.float32)
+    return q / (float(np.linalg.norm(q)) or 1.0)
+
+
+class _Centroid:
+    """The mean of every stored unit vector, recomputed when ``key`` changes."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._key: object = None
+        self._value: Vector | None = None
+
+    def mean_cosine(self, key: object, compute: Callable[[], Vector | None], query_vec: Vector) -> float | None:
+        with self._lock:
+            if key != self._key:
+                self._value = compute()
+                self._key = key
+            centroid = self._value
+        if centroid is None or centroid.shape[0] != query_vec.shape[0]:
+            return None
+        import numpy as np
+
+        return float(np.dot(centroid, normalised(query_vec)))
+
+
+class PorterTokens:
+    """FTS5's porter tokenizer (what the builtin index uses) on a private in-memory connection: the
+    same stems for an engine whose own index tokenises elsewhere (the Postgres backend)."""
+
+    _lock = threading.Lock()
+    _conn: Any = None
+    _tok: Any = None
+    _failed = False
+
+    def tokens(self, text: str) -> list[str]:
+        with PorterTokens._lock:
+            if PorterTokens._tok is None and not PorterTokens._failed:
+                try:
+                    PorterTokens._conn = conn = apsw.Connection(":memory:")
+                    PorterTokens._tok = conn.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
+                except apsw.Error:
+                    PorterTokens._failed = True
+            tok = PorterTokens._tok
+            if tok is None:
+                return FallbackTokens().tokens(text)
+            return list(tok(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False,
+                            include_colocated=False))  # fmt: skip
+
+
+class IndexCorpus:
+    """The builtin SQLite index: FTS5's own tokenizer and vocabulary, vectors from ``chunks``.
+
+    One per connection (:func:`index_corpus`): the tokenizer and the temporary fts5vocab table are
+    made once. ``matrix``: the in-memory KNN's vectors when it holds them (its mean costs ~2 ms at
+    10k chunks, reading every blob much more).
+    """
+
+    def __init__(self, db: IndexDB, tokenizer: str = "unicode61") -> None:
+        self.db = db
+        self.kind = tokenizer
+        self.conn = db.conn
+        self._tok: Any = None
+        self._vocab = False
+        self._fallback = PorterTokens()
+        self._centroid = _Centroid()
+        self.matrix: Vector | None = None
+        if tokenizer == "unicode61" and db.caps.fts_available:
+            try:
+                self._tok = db.conn.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
+            except apsw.Error:
+                self._tok = None
+
+    def tokens(self, text: str) -> list[str]:
+        if self._tok is None:
+            return self._fallback.tokens(text)
+        return list(
+            self._tok(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False,
+                      include_colocated=False)  # fmt: skip
+        )
+
+    def chunk_count(self) -> int:
+        return self.db.chunk_count()
+
+    def _ensure_vocab(self) -> bool:
+        if not self._vocab:
+            try:
+                self.conn.execute(
+                    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.mdrecall_vocab USING fts5vocab(main, chunks_fts, row)"
+                )
+                self._vocab = True
+            except apsw.Error:
+                return False
+        return True
+
+    def doc_freqs(self, terms: Sequence[str], forms: Sequence[tuple[str, ...]], cjk: Sequence[bool]) -> list[int]:
+        out: list[int] = []
+        use_vocab = self._tok is not None and self._ensure_vocab()
+        for form, is_cjk in zip(forms, cjk, strict=True):
+            try:
+                if use_vocab and not is_cjk and len(form) == 1:
+                    row = self.conn.execute("SELECT doc FROM temp.mdrecall_vocab WHERE term = ?", (form[0],)).fetchone()
+                    out.append(int(row[0]) if row else 0)
+                    continue
+                phrase = " ".join(form[0]) if is_cjk and self.kind == "unicode61" else " ".join(form)
+                row = self.conn.execute(
+                    "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", ('"' + phrase.replace('"', "") + '"',)
+                ).fetchone()
+                out.append(int(row[0]) if row else 0)
+            except apsw.Error:  # no keyword index (file scan): the term counts as unseen
+                out.append(0)
+        return out
+
+    def indexed_texts(self, ids: Sequence[int]) -> dict[int, str]:
+        texts = self.db.indexed_texts(ids)
+        if self.kind != "unicode61" or self.db.legacy_layout():
+            return texts  # schema 1/2 hands back the FTS copy itself
+        return {rowid: fts_index_text(text) for rowid, text in texts.items()}
+
+    def cosines(self, query_vec: Vector, ids: Sequence[int]) -> dict[int, float]:
+        import numpy as np
+
+        q = normalised(query_vec)
+        out: dict[int, float] = {}
+        for rowid, blob in self.db.chunk_vectors(ids).items():
+            vec = np.frombuffer(blob, dtype=np.float32)
+            if vec.shape[0] == q.shape[0]:
+                out[rowid] = float(np.dot(vec, q)) / (float(np.linalg.norm(vec)) or 1.0)
+        return out
+
+    def mean_cosine(self, query_vec: Vector) -> float | None:
+        matrix = self.matrix
+        key = (self.db.chunks_version(), self.db.chunk_count(), None if matrix is None else matrix.shape)
+        return self._centroid.mean_cosine(key, lambda: self._compute_centroid(matrix), query_vec)
+
+    def _compute_centroid(self, matrix: Vector | None) -> Vector | None:
+        import numpy as np
+
+        if matrix is not None and matrix.ndim == 2 and matrix.shape[0]:
+            return np.asarray(matrix.mean(axis=0), dtype=np.float32)
+        layout, refs = self.db.vector_refs()
+        dtype = np.float16 if layout.encoding == "float16" and not layout.legacy else np.float32
+        total: Any = None
+        count = 0
+        for start in range(0, len(refs), 4096):
+            for blob in self.db.vector_blobs(layout, refs[start : start + 4096]):
+                if not blob:
+                    continue
+                vec = np.frombuffer(blob, dtype=dtype).astype(np.float64)
+                if total is None:
+                    total = np.zeros(vec.shape[0], dtype=np.float64)
+                if vec.shape[0] != total.shape[0]:
+                    continue
+                total += vec / (float(np.linalg.norm(vec)) or 1.0)
+                count += 1
+        return None if total is None or not count else np.asarray(total / count, dtype=np.float32)
+
+    def whole_message(self, path: str, message: int) -> list[str] | None:
+        from mdrecall.search.budget import message_lines
+
+        rows: list[Any] = self.conn.execute(
+            "SELECT start_line, end_line, text FROM chunks WHERE path = ? AND source = 'sessions' "
+            "AND start_line <= ? AND end_line >= ? ORDER BY start_line, rowid",
+            (path, message, message),
+        ).fetchall()
+        return message_lines([(int(r[0]), int(r[1]), str(r[2])) for r in rows], message)
+
+
+_CORPORA: weakref.WeakKeyDictionary[IndexDB, IndexCorpus] = weakref.WeakKeyDictionary()
+_CORPORA_LOCK = threading.Lock()
+
+
+def index_corpus(db: IndexDB, tokenizer: str, matrix: Vector | None = None) -> IndexCorpus:
+    """The :class:`IndexCorpus` of this connection (made once), with the KNN matrix if one is loaded."""
+    with _CORPORA_LOCK:
+        found = _CORPORA.get(db)
+        if found is None or found.kind != tokenizer or found.conn is not db.conn:
+            found = _CORPORA[db] = IndexCorpus(db, tokenizer)
+    found.matrix = matrix
+    return found
+
+
+class CandidateCorpus:
+    """Statistics estimated from the candidate lists alone, for an engine that offers nothing else.
+
+    N is the number of distinct candidates and a term's document frequency the candidates holding
+    it, both far smaller than the real corpus's, so rare and common terms are told apart less well
+    than with real statistics; vectors are only those the vector candidates carried (their scores).
+    Scores keep the same scale, but off-topic queries are caught less reliably.
+    """
+
+    def __init__(self, keyword: Iterable[Candidate], vector: Iterable[Candidate]) -> None:
+        self._tok = PorterTokens()
+        self._texts: dict[int, str] = {}
+        for c in [*keyword, *vector]:
+            self._texts.setdefault(c.rowid, c.text)
+        self._tokens = {rowid: set(self.tokens(text)) for rowid, text in self._texts.items()}
+
+    def tokens(self, text: str) -> list[str]:
+        return self._tok.tokens(text)
+
+    def chunk_count(self) -> int:
+        return len(self._texts)
+
+    def doc_freqs(self, terms: Sequence[str], forms: Sequence[tuple[str, ...]], cjk: Sequence[bool]) -> list[int]:
+        out = []
+        for form, is_cjk in zip(forms, cjk, strict=True):
+            if is_cjk:
+                out.append(sum(form[0] in text.replace(" ", "") for text in self._texts.values()))
+            else:
+                out.append(sum(all(s in toks for s in form) for toks in self._tokens.values()))
+        return out
+
+    def indexed_texts(self, ids: Sequence[int]) -> dict[int, str]:
+        return {}
+
+    def cosines(self, query_vec: Vector, ids: Sequence[int]) -> dict[int, float]:
+        return {}
+
+    def mean_cosine(self, query_vec: Vector) -> float | None:
+        return None
+
+    def whole_message(self, path: str, message: int) -> list[str] | None:
+        return None

@@ -1,0 +1,100 @@
+"""Per-signal explanations: each hit says why it scored what it did, the CLI and the JSON shapes
+carry it, and the agent tools leave it out (they say why nothing came back instead)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mdrecall import open_manager
+from mdrecall.agent.tools import MemoryTools
+from mdrecall.search import relevance as rel
+
+NOTES = {
+    "MEMORY.md": "# Memory\n\n- The billing service is deployed with Terraform.\n",
+    "memory/2022-03-09.md": "# 2022-03-09\n\n- The office chairs vendor is Steelcase, budget 400 euros per chair.\n",
+    "memory/2022-03-16.md": "# 2022-03-16\n\n- The office chairs vendor is Herman Miller, budget 400 euros per chair.\n",
+    "memory/2022-03-01.md": "# 2022-03-01\n\n- Watered the ferns and paid the electricity bill.\n",
+}
+NOW = datetime(2022, 3, 24, tzinfo=UTC)
+
+
+@pytest.fixture
+def ws(make_ws: Callable[..., Path]) -> Path:
+    return make_ws(NOTES)
+
+
+def test_each_hit_explains_its_score(ws: Path, cfg: Callable[..., dict[str, Any]]) -> None:
+    with open_manager(ws, cfg()) as m:
+        resp = m.search("office chairs vendor budget on March 16, 2022", now=NOW, min_score=0)
+    top = resp.results[0]
+    assert top.path == "memory/2022-03-16.md"
+    details = top.explanation
+    assert details is not None and details["mode"] == "keyword-only"
+    keyword = details["keyword"]
+    assert {"office", "chairs", "vendor", "budget"} <= set(keyword["matched"])
+    assert keyword["rank"] >= 1 and 0 < keyword["coverage"] <= 1 and keyword["rawScore"] == pytest.approx(top.text_score, abs=1e-4)
+    assert details["dateBoost"] == pytest.approx(1.5)  # the named day's note
+    # The parts add up: the fused logit is the keyword logit plus the date boost, and the score is
+    # that probability on the minScore scale.
+    assert details["logit"] == pytest.approx(keyword["logit"] + details["dateBoost"], abs=2e-3)
+    assert details["probability"] == pytest.approx(rel.sigmoid(details["logit"]), abs=1e-3)
+    assert top.score == pytest.approx(rel.SCALE.score(details["logit"]), abs=1e-3)
+    assert "vector" not in details and "decay" not in details
+    older = next(r for r in resp.results if r.path == "memory/2022-03-09.md")
+    assert older.explanation is not None and older.explanation.get("dateBoost", 0) < 1.5
+
+
+def test_supersession_and_decay_are_explained(ws: Path, cfg: Callable[..., dict[str, Any]]) -> None:
+    with open_manager(ws, cfg()) as m:
+        plain = {r.path: r.explanation or {} for r in m.search("office chairs vendor budget", now=NOW, min_score=0).results}
+    # Two dated notes restate one fact: the newer one is moved first, and both say so.
+    assert "memory/2022-03-09.md" in plain["memory/2022-03-16.md"]["supersession"]
+    assert "memory/2022-03-16.md" in plain["memory/2022-03-09.md"]["supersession"]
+    decay = {"temporalDecay": {"enabled": True, "halfLifeDays": 30}}
+    with open_manager(ws, cfg(db="decay.sqlite", query=decay)) as m:
+        resp = m.search("office chairs vendor budget", now=NOW, min_score=0)
+    by_path = {r.path: r.explanation or {} for r in resp.results}
+    newer, older = by_path["memory/2022-03-16.md"], by_path["memory/2022-03-09.md"]
+    assert 0 < older["decay"] < newer["decay"] < 1
+    assert [r.path for r in resp.results][:2] == ["memory/2022-03-16.md", "memory/2022-03-09.md"]
+
+
+def test_json_shapes_carry_it_and_the_tools_leave_it_out(ws: Path, cfg: Callable[..., dict[str, Any]]) -> None:
+    with open_manager(ws, cfg()) as m:
+        resp = m.search("billing service Terraform")
+        hit = resp.results[0]
+        assert hit.to_dict(camel=True)["explanation"] == hit.explanation
+        assert hit.to_dict()["explanation"] == hit.explanation
+        assert resp.to_dict(camel=True)["reason"] is None
+        tools = MemoryTools(m)
+        found = tools.memory_search({"query": "billing service Terraform"})
+        assert found["results"] and all("explanation" not in r for r in found["results"]) and "reason" not in found
+        empty = tools.memory_search({"query": "capital of Mongolia"})
+        assert empty["results"] == [] and empty["reason"] in ("nothing relevant", "no candidates")
+
+
+def test_cli_explain_prints_the_signals(ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    from mdrecall.cli import main
+
+    monkeypatch.setenv("MDRECALL_HOME", str(tmp_path / "home"))
+    common = ["-w", str(ws), "-c", "provider=none"]
+    assert main(["search", "billing service Terraform", *common, "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "keyword: rank 1" in out and "matched billing, service, terraform" in out and "probability" in out
+    assert main(["search", "billing service Terraform", *common, "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert "explanation" not in plain["results"][0]  # the default JSON stays small
+    assert main(["search", "billing service Terraform", *common, "--json", "--explain"]) == 0
+    explained = json.loads(capsys.readouterr().out)
+    assert explained["results"][0]["explain"]["details"]["keyword"]["matched"] == ["billing", "service", "terraform"]
+    assert main(["search", "what about the ferns", *common, "--min-score", "0.99"]) == 1
+    err = capsys.readouterr().err
+    assert "no matching memories: nothing relevant: no memory scored at least minScore 0.99 (best 0." in err
+    assert err.count("nothing relevant") == 1  # the reason, not also as a note
