@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "search": "mdrecall.cli.memory:search",
     "get": "mdrecall.cli.memory:get",
     "remember": "mdrecall.cli.remember:remember",
+    "forget": "mdrecall.cli.forget:forget",
     "status": "mdrecall.cli.memory:status",
     "doctor": "mdrecall.cli.doctor:doctor",
     "config": "mdrecall.cli.config:config",
