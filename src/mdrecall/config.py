@@ -157,9 +157,12 @@ class DatesConfig(_Section):
 
 
 class SupersessionConfig(_Section):
-    # A newer dated note that restates what an older one says (same query terms matched) ranks
-    # first when the older one is ahead by less than ``margin`` in logit.
+    # Knowledge updates (docs/facts.md): ``<!-- supersedes: path#Lx -->`` markup always applies; a
+    # detected restatement (``detect``) with a changed value is marked ``supersededBy`` and ranked
+    # below the newer one; one that is only possible trades places when the older one is ahead by
+    # less than ``margin`` in logit.
     enabled: bool = True
+    detect: bool = True
     margin: float = Field(default=1.5, ge=0, le=10)
 
 
