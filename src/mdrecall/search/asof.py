@@ -36,6 +36,23 @@ def search_times(now: datetime | None, as_of: datetime | date | None) -> tuple[d
     return now, as_of
 
 
+def parse_as_of(text: str, *, local: bool = False) -> datetime:
+    """``2026-03-31`` (the end of that day) or an ISO time (``2026-03-31T14:00``, ``...Z``,
+    ``...+02:00``); a time without a zone is local time with ``local``, else UTC. ValueError when
+    it is neither."""
+    raw = text.strip()
+    try:
+        if len(raw) == 10:
+            parsed = datetime.combine(date.fromisoformat(raw), time.max)
+        else:
+            parsed = datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{text!r} is not an ISO date or time, e.g. 2026-03-31 or 2026-03-31T14:00") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.astimezone() if local else parsed.replace(tzinfo=UTC)
+    return parsed
+
+
 @dataclass
 class Filtered:
     kept: list[Hit]
@@ -123,4 +140,4 @@ def known_then(hits: list[Hit], as_of: datetime, times: FileTimes | None) -> Fil
     return out
 
 
-__all__ = ["Filtered", "known_then", "search_times"]
+__all__ = ["Filtered", "known_then", "parse_as_of", "search_times"]
