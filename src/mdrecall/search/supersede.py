@@ -10,11 +10,15 @@ Three strengths, strongest first (docs/facts.md):
   (search/dating.py), match the query's terms the same way (the whole chunk and the statement
   line), and the statement lines differ in a value (a number next to the query's words) or the
   newer one says so ("now", "no longer", "switched", ...): the older is marked ``supersededBy``
-  the newer and ranked below it (scores swapped, so the set of scores, and so the calibration, is
-  unchanged).
+  the newer, which is raised to just above it.
+
+A raised statement takes the score of the one it replaces (it answers the same question at least
+as well); the replaced one keeps its own score and stays where it was among the others, so it is
+never pushed out of the results by its replacement.
 * **possible**: the two chunks match the query the same way but the lines do not show a changed
-  value: the explanation says "possibly restated by", and they trade scores only when the older is
-  ahead by less than ``margin`` in logit. Nothing is marked.
+  value, or more than ``SERIES`` hits match it that way (a series of entries, such as a daily
+  report, rather than one fact changing): the explanation says "possibly restated by", and they
+  trade scores only when the older is ahead by less than ``margin`` in logit. Nothing is marked.
 
 Nothing is ever removed: a superseded statement stays in the results, below its replacement.
 """
@@ -52,6 +56,9 @@ _NUMBER_WORDS = {
 _NUMBER = re.compile(r"^\d+(?:[.,]\d+)?$")
 #: How near (in tokens) a number must be to a query term to count as that term's value.
 _VALUE_WINDOW = 4
+#: More statements than this matching the query the same way look like a series of entries (a
+#: daily report, a log with a counter), not one fact changing: none of them is marked.
+SERIES = 4
 
 By = Literal["markup", "detected"]
 
@@ -228,9 +235,10 @@ def _detect(hits: list[Hit], ctx: Context) -> list[Link]:
         later = [h for h in head if h.path != older.path and when_old.before(ctx.when(h)) and _same_fact(older, h)]
         if not later:
             continue
+        series = sum(1 for h in head if h is not older and _same_fact(older, h)) >= SERIES
         # The newest restatement the evidence supports; a possible one otherwise.
         later.sort(key=lambda h: ctx.when(h).earliest or datetime.min, reverse=True)
-        confident = next(((h, why) for h in later if (why := _changed(older, h, ctx)) is not None), None)
+        confident = None if series else next(((h, why) for h in later if (why := _changed(older, h, ctx)) is not None), None)
         if confident is not None:
             newer, why = confident
             older.superseded_by = cite_focus(newer)
@@ -260,17 +268,25 @@ def _swap(hits: list[Hit], i: int, j: int) -> None:
     hits[i], hits[j] = b, a
 
 
+def _raise(hits: list[Hit], i: int, j: int) -> None:
+    """Move ``hits[j]`` just above ``hits[i]`` (i < j), with its score: the list stays sorted."""
+    older, newer = hits[i], hits.pop(j)
+    newer.score, newer.logit = max(newer.score, older.score), max(newer.logit, older.logit)
+    hits.insert(i, newer)
+
+
 def enforce(hits: list[Hit], links: Sequence[Link]) -> None:
-    """Each superseded hit below the hit that supersedes it (chains included), by trading places."""
+    """Each superseded hit directly below the hit that supersedes it (chains included): a newer
+    statement ranked lower is raised to just above the one it replaces, with that one's score (it is
+    at least as likely to answer); the older keeps its own score and place among the rest."""
     for _ in range(len(links) + 1):
         changed = False
-        position = {id(h): k for k, h in enumerate(hits)}
         for link in links:
+            position = {id(h): k for k, h in enumerate(hits)}
             i, j = position.get(id(link.older)), position.get(id(link.newer))
             if i is None or j is None or i > j:
                 continue  # not both here, or already in order
-            _swap(hits, i, j)
-            position[id(link.older)], position[id(link.newer)] = j, i
+            _raise(hits, i, j)
             changed = True
         if not changed:
             return
@@ -285,7 +301,7 @@ def supersede(hits: list[Hit], ctx: Context) -> list[Link]:
     enforce(hits, links)
     for link in links:
         if before[id(link.older)] < before[id(link.newer)]:
-            _note(link.older, moved=f"below {cite_focus(link.newer)}, which supersedes it (scores swapped)")
+            _note(link.newer, moved=f"raised above {cite_focus(link.older)}, which it supersedes (its score taken)")
     return links
 
 
