@@ -16,9 +16,10 @@ A raised statement takes the score of the one it replaces (it answers the same q
 as well); the replaced one keeps its own score and stays where it was among the others, so it is
 never pushed out of the results by its replacement.
 * **possible**: the two chunks match the query the same way but the lines do not show a changed
-  value, or more than ``SERIES`` hits match it that way (a series of entries, such as a daily
-  report, rather than one fact changing): the explanation says "possibly restated by", and they
-  trade scores only when the older is ahead by less than ``margin`` in logit. Nothing is marked.
+  value, or the older line is worded like ``SERIES`` or more others but for their numbers (a
+  series of entries, such as "report 3", "report 4", rather than one fact changing): the
+  explanation says "possibly restated by", and they trade scores only when the older is ahead by
+  less than ``margin`` in logit. Nothing is marked.
 
 Nothing is ever removed: a superseded statement stays in the results, below its replacement.
 """
@@ -56,9 +57,11 @@ _NUMBER_WORDS = {
 _NUMBER = re.compile(r"^\d+(?:[.,]\d+)?$")
 #: How near (in tokens) a number must be to a query term to count as that term's value.
 _VALUE_WINDOW = 4
-#: More statements than this matching the query the same way look like a series of entries (a
-#: daily report, a log with a counter), not one fact changing: none of them is marked.
-SERIES = 4
+#: A statement line worded like this many others but for their numbers looks like one entry of a
+#: series (a daily report, a log with a counter), not a fact that changed: it is not marked.
+SERIES = 3
+#: How alike (Jaccard of their words, numbers aside) two statement lines of one series are.
+_SERIES_LIKENESS = 0.8
 
 By = Literal["markup", "detected"]
 
@@ -86,12 +89,22 @@ class Context:
     scope: ScopeLike = None
     as_of: datetime | None = None
     _stated: dict[int, Stated] = field(default_factory=dict)
+    _shapes: dict[int, frozenset[str]] = field(default_factory=dict)
 
     def when(self, hit: Hit) -> Stated:
         key = id(hit)
         if key not in self._stated:
             self._stated[key] = stated(hit, self.times)
         return self._stated[key]
+
+
+    def shape(self, hit: Hit) -> frozenset[str]:
+        """The words of the statement line, numbers aside."""
+        key = id(hit)
+        if key not in self._shapes:
+            words = self.tokens(focus_text(hit))
+            self._shapes[key] = frozenset(w for w in words if not _NUMBER.match(w) and w not in _NUMBER_WORDS)
+        return self._shapes[key]
 
 
 def cite_focus(hit: Hit) -> str:
@@ -221,6 +234,18 @@ def _changed(older: Hit, newer: Hit, ctx: Context) -> str | None:
     return None
 
 
+def _series(older: Hit, head: list[Hit], ctx: Context) -> bool:
+    mine = ctx.shape(older)
+    if not mine:
+        return False
+    alike = 0
+    for h in head:
+        other = ctx.shape(h) if h is not older and h.path != older.path else frozenset()
+        if other and len(mine & other) / len(mine | other) >= _SERIES_LIKENESS:
+            alike += 1
+    return alike >= SERIES
+
+
 def _detect(hits: list[Hit], ctx: Context) -> list[Link]:
     head = [h for h in hits[:HEAD] if h.evidence is not None]
     links: list[Link] = []
@@ -235,7 +260,7 @@ def _detect(hits: list[Hit], ctx: Context) -> list[Link]:
         later = [h for h in head if h.path != older.path and when_old.before(ctx.when(h)) and _same_fact(older, h)]
         if not later:
             continue
-        series = sum(1 for h in head if h is not older and _same_fact(older, h)) >= SERIES
+        series = _series(older, head, ctx)
         # The newest restatement the evidence supports; a possible one otherwise.
         later.sort(key=lambda h: ctx.when(h).earliest or datetime.min, reverse=True)
         confident = None if series else next(((h, why) for h in later if (why := _changed(older, h, ctx)) is not None), None)

@@ -192,15 +192,15 @@ def knowledge_update(details: dict[str, Any]) -> list[str]:
     if newer:
         how = "its supersedes markup" if details.get("by") == "markup" else f"detection: {details.get('why', 'a changed value')}"
         out.append(f"knowledge update: superseded by {newer} ({how})")
-    for key, text in (("supersedes", "supersedes"), ("possiblyRestates", "possibly restates"),
-                      ("possiblyRestatedBy", "possibly restated by (not marked: no changed value seen)")):  # fmt: skip
+    for key, text, note in (("supersedes", "supersedes", ""), ("possiblyRestates", "possibly restates", ""),
+                            ("possiblyRestatedBy", "possibly restated by", " (not marked: no changed value seen)")):  # fmt: skip
         value = details.get(key)
         if value:
-            out.append(f"knowledge update: {text} {', '.join(value) if isinstance(value, list) else value}")
+            out.append(f"knowledge update: {text} {', '.join(value) if isinstance(value, list) else value}{note}")
     if details.get("broughtIn"):
         out.append(f"knowledge update: brought in {details['broughtIn']}")
     if details.get("moved"):
-        out.append(f"knowledge update: moved {details['moved']}")
+        out.append(f"knowledge update: {details['moved']}")
     return out
 
 
