@@ -14,7 +14,7 @@ import pytest
 
 from docs_runner import ROOT, blocks, run
 
-RUN = ["README.md", "docs/quickstart.md"]
+RUN = ["README.md", "docs/quickstart.md", "docs/facts.md"]
 CHECKED = [*RUN, "docs/cli.md", "docs/agents.md"]
 GPU_PACKAGES = re.compile(r"^(nvidia-|torch\b|triton\b|cuda|cupy)", re.I)
 
@@ -45,8 +45,10 @@ def test_examples_run_as_written(doc: str, tmp_path: Path) -> None:
     if doc == "README.md":
         assert "MEMORY.md" in done.stdout and "workspace: " in done.stdout  # search and status printed
         assert (tmp_path / "restored" / "MEMORY.md").read_bytes() == (ROOT / "examples/workspace/MEMORY.md").read_bytes()
-    else:
+    elif doc == "docs/quickstart.md":
         assert "staging database" in done.stdout  # the Python agent found what it wrote
+    else:  # docs/facts.md: the Python example printed the history
+        assert "2026-03-02 memory/2026-03-02.md#L4 superseded memory/2026-05-01.md#L4" in done.stdout
 
 
 @pytest.mark.slow
