@@ -242,7 +242,9 @@ class ManagerBase(ABC):
     ) -> SearchResponse:
         import asyncio  # only the async API needs it (~10 ms at start otherwise)
 
-        return await asyncio.to_thread(self.search, query, max_results, min_score, session_key, sources, now, as_of)
+        # Through search_as_of: a subclass written before ``as_of`` existed keeps working.
+        return await asyncio.to_thread(search_as_of, self, query, max_results=max_results, min_score=min_score,
+                                       session_key=session_key, sources=sources, now=now, as_of=as_of)
 
     async def aread_file(self, rel_path: str, from_line: int | None = None, lines: int | None = None) -> ReadResult:
         import asyncio  # only the async API needs it (~10 ms at start otherwise)

@@ -183,3 +183,17 @@ def test_a_backend_without_as_of_answers_now_and_says_so(tmp_path: Path) -> None
     assert resp.results and resp.warnings == [AS_OF_UNSUPPORTED.format(backend="old-style")]
     assert old.asked_now == when  # decay still counts from then
     assert search_as_of(old, "x").warnings == []
+
+
+def test_the_async_search_passes_as_of_only_where_it_is_taken(tmp_path: Path, ws: Path, cfg: Callable[..., dict]) -> None:
+    import anyio
+
+    from mdrecall.config import MemoryConfig
+
+    old = OldStyleBackend(tmp_path, MemoryConfig())
+    assert anyio.run(old.asearch, "x").warnings == []  # no as_of: called exactly as before it existed
+    later = anyio.run(lambda: old.asearch("x", as_of=datetime(2026, 3, 1, tzinfo=UTC)))
+    assert later.warnings == [AS_OF_UNSUPPORTED.format(backend="old-style")]
+    with open_manager(ws, _config(cfg)) as m:
+        then = anyio.run(lambda: m.asearch("mascot", min_score=0, as_of=datetime(2026, 3, 31, tzinfo=UTC)))
+    assert then.results and "memory/2026-04-15.md" not in {r.path for r in then.results}
