@@ -7,8 +7,11 @@ of its date with supersession on and off, on the same index in the same process;
 counts as "newer first" when the first result covering the newer gold line ranks above the first
 covering the older one (or the older one is not returned at all while the newer is).
 
-Also reported: how often the older statement came back marked ``supersededBy`` the newer one, and
-the same questions asked ``asOf`` their date (only what was known then).
+Also reported: how often the older statement came back marked ``supersededBy`` the newer one;
+the questions where both statements came back; the questions that ask for the current value apart
+from those asking for an earlier one ("initially", "first", "earlier", "before": there the older
+statement is the answer, and supersession must not hide it); and the same questions asked
+``asOf`` their date (only what was known then).
 
     taskset -c 0 nice -n 5 env MDRECALL_THREADS=1 \\
         python benchmarks/supersession.py --modes keyword hybrid --out benchmarks/results/supersession.json
@@ -33,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from quality import ROOT, Paths, config_for, default_bench_dir, default_lme_dir, load_queries, open_indexed
 
 LAYOUTS = {"lme-daily": "daily", "lme-transcripts": "transcripts"}
+_EARLIER = re.compile(r"\b(?:initially|first|earlier|before)\b", re.IGNORECASE)
 _SESSION_HEADING = re.compile(r"^## Session (\d+) · (\d{4})/(\d{2})/(\d{2}) \(\w+\) (\d{2}):(\d{2})")
 
 
@@ -89,7 +93,8 @@ def run(dataset: str, mode: str, paths: Paths, tmp: Path, lme: Path) -> dict[str
         sessions = dates[q["workspace"]]
         golds = sorted(q["gold"], key=lambda g: (sessions[_session_of(layout, ws, g)], g["path"], g["line"]))
         older, newer = golds[0], golds[-1]
-        row: dict[str, Any] = {"id": q["id"], "query": q["query"], "older": older, "newer": newer}
+        row: dict[str, Any] = {"id": q["id"], "query": q["query"], "older": older, "newer": newer,
+                               "asks": "earlier" if _EARLIER.search(q["query"]) else "current"}
         now = datetime.fromisoformat(q["as_of"].replace("Z", "+00:00"))
         with open_indexed(dataset, ws, config, tmp, timings) as manager:
             for label, enabled, as_of in (("off", False, False), ("on", True, False), ("on_as_of", True, True)):
@@ -115,13 +120,22 @@ def run(dataset: str, mode: str, paths: Paths, tmp: Path, lme: Path) -> dict[str
         got = [r[label] for r in rows if label in r]
         if not got:
             return {}
+        both = [g for g in got if g["newer_rank"] is not None and g["older_rank"] is not None]
+        current = [r[label] for r in rows if label in r and r["asks"] == "current"]
+        earlier = [r[label] for r in rows if label in r and r["asks"] == "earlier"]
         return {
             "questions": len(got),
             "newer_first": sum(g["newer_first"] for g in got),
             "newer_first_rate": round(sum(g["newer_first"] for g in got) / len(got), 3),
-            "both_returned": sum(g["newer_rank"] is not None and g["older_rank"] is not None for g in got),
+            "both_returned": len(both),
+            "both_returned_newer_first": sum(g["newer_first"] for g in both),
             "newer_returned": sum(g["newer_rank"] is not None for g in got),
+            "older_returned": sum(g["older_rank"] is not None for g in got),
             "older_marked_superseded": sum(g["older_marked_superseded"] for g in got),
+            "asking_current": len(current),
+            "asking_current_newer_first": sum(g["newer_first"] for g in current),
+            "asking_earlier": len(earlier),
+            "asking_earlier_older_returned": sum(g["older_rank"] is not None for g in earlier),
         }
 
     return {"off": summary("off"), "on": summary("on"), "on_as_of": summary("on_as_of"), "questions": rows,

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from mdrecall.search.budget import Hit
+from mdrecall.search.budget import Hit, message_map
 from mdrecall.search.dating import FileTimes, Stated, focus, focus_text, plain_path, stated
 from mdrecall.search.markup import Mark
 from mdrecall.search.relevance import QueryStats
@@ -96,7 +96,6 @@ class Context:
         if key not in self._stated:
             self._stated[key] = stated(hit, self.times)
         return self._stated[key]
-
 
     def shape(self, hit: Hit) -> frozenset[str]:
         """The words of the statement line, numbers aside."""
@@ -187,7 +186,7 @@ def _focus_terms(hit: Hit) -> set[int]:
         return set()
     lo, hi = focus(hit)
     if hit.source == "sessions":
-        mapping = hit.line_map
+        mapping = hit.line_map or message_map(hit.text, hit.start_line, hit.end_line)
         if mapping is None or len(mapping) != len(ev.line_terms):
             return set(ev.matched)
         return {t for terms, m in zip(ev.line_terms, mapping, strict=True) if lo <= m <= hi for t in terms}
@@ -319,6 +318,9 @@ def enforce(hits: list[Hit], links: Sequence[Link]) -> None:
 
 def supersede(hits: list[Hit], ctx: Context) -> list[Link]:
     """Mark and reorder ``hits`` (sorted by score) in place; the links to keep after later steps."""
+    for hit in hits[:HEAD]:
+        if hit.source == "sessions" and hit.line_map is None:
+            hit.line_map = message_map(hit.text, hit.start_line, hit.end_line)  # what packing computes too
     links = _apply_marks(hits, ctx)
     if ctx.detect:
         links += _detect(hits, ctx)
