@@ -33,6 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from mdrecall.cli import parse_overrides
 from quality import ROOT, Paths, config_for, default_bench_dir, default_lme_dir, load_queries, open_indexed
 
 LAYOUTS = {"lme-daily": "daily", "lme-transcripts": "transcripts"}
@@ -81,13 +82,14 @@ def _newer_first(newer: int | None, older: int | None) -> bool:
     return newer is not None and (older is None or newer < older)
 
 
-def run(dataset: str, mode: str, paths: Paths, tmp: Path, lme: Path) -> dict[str, Any]:
+def run(dataset: str, mode: str, paths: Paths, tmp: Path, lme: Path, overrides: dict[str, Any]) -> dict[str, Any]:
     layout = LAYOUTS[dataset]
     dates = _manifest(lme)
     queries = [q for q in load_queries(paths.queries(dataset)) if q["category"] == "knowledge-update"]
-    config = config_for(dataset, mode, "auto", {})
+    config = config_for(dataset, mode, "auto", overrides)
     timings = {"index_s": 0.0, "index_cpu_s": 0.0, "chunks_embedded": 0}
     rows = []
+    cpu: dict[str, float] = {"off": 0.0, "on": 0.0, "on_as_of": 0.0}
     for q in queries:
         ws = paths.workspace(dataset, q)
         sessions = dates[q["workspace"]]
@@ -101,7 +103,9 @@ def run(dataset: str, mode: str, paths: Paths, tmp: Path, lme: Path) -> dict[str
                 manager.config.query.supersession.enabled = enabled
                 kwargs: dict[str, Any] = {"as_of": now} if as_of else {}
                 try:
+                    c0 = time.process_time()
                     response = manager.search(q["query"], session_key="main", now=now, **kwargs)
+                    cpu[label] += time.process_time() - c0
                 except TypeError:  # a build without as-of search
                     continue
                 results = list(response.results)
@@ -139,7 +143,8 @@ def run(dataset: str, mode: str, paths: Paths, tmp: Path, lme: Path) -> dict[str
         }
 
     return {"off": summary("off"), "on": summary("on"), "on_as_of": summary("on_as_of"), "questions": rows,
-            "index_s": round(timings["index_s"], 2)}  # fmt: skip
+            "index_s": round(timings["index_s"], 2),
+            "cpu_ms_per_search": {k: round(1000 * v / max(1, len(rows)), 2) for k, v in cpu.items()}}  # fmt: skip
 
 
 def main() -> int:
@@ -148,6 +153,7 @@ def main() -> int:
     parser.add_argument("--lme", type=Path, default=None, help="folder the LongMemEval dev split was built into")
     parser.add_argument("--datasets", nargs="+", default=list(LAYOUTS), choices=list(LAYOUTS))
     parser.add_argument("--modes", nargs="+", default=["keyword"], choices=["keyword", "hybrid"])
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
     parser.add_argument("--keep", type=Path, default=None, help="work directory to keep (indexes)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "supersession.json")
     args = parser.parse_args()
@@ -159,7 +165,7 @@ def main() -> int:
     t0 = time.perf_counter()
     for dataset in args.datasets:
         for mode in args.modes:
-            found = run(dataset, mode, paths, tmp, lme)
+            found = run(dataset, mode, paths, tmp, lme, parse_overrides(args.set))
             report["results"][f"{dataset}/{mode}"] = found
             print(f"{dataset}/{mode}: off {found['off']}\n    on {found['on']}\n    asOf {found['on_as_of']}", flush=True)
     report["seconds"] = round(time.perf_counter() - t0, 1)

@@ -51,7 +51,7 @@ def test_each_hit_explains_its_score(ws: Path, cfg: Callable[..., dict[str, Any]
 
 
 def test_supersession_and_decay_are_explained(ws: Path, cfg: Callable[..., dict[str, Any]]) -> None:
-    with open_manager(ws, cfg()) as m:
+    with open_manager(ws, cfg(query={"supersession": {"margin": 1.5}})) as m:
         plain = {r.path: r.explanation or {} for r in m.search("office chairs vendor budget", now=NOW, min_score=0).results}
     # Two dated notes may restate one fact (a different vendor, but no number or "now" says it
     # changed): the newer one is moved first, both say so, and neither is marked superseded.

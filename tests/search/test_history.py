@@ -43,8 +43,8 @@ def test_fact_history_lists_the_statements_oldest_first(ws: Path, cfg: Callable[
         history = fact_history(m, "build server runners")
     got = [(s.citation, s.stated, s.status, s.superseded_by) for s in history.statements]
     assert got == [
-        # Detected: "moved" in the newest restatement (detection cites the newest one).
-        ("memory/2026-01-12.md#L4", "2026-01-12", "superseded", "memory/2026-04-20.md#L4"),
+        # Detected: 2 runners, then 6 (the newest note names no number: markup says it there).
+        ("memory/2026-01-12.md#L4", "2026-01-12", "superseded", "memory/2026-03-03.md#L3"),
         ("memory/2026-03-03.md#L3", "2026-03-03", "superseded", "memory/2026-04-20.md#L4"),  # markup
         ("memory/2026-04-20.md#L4", "2026-04-20", "current", None),
         # Undated: after the dated ones, with when its file last changed (markup supersedes it).
@@ -52,7 +52,7 @@ def test_fact_history_lists_the_statements_oldest_first(ws: Path, cfg: Callable[
     ]
     assert [s.citation for s in history.current] == ["memory/2026-04-20.md#L4"]
     data = history.to_dict()
-    assert data["statements"][0]["supersededBy"] == "memory/2026-04-20.md#L4"
+    assert data["statements"][0]["supersededBy"] == "memory/2026-03-03.md#L3"
     assert data["statements"][0]["statedAt"] == "2026-01-12T00:00:00+00:00"
     assert "Hetzner is gone" in data["statements"][2]["snippet"]
 
@@ -76,7 +76,7 @@ def test_cli_history(ws: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.C
     assert main(["history", "build server runners", *common]) == 0
     out = capsys.readouterr().out
     assert out.startswith("History of 'build server runners': 4 statement(s), oldest first")
-    assert "2026-01-12  memory/2026-01-12.md#L4  [superseded by memory/2026-04-20.md#L4]" in out
+    assert "2026-01-12  memory/2026-01-12.md#L4  [superseded by memory/2026-03-03.md#L3]" in out
     assert "2026-04-20  memory/2026-04-20.md#L4  [current]" in out
     assert out.index("2026-01-12  ") < out.index("2026-03-03  ") < out.index("2026-04-20  ")
     assert main(["history", "build server runners", *common, "--as-of", "2026-03-31", "--json"]) == 0
