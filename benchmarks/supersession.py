@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import tempfile
@@ -161,7 +162,8 @@ def main() -> int:
     paths = Paths(args.bench, lme)
     tmp = args.keep or Path(tempfile.mkdtemp(prefix="mdrecall-supersession-"))
     tmp.mkdir(parents=True, exist_ok=True)
-    report: dict[str, Any] = {"command": "python " + " ".join(sys.argv), "results": {}}
+    env = " ".join(f"{k}={os.environ[k]}" for k in ("MDRECALL_BENCH_DIR", "MDRECALL_LME_DIR", "MDRECALL_THREADS") if k in os.environ)
+    report: dict[str, Any] = {"command": f"{env} python {' '.join(sys.argv)}".strip(), "results": {}}
     t0 = time.perf_counter()
     for dataset in args.datasets:
         for mode in args.modes:
