@@ -9,19 +9,17 @@ Three strengths, strongest first (docs/facts.md):
 * **detected**: two hits of the head of the ranking, certainly made at different times
   (search/dating.py), match the query's terms the same way (the whole chunk and the statement
   line), and the statement lines differ in a value (a number next to the query's words) or the
-  newer one says so ("now", "no longer", "switched", ...): the older is marked ``supersededBy``
+  newer one says so ("no longer", "switched", "replaced", ...): the older is marked ``supersededBy``
   the newer, which is raised to just above it.
-
-A raised statement takes the score of the one it replaces (it answers the same question at least
-as well); the replaced one keeps its own score and stays where it was among the others, so it is
-never pushed out of the results by its replacement.
 * **possible**: the two chunks match the query the same way but the lines do not show a changed
   value, or the older line is worded like ``SERIES`` or more others but for their numbers (a
   series of entries, such as "report 3", "report 4", rather than one fact changing): the
   explanation says "possibly restated by"; nothing is marked or moved (unless ``margin`` is
   raised: then dated notes trade scores when the older is ahead by less than it, in logit).
 
-Nothing is ever removed: a superseded statement stays in the results, below its replacement.
+Nothing is ever removed: a raised statement takes the score of the one it replaces (it answers the
+same question at least as well); the replaced one keeps its own score and stays where it was among
+the others, so it is never pushed out of the results by its replacement.
 """
 
 from __future__ import annotations
