@@ -63,6 +63,8 @@ def test_builtin_to_jsonl_to_builtin(make_ws: Callable[..., Path], cfg: Callable
         again = export_text(b)
     source_tree = {k: v for k, v in tree(source).items() if k in exported}
     assert {k: v for k, v in tree(target).items() if k in exported} == source_tree  # byte for byte
+    for rel in exported:  # and dated as they were (the export keeps whole seconds)
+        assert int((target / rel).stat().st_mtime) == int((source / rel).stat().st_mtime), rel
     strip = lambda t: [json.loads(x) for x in t.splitlines()][1:]  # noqa: E731 - the header has the time
     assert strip(again)[:-1] == strip(text)[:-1]
 

@@ -84,7 +84,10 @@ def test_no_planted_secret_reaches_any_output(tmp_path: Path) -> None:
     applied = apply(ws, config, night, mode="passing")
     outputs["apply"] = json.dumps(applied.to_dict())
     outputs["MEMORY.md"] = (ws / "MEMORY.md").read_text(encoding="utf-8")
-    outputs["recall store"] = store_path(ws).read_text(encoding="utf-8")
+    # The recall store is SQLite (its WAL too): every byte of it, as text.
+    for stored in sorted(store_path(ws).parent.glob(store_path(ws).stem + ".sqlite*")):
+        outputs[f"recall store {stored.name}"] = stored.read_bytes().decode("utf-8", errors="replace")
+    assert any(k.startswith("recall store") for k in outputs)
     for suffix in ("", "-wal"):
         if Path(f"{db}{suffix}").exists():
             outputs[f"index{suffix}"] = Path(f"{db}{suffix}").read_bytes().decode("utf-8", errors="replace")

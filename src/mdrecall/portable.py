@@ -265,7 +265,7 @@ def import_files(
         if dry_run:
             continue
         if current is None:
-            _create(path, item.data)
+            _create(path, item.data, _timestamp(item.mtime))
         else:
             try:
                 text, base = item.data.decode("utf-8"), current.decode("utf-8")
@@ -279,8 +279,19 @@ def import_files(
     return report
 
 
-def _create(path: Path, data: bytes) -> None:
-    """A new file, atomically, never over one that appeared meanwhile (link fails if it exists)."""
+def _timestamp(mtime: str | None) -> float | None:
+    """The export's ``mtime`` (``%Y-%m-%dT%H:%M:%SZ``) as a POSIX time (None: absent or unreadable)."""
+    if not mtime:
+        return None
+    try:
+        return datetime.strptime(mtime, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return None
+
+
+def _create(path: Path, data: bytes, mtime: float | None = None) -> None:
+    """A new file, atomically, never over one that appeared meanwhile (link fails if it exists).
+    ``mtime``: the exported modification time, kept so a restored workspace reads as it was."""
     import tempfile
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -290,6 +301,8 @@ def _create(path: Path, data: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        if mtime is not None:
+            os.utime(tmp, (mtime, mtime))
         try:
             os.link(tmp, path)
         except FileExistsError:

@@ -39,4 +39,6 @@ def forget_paths(workspace: Path, config: MemoryConfig, paths: Iterable[str]) ->
         if len(kept) != len(queue.items):
             queue.items = kept
             write_queue(workspace, queue, base)  # as stage/apply write it: a reviewer's edit is merged
+    if removed:
+        store.checkpoint()  # the deleted rows were overwritten (secure_delete); the WAL goes too
     return removed

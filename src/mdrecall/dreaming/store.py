@@ -280,8 +280,23 @@ class RecallStore:
         if str(scalar(conn, "PRAGMA journal_mode=WAL")).lower() != "wal":
             raise StoreError(f"cannot switch {self.path} to WAL mode")
         conn.execute("PRAGMA synchronous=NORMAL")
+        # Deleted entries are overwritten, not left in free pages: forgetting a memory must not
+        # leave its text in this file (the WAL is truncated after a forget: forget_paths).
+        conn.execute("PRAGMA secure_delete=ON")
         conn.execute(_SCHEMA)
         return conn
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the file and truncate it, so no old page image outlives a delete."""
+        if not self.path.is_file():
+            return
+        with FileLock(self.lock_path, timeout=self.lock_timeout):
+            conn = apsw.Connection(str(self.path))
+            try:
+                conn.setbusytimeout(int(self.lock_timeout * 1000))
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            finally:
+                conn.close()
 
     def _connect(self, warnings: list[str]) -> apsw.Connection:
         """Open the store (creating it; importing a JSON store; moving a corrupt file aside)."""

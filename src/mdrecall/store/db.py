@@ -321,6 +321,12 @@ class IndexDB:
                     (VECTOR_ENCODING_KEY, VECTOR_ENCODING),
                 )
                 self._immediate(lambda: self.legacy_layout() or (conn.execute(_SCHEMA), conn.execute(*encoding)))
+            elif not self._has_column("chunks", "context"):
+                # A schema-3 file from before the heading trail was kept: its chunks score without
+                # their headings until they are next indexed.
+                self._immediate(
+                    lambda: self._has_column("chunks", "context") or conn.execute("ALTER TABLE chunks ADD COLUMN context TEXT")
+                )
         except apsw.Error as exc:
             raise StoreError(f"cannot initialise index database {self.path}: {exc}") from exc
         if self.options.fts_enabled:
@@ -525,11 +531,14 @@ class IndexDB:
             else "SELECT rowid, embedding FROM embedding_cache WHERE rowid IN ({})"
         )
         ids = [ref.rowid if layout.legacy else ref.key for ref in refs]
-        blobs: dict[object, bytes] = {}
-        for start in range(0, len(ids), 500):
-            batch = ids[start : start + 500]
-            blobs.update((r[0], r[1]) for r in rows(self.conn, sql.format(",".join("?" * len(batch))), batch))
+        blobs: dict[object, bytes] = {r[0]: r[1] for r in self._rows_in(sql, ids)}
         return [blobs.get(i) for i in ids]
+
+    def _rows_in(self, sql: str, ids: Sequence[object]) -> Iterable[Any]:
+        """Rows of ``sql`` (whose ``IN ({})`` takes the ids) for every id, in batches of 500."""
+        for start in range(0, len(ids), 500):
+            batch = list(ids[start : start + 500])
+            yield from rows(self.conn, sql.format(",".join("?" * len(batch))), batch)
 
     def chunk_vectors(self, rowids: Sequence[int]) -> dict[int, bytes]:
         """The vectors of these chunks as float32 bytes (chunks without one left out)."""
@@ -540,13 +549,8 @@ class IndexDB:
             else "SELECT c.rowid, v.embedding FROM chunks c JOIN embedding_cache v ON v.rowid = c.vector_id "
             "WHERE c.rowid IN ({})"
         )
-        out: dict[int, bytes] = {}
-        ids = list(rowids)
-        for start in range(0, len(ids), 500):
-            batch = ids[start : start + 500]
-            for rowid, blob in rows(self.conn, sql.format(",".join("?" * len(batch))), batch):
-                out[int(rowid)] = decode_vector(blob, "float32" if legacy else encoding)
-        return out
+        stored = "float32" if legacy else encoding
+        return {int(rowid): decode_vector(blob, stored) for rowid, blob in self._rows_in(sql, list(rowids))}
 
     def indexed_texts(self, rowids: Sequence[int]) -> dict[int, str]:
         """What each chunk was keyword-indexed from: its heading trail and text, before the FTS
@@ -560,12 +564,7 @@ class IndexDB:
             else "SELECT rowid, CASE WHEN context IS NULL OR context = '' THEN text ELSE context || char(10) || text END "
             "FROM chunks WHERE rowid IN ({})"
         )
-        out: dict[int, str] = {}
-        ids = list(rowids)
-        for start in range(0, len(ids), 500):
-            batch = ids[start : start + 500]
-            out.update((int(r[0]), str(r[1])) for r in rows(self.conn, sql.format(",".join("?" * len(batch))), batch) if r[1] is not None)
-        return out
+        return {int(r[0]): str(r[1]) for r in self._rows_in(sql, list(rowids)) if r[1] is not None}
 
     # -- files -----------------------------------------------------------------------------------
     def files(self, source: str | None = None) -> dict[str, FileRow]:

@@ -56,6 +56,7 @@ def test_forget_removes_the_entry_from_recalls_and_queue(local_model: Any, ltm_w
         assert len(staged.added) == 1
         assert m.forget(memory_id=pg)["action"] == "deleted"
         assert "PostgreSQL" not in queue_path(ltm_ws).read_text(encoding="utf-8")
-        assert "PostgreSQL" not in (ltm_ws / "memory/.dreams/short-term-recall.json").read_text(encoding="utf-8")
+        stored = sorted((ltm_ws / "memory/.dreams").glob("short-term-recall.sqlite*"))
+        assert stored and not any(b"PostgreSQL" in f.read_bytes() for f in stored)
         # and it cannot come back: applying finds nothing to write
         assert promotion.apply(ltm_ws, m.config, mode="passing", now=DAY1 + timedelta(days=3)).applied == []

@@ -56,8 +56,11 @@ def test_migrate_store_copies_without_reembedding(tmp_path: Path, pg_db: PgDatab
     import apsw
 
     src = apsw.Connection(str(sqlite_path))
-    expected = {path: np.frombuffer(blob, dtype=np.float32) for path, blob in
-                src.execute("SELECT path, embedding FROM chunks WHERE start_line = 1")}
+    # Schema 3: each vector once in embedding_cache, as float16 unit vectors; Postgres gets them as float32.
+    assert src.execute("SELECT value FROM meta WHERE key = 'vector_encoding'").fetchone()[0] == "float16"
+    expected = {path: np.frombuffer(blob, dtype=np.float16).astype(np.float32) for path, blob in
+                src.execute("SELECT c.path, v.embedding FROM chunks c JOIN embedding_cache v ON v.rowid = c.vector_id "
+                            "WHERE c.start_line = 1")}
     with pg_db.admin() as conn:
         from pgvector.psycopg import register_vector
 

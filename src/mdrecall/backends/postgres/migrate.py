@@ -27,7 +27,8 @@ from mdrecall.backends.postgres.store import TEAM_IDENTITY_KEY, PgStore
 from mdrecall.backends.postgres.visibility import classify
 from mdrecall.errors import StoreError
 from mdrecall.index.syncing import LAST_SYNC_KEY
-from mdrecall.store.db import META_KEY
+from mdrecall.store.db import META_KEY, VECTOR_ENCODING_KEY
+from mdrecall.text import fts_index_text
 
 S = SCHEMA
 
@@ -74,15 +75,10 @@ def migrate_sqlite(sqlite_path: Path, store: PgStore, workspace: Path, desired_m
         meta_row = src.execute("SELECT value FROM meta WHERE key = ?", (META_KEY,)).fetchone()
         meta = json.loads(meta_row[0]) if meta_row else None
         files: list[tuple[Any, ...]] = src.execute("SELECT path, source, hash, mtime, size, indexed_at FROM files").fetchall()
-        has_fts = "chunks_fts" in tables
-        chunk_sql = (
-            "SELECT c.id, c.path, c.source, c.start_line, c.end_line, c.hash, c.model, c.text, c.embedding, "
-            "COALESCE(c.embed_hash, c.hash), " + ("COALESCE(f.text, c.text)" if has_fts else "c.text") + ", c.updated_at "
-            "FROM chunks c" + (" LEFT JOIN chunks_fts f ON f.rowid = c.rowid" if has_fts else "")
-        )
+        legacy = any(r[1] == "embedding" for r in src.execute("PRAGMA table_info(chunks)"))
+        chunk_sql, cache_sql, encoding = _layout_sql(src, tables, legacy)
         skipped = src.execute("SELECT path, source, reason, mtime, size FROM skipped_files").fetchall()
-        cache: list[tuple[Any, ...]] = (src.execute("SELECT provider, model, provider_key, hash, embedding, updated_at FROM embedding_cache").fetchall()
-                 if "embedding_cache" in tables else [])
+        cache: list[tuple[Any, ...]] = src.execute(cache_sql).fetchall() if cache_sql else []
 
         visibility: dict[str, str] = {}
         contents: dict[str, str | None] = {}
@@ -93,7 +89,9 @@ def migrate_sqlite(sqlite_path: Path, store: PgStore, workspace: Path, desired_m
 
         def chunk_rows() -> Any:
             for cid, path, source, start, end, digest, model, text, blob, embed_hash, fts_text, updated in src.execute(chunk_sql):
-                vector = np.frombuffer(blob, dtype=np.float32) if blob else None
+                vector = _vector(blob, encoding) if blob else None
+                if not legacy:  # schema 3's keyword index is contentless: rebuild what it was fed
+                    fts_text = fts_index_text(f"{fts_text}\n{text}" if fts_text else text)
                 report.chunks += 1
                 report.vectors += vector is not None
                 yield (cid, path, source, start, end, digest, model, text, vector, embed_hash,
@@ -137,8 +135,9 @@ def migrate_sqlite(sqlite_path: Path, store: PgStore, workspace: Path, desired_m
                     cur.executemany(
                         f"INSERT INTO {S}.embedding_cache(provider, model, provider_key, hash, embedding, dims, updated_at) "
                         "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                        [(p, m, k, h, np.frombuffer(e, dtype=np.float32), len(e) // 4, u)
-                         for p, m, k, h, e, u in sorted(cache, key=lambda r: (r[0], r[1], r[2], r[3]))],
+                        [(p, m, k, h, vec, len(vec), u) for p, m, k, h, vec, u in
+                         ((p, m, k, h, _vector(e, encoding), u)
+                          for p, m, k, h, e, u in sorted(cache, key=lambda r: (r[0], r[1], r[2], r[3])))],
                     )
                     report.cache_entries = len(cache)
             written = meta
@@ -154,6 +153,39 @@ def migrate_sqlite(sqlite_path: Path, store: PgStore, workspace: Path, desired_m
         src.close()
     report.seconds = round(time.monotonic() - started, 3)
     return report
+
+
+def _layout_sql(src: apsw.Connection, tables: set[str], legacy: bool) -> tuple[str, str | None, str]:
+    """The chunk and cache queries for this index's layout, and how its vectors are encoded.
+
+    Schema 1/2: vectors in ``chunks.embedding`` (float32), the FTS table holds its own text.
+    Schema 3: each vector once in ``embedding_cache`` (``vector_encoding``: float16 or float32),
+    the heading trail in ``chunks.context``."""
+    if legacy:
+        has_fts = "chunks_fts" in tables
+        chunks = (
+            "SELECT c.id, c.path, c.source, c.start_line, c.end_line, c.hash, c.model, c.text, c.embedding, "
+            "COALESCE(c.embed_hash, c.hash), " + ("COALESCE(f.text, c.text)" if has_fts else "c.text") + ", c.updated_at "
+            "FROM chunks c" + (" LEFT JOIN chunks_fts f ON f.rowid = c.rowid" if has_fts else "")
+        )
+        cache = ("SELECT provider, model, provider_key, hash, embedding, updated_at FROM embedding_cache"
+                 if "embedding_cache" in tables else None)  # fmt: skip
+        return chunks, cache, "float32"
+    row = src.execute("SELECT value FROM meta WHERE key = ?", (VECTOR_ENCODING_KEY,)).fetchone()
+    has_context = any(r[1] == "context" for r in src.execute("PRAGMA table_info(chunks)"))
+    chunks = (
+        "SELECT c.id, c.path, c.source, c.start_line, c.end_line, c.hash, c.model, c.text, v.embedding, "
+        "COALESCE(v.hash, c.hash), " + ("c.context" if has_context else "NULL") + ", c.updated_at "
+        "FROM chunks c LEFT JOIN embedding_cache v ON v.rowid = c.vector_id"
+    )
+    # Only the vectors no chunk uses are the cache proper; the chunks' own go in with them.
+    cache = ("SELECT s.provider, s.model, s.provider_key, v.hash, v.embedding, v.updated_at "
+             "FROM embedding_cache v JOIN embedding_spaces s ON s.id = v.space")  # fmt: skip
+    return chunks, cache, str(row[0]) if row else "float32"
+
+
+def _vector(blob: bytes, encoding: str) -> Any:
+    return np.frombuffer(blob, dtype=np.float16 if encoding == "float16" else np.float32).astype(np.float32)
 
 
 __all__ = ["MigrationReport", "migrate_sqlite"]
