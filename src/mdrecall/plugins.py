@@ -70,6 +70,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "mdrecall.backends.lancedb.plugin",
     "mdrecall.dreaming.plugin",
     "mdrecall.facts.plugin",
+    "mdrecall.forget.plugin",
 )
 
 

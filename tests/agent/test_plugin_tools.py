@@ -109,9 +109,11 @@ def test_mcp_serves_plugin_tools_and_a_read_only_server_only_the_read_only_ones(
     from mdrecall.mcp.server import served_tools
 
     with registered(ToolsPlugin()):
-        assert served_tools("builtin") == ("memory_search", "memory_get", "memory_status", "memory_write", "memory_history", "memory_count")
-        assert served_tools("erasable") == (
-            "memory_search", "memory_get", "memory_status", "memory_write", "memory_count", "memory_erase")  # fmt: skip
+        # memory_forget_lines: the forget plugin's (an opt-in tool: served by MCP, not a host's default).
+        assert served_tools("builtin") == ("memory_search", "memory_get", "memory_status", "memory_write", "memory_history",
+                                           "memory_forget_lines", "memory_count")  # fmt: skip
+        assert served_tools("erasable") == ("memory_search", "memory_get", "memory_status", "memory_write",
+                                            "memory_forget_lines", "memory_count", "memory_erase")  # fmt: skip
         assert served_tools("erasable", read_only=True) == ("memory_search", "memory_get", "memory_status", "memory_count")
 
 

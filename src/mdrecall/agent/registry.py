@@ -90,5 +90,5 @@ def plugin_tools_for(backend: str) -> list[PluginTool]:
 
 def tool_names_for(backend: str) -> tuple[str, ...]:
     """The standard read tools plus every plugin tool offered for ``backend`` (``MemoryTools``'
-    default; ``memory_write`` is opted into by name)."""
-    return STANDARD_TOOLS + tuple(tool.spec.name for tool in plugin_tools_for(backend))
+    default; ``memory_write`` and opt-in plugin tools are named to be offered)."""
+    return STANDARD_TOOLS + tuple(tool.spec.name for tool in plugin_tools_for(backend) if not tool.spec.opt_in)

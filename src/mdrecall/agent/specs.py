@@ -133,6 +133,9 @@ class ToolSpec:
     #: is also idempotent.
     read_only: bool = True
     destructive: bool = False
+    #: Not in a host's default tool set: offered when named (``MemoryTools(tools=...)``), as
+    #: memory_write is; ``mdrecall mcp`` serves it unless ``--read-only`` (memory_forget_lines).
+    opt_in: bool = False
 
     def to_openai(self) -> dict[str, Any]:
         """The OpenAI-compatible ``tools`` entry (Chat Completions format)."""

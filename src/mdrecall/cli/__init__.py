@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "get": "mdrecall.cli.memory:get",
     "history": "mdrecall.cli.history:history",
     "remember": "mdrecall.cli.remember:remember",
+    "forget": "mdrecall.cli.forget:forget",
     "status": "mdrecall.cli.memory:status",
     "doctor": "mdrecall.cli.doctor:doctor",
     "config": "mdrecall.cli.config:config",
