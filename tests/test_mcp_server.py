@@ -28,6 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mdrecall.agent.prompts import render_memory_prompt_section
 from mdrecall.agent.specs import TOOL_SPECS
 from mdrecall.errors import ConfigError
+from mdrecall.facts.tools import SCHEMA as HISTORY_SCHEMA
 from mdrecall.http_guard import HttpSecurity, parse_origin, split_host_header
 
 EXAMPLE_WORKSPACE = Path(__file__).resolve().parents[1] / "examples" / "workspace"
@@ -116,11 +117,12 @@ def test_stdio_end_to_end(workspace: Path, tmp_path: Path) -> None:
 
     out = run(scenario)
     # tools as advertised, with our exact schemas
-    assert set(out["tools"]) == {"memory_search", "memory_get", "memory_status", "memory_write", "memory_forget_lines"}
+    assert set(out["tools"]) == {"memory_search", "memory_get", "memory_status", "memory_write", "memory_history",
+                                 "memory_forget_lines"}
     for name, tool in out["tools"].items():
         if name == "memory_forget_lines":
             continue  # the forget plugin's tool: tests/forget/test_mcp.py
-        assert tool.input_schema == TOOL_SPECS[name].input_schema
+        assert tool.input_schema == (TOOL_SPECS[name].input_schema if name in TOOL_SPECS else HISTORY_SCHEMA)
         assert tool.annotations.read_only_hint is (name != "memory_write")
     assert out["instructions"] == render_memory_prompt_section(["memory_search", "memory_get"], "auto")
 
@@ -298,7 +300,7 @@ async def _http_scenario(url: str, headers: dict[str, str] | None = None) -> dic
 @pytest.mark.timeout(120)
 def test_http_end_to_end(http_server: dict[str, Any], workspace: Path) -> None:
     out = run(_http_scenario, http_server["url"])
-    assert out["tools"] == ["memory_forget_lines", "memory_get", "memory_search", "memory_status", "memory_write"]
+    assert out["tools"] == ["memory_forget_lines", "memory_get", "memory_history", "memory_search", "memory_status", "memory_write"]
     hits = out["search"]["results"]
     assert hits and "meilisearch" in hits[0]["snippet"].lower()
     assert "MEMORY.md" in [h["path"] for h in hits]

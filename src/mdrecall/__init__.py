@@ -14,6 +14,7 @@ from mdrecall.backends import open_manager
 from mdrecall.config import MemoryConfig, load_config
 from mdrecall.contract import ManagerBase, MemorySearchManager
 from mdrecall.errors import ConfigError, EmbeddingError, MdrecallError, PathError, StoreError
+from mdrecall.search.history import fact_history
 from mdrecall.sources.remember import Remembered, remember
 from mdrecall.types import (
     Freshness,
@@ -49,6 +50,7 @@ __all__ = [
     "SyncProgress",
     "SyncReport",
     "__version__",
+    "fact_history",
     "load_config",
     "open_manager",
     "remember",

@@ -157,10 +157,14 @@ class DatesConfig(_Section):
 
 
 class SupersessionConfig(_Section):
-    # A newer dated note that restates what an older one says (same query terms matched) ranks
-    # first when the older one is ahead by less than ``margin`` in logit.
+    # Knowledge updates (docs/facts.md): ``<!-- supersedes: path#Lx -->`` markup always applies; a
+    # detected restatement (``detect``) with a changed value is marked ``supersededBy`` and ranked
+    # below the newer one; one that is only possible is explained, and trades places when the older
+    # one is ahead by less than ``margin`` in logit (0: never; 1.5 cost LoCoMo dev recall@1 0.52 ->
+    # 0.50 and won nothing on LongMemEval's knowledge updates once changed values were detected).
     enabled: bool = True
-    margin: float = Field(default=1.5, ge=0, le=10)
+    detect: bool = True
+    margin: float = Field(default=0.0, ge=0, le=10)
 
 
 class FtsConfig(_Section):

@@ -28,10 +28,51 @@ SearchListener = Callable[[str, SearchResponse, "str | None", datetime], None]
 #: ``listener(path, from_line, lines, now)`` after each successful ``read_file``.
 ReadListener = Callable[[str, int, int, datetime], None]
 
+#: What a search says when its backend cannot answer "as known then" (``as_of``).
+AS_OF_UNSUPPORTED = "as-of search is not supported by the {backend} backend: these results are what it knows now"
+
+
+def supports_as_of(manager: MemorySearchManager) -> bool:
+    """Does ``manager.search`` take ``as_of``? (Backends written before it was in the contract do not.)"""
+    import inspect  # only as-of searches ask
+
+    try:
+        parameters = inspect.signature(manager.search).parameters
+    except (TypeError, ValueError, AttributeError):
+        return False
+    return "as_of" in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+
+
+def search_as_of(
+    manager: MemorySearchManager,
+    query: str,
+    *,
+    max_results: int | None = None,
+    min_score: float | None = None,
+    session_key: str | None = None,
+    sources: Sequence[str] | None = None,
+    now: datetime | None = None,
+    as_of: datetime | None = None,
+) -> SearchResponse:
+    """``manager.search`` with ``as_of`` where the backend takes it; a backend that does not answers
+    as of now, and the response says so (``AS_OF_UNSUPPORTED``) instead of failing."""
+    if as_of is None:
+        return manager.search(query, max_results, min_score, session_key, sources, now)
+    if supports_as_of(manager):
+        return manager.search(query, max_results, min_score, session_key, sources, now, as_of=as_of)
+    response = manager.search(query, max_results, min_score, session_key, sources, now or as_of)
+    response.warnings.append(AS_OF_UNSUPPORTED.format(backend=getattr(manager, "backend", "custom")))
+    return response
+
 
 @runtime_checkable
 class MemorySearchManager(Protocol):
-    """One workspace's memory, whatever stores it."""
+    """One workspace's memory, whatever stores it.
+
+    ``search(..., as_of=T)`` answers "as known then": only what was written by ``T``
+    (docs/facts.md); a backend that cannot tell says so in the response's warnings. Callers that
+    may hold a backend written before ``as_of`` existed use :func:`search_as_of`.
+    """
 
     #: The backend's name, as ``config.backend`` selects it.
     backend: str
@@ -46,6 +87,7 @@ class MemorySearchManager(Protocol):
         session_key: str | None = None,
         sources: Sequence[str] | None = None,
         now: datetime | None = None,
+        as_of: datetime | None = None,
     ) -> SearchResponse: ...
 
     def read_file(self, rel_path: str, from_line: int | None = None, lines: int | None = None) -> ReadResult: ...
@@ -159,6 +201,7 @@ class ManagerBase(ABC):
         session_key: str | None = None,
         sources: Sequence[str] | None = None,
         now: datetime | None = None,
+        as_of: datetime | None = None,
     ) -> SearchResponse: ...
 
     @abstractmethod
@@ -195,10 +238,13 @@ class ManagerBase(ABC):
         session_key: str | None = None,
         sources: Sequence[str] | None = None,
         now: datetime | None = None,
+        as_of: datetime | None = None,
     ) -> SearchResponse:
         import asyncio  # only the async API needs it (~10 ms at start otherwise)
 
-        return await asyncio.to_thread(self.search, query, max_results, min_score, session_key, sources, now)
+        # Through search_as_of: a subclass written before ``as_of`` existed keeps working.
+        return await asyncio.to_thread(search_as_of, self, query, max_results=max_results, min_score=min_score,
+                                       session_key=session_key, sources=sources, now=now, as_of=as_of)
 
     async def aread_file(self, rel_path: str, from_line: int | None = None, lines: int | None = None) -> ReadResult:
         import asyncio  # only the async API needs it (~10 ms at start otherwise)

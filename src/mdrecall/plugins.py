@@ -69,6 +69,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "mdrecall.backends.qmd.plugin",
     "mdrecall.backends.lancedb.plugin",
     "mdrecall.dreaming.plugin",
+    "mdrecall.facts.plugin",
     "mdrecall.forget.plugin",
 )
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mdrecall.config import MemoryConfig
-from mdrecall.contract import ManagerBase
+from mdrecall.contract import AS_OF_UNSUPPORTED, ManagerBase
 from mdrecall.embeddings.base import EmbeddingProvider, ProviderBase
 from mdrecall.plugins import hookimpl, register_plugin, unregister_plugin
 from mdrecall.sources.reading import read_memory_lines
@@ -117,6 +117,7 @@ class FakeBackend(ManagerBase):
         session_key: str | None = None,
         sources: Sequence[str] | None = None,
         now: datetime | None = None,
+        as_of: datetime | None = None,
     ) -> SearchResponse:
         words = {w for w in _WORD.findall(query.lower()) if len(w) > 2}
         threshold = self.config.query.minScore if min_score is None else min_score
@@ -128,6 +129,8 @@ class FakeBackend(ManagerBase):
                 hits.append(SearchHit(path, start, end, score, text, "memory", format_citation(path, start, end)))
         hits.sort(key=lambda h: h.score, reverse=True)
         response = SearchResponse(hits[: max_results or self.config.query.maxResults], "keyword-only", "none", "fake")
+        if as_of is not None:  # a test double: it keeps no dates
+            response.warnings.append(AS_OF_UNSUPPORTED.format(backend=self.backend))
         self._notify_search(query, response, session_key, now or datetime.now())
         return response
 

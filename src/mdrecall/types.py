@@ -37,6 +37,10 @@ class SearchHit:
     #: backend does not say. Agent tools leave it out; ``mdrecall search --explain`` and the web
     #: inspector show it.
     explanation: dict[str, Any] | None = None
+    #: The citation (``path#Lx``) of a newer statement of the same fact, when this hit's statement
+    #: is known to be out of date: marked up (``<!-- supersedes: ... -->``) or detected with
+    #: confidence (docs/facts.md); None otherwise, also when a restatement is only possible.
+    superseded_by: str | None = None
 
     def to_dict(self, camel: bool = False) -> dict[str, Any]:
         if not camel:
@@ -50,6 +54,8 @@ class SearchHit:
             "source": self.source,
             "citation": self.citation,
         }
+        if self.superseded_by is not None:
+            out["supersededBy"] = self.superseded_by
         if self.explanation is not None:
             out["explanation"] = self.explanation
         return out

@@ -27,7 +27,7 @@ def test_capability_bundles_the_four_parts(example_ws: Path, tmp_path: Path) -> 
         assert memory.system_prompt_section() == render_memory_prompt_section(
             ["memory_search", "memory_get"], "auto", sessions_indexed=False
         )
-        assert [t["function"]["name"] for t in memory.openai_tools()] == ["memory_search", "memory_get", "memory_status"]
+        assert [t["function"]["name"] for t in memory.openai_tools()] == ["memory_search", "memory_get", "memory_status", "memory_history"]
         plan = memory.flush_plan_resolver(now=NOW)
         assert plan is not None and plan.relative_path == "memory/2026-11-20.md" and plan.threshold() == 176_000
         result = memory.call_tool("memory_search", {"query": "Meilisearch"})

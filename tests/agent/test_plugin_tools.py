@@ -82,7 +82,7 @@ def manager(example_ws: Path, tmp_path: Path) -> Iterator[MemorySearchManager]:
 def test_a_plugin_tool_is_offered_checked_and_run(manager: MemorySearchManager) -> None:
     with registered(ToolsPlugin()):
         tools = MemoryTools(manager, session_key="agent:main:cli")
-        assert tools.names == ("memory_search", "memory_get", "memory_status", "memory_count")
+        assert tools.names == ("memory_search", "memory_get", "memory_status", "memory_history", "memory_count")
         assert [t["function"]["name"] for t in tools.openai_tools()][-1] == "memory_count"
         out = tools.call("memory_count", {"word": "  Meilisearch ", "limit": "2"})
         assert out["args"] == {"word": "Meilisearch", "limit": 2} and out["files"] >= 1
@@ -110,8 +110,8 @@ def test_mcp_serves_plugin_tools_and_a_read_only_server_only_the_read_only_ones(
 
     with registered(ToolsPlugin()):
         # memory_forget_lines: the forget plugin's (an opt-in tool: served by MCP, not a host's default).
-        assert served_tools("builtin") == (
-            "memory_search", "memory_get", "memory_status", "memory_write", "memory_forget_lines", "memory_count")  # fmt: skip
+        assert served_tools("builtin") == ("memory_search", "memory_get", "memory_status", "memory_write", "memory_history",
+                                           "memory_forget_lines", "memory_count")  # fmt: skip
         assert served_tools("erasable") == ("memory_search", "memory_get", "memory_status", "memory_write",
                                             "memory_forget_lines", "memory_count", "memory_erase")  # fmt: skip
         assert served_tools("erasable", read_only=True) == ("memory_search", "memory_get", "memory_status", "memory_count")
@@ -129,16 +129,16 @@ def test_a_tool_for_another_backend_is_not_offered(manager: MemorySearchManager)
 def test_one_name_for_disjoint_backends_each_its_own(manager: MemorySearchManager) -> None:
     with registered(ToolsPlugin()), registered(BuiltinEraser()), registered(CountForEveryone(), name="count-again"):
         tools = MemoryTools(manager)
-        assert tools.names == ("memory_search", "memory_get", "memory_status", "memory_count", "memory_erase")
+        assert tools.names == ("memory_search", "memory_get", "memory_status", "memory_history", "memory_count", "memory_erase")
         assert tools.specs()[-1].description == "Erase a note."
         assert tools.call("memory_erase", {"path": "memory/x.md"}) == {"erased": "memory/x.md", "backend": "builtin"}
         assert "'memory_count' is already registered for builtin" in plugins.plugin_errors()["count-again"]
-        assert tools.specs()[3].description == "Count files mentioning a word."
+        assert tools.specs()[4].description == "Count files mentioning a word."
 
 
 def test_a_plugin_that_takes_a_standard_name_contributes_nothing(manager: MemorySearchManager) -> None:
     with registered(BrokenToolsPlugin(), name="broken-tools"):
-        assert MemoryTools(manager).names == ("memory_search", "memory_get", "memory_status")
+        assert MemoryTools(manager).names == ("memory_search", "memory_get", "memory_status", "memory_history")
         assert "already registered" in plugins.plugin_errors()["broken-tools"]
         assert "results" in MemoryTools(manager).call("memory_search", {"query": "Meilisearch"})
 

@@ -101,3 +101,20 @@ def test_the_agent_tools_work_over_it(backend: BackendUnderTest) -> None:
 def test_close_is_idempotent(backend: BackendUnderTest) -> None:
     backend.manager.close()
     backend.manager.close()
+
+
+def test_as_of_search_leaves_out_what_came_later_or_says_it_cannot(backend: BackendUnderTest) -> None:
+    from datetime import timedelta
+
+    from mdrecall.contract import AS_OF_UNSUPPORTED, search_as_of
+
+    rel = backend.plant(FACT)
+    before = search_as_of(backend.manager, "which bucket holds the invoices?", as_of=datetime(2020, 1, 1, tzinfo=UTC))
+    unsupported = AS_OF_UNSUPPORTED.format(backend=backend.name) in before.warnings
+    if not unsupported:  # a backend that answers as-of searches: the fact was planted after 2020
+        assert all(h.path != rel for h in before.results), [h.path for h in before.results]
+    later = search_as_of(backend.manager, "which bucket holds the invoices?", as_of=datetime.now(UTC) + timedelta(days=1))
+    assert any(h.path == rel for h in later.results), [h.path for h in later.results]
+    assert (AS_OF_UNSUPPORTED.format(backend=backend.name) in later.warnings) is unsupported
+    # Which backends answer it (a backend that learns to should move from one list to the other).
+    assert unsupported is (backend.name in ("fake", "notes", "qmd"))

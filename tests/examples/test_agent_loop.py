@@ -166,7 +166,7 @@ def test_agent_calls_memory_search_then_memory_get(chat_server, workspace: Path,
     assert len(script.requests) == 3
     first = script.requests[0]
     assert "## Memory Recall" in first["messages"][0]["content"]
-    assert [t["function"]["name"] for t in first["tools"]] == ["memory_search", "memory_get", "memory_status"]
+    assert [t["function"]["name"] for t in first["tools"]] == ["memory_search", "memory_get", "memory_status", "memory_history"]
     assert first["tool_choice"] == "auto"
     assert all(h.get("Authorization") == f"Bearer {API_KEY}" for h in script.headers)
     # Tool results went back as role=tool messages tied to the call ids.

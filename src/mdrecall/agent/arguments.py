@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from mdrecall.agent.specs import (
@@ -25,6 +26,7 @@ from mdrecall.agent.specs import (
     Corpus,
     ToolSpec,
 )
+from mdrecall.search.asof import parse_as_of
 
 
 class ToolInputError(ValueError):
@@ -120,6 +122,19 @@ def parse_search_args(args: Mapping[str, Any]) -> tuple[str, int | None, float |
         float_arg(args, "minScore", 0.0, 1.0),
         corpus,
     )
+
+
+def parse_as_of_arg(args: Mapping[str, Any]) -> datetime | None:
+    """``asOf``: an ISO date (the end of that day, UTC) or time; None when absent."""
+    value = args.get("asOf")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ToolInputError("asOf must be an ISO date or time string, e.g. 2026-03-31 or 2026-03-31T14:00:00Z")
+    try:
+        return parse_as_of(value)
+    except ValueError as exc:
+        raise ToolInputError(f"asOf: {exc}") from None
 
 
 def parse_get_args(args: Mapping[str, Any]) -> tuple[str, int | None, int | None]:

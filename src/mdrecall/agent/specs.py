@@ -21,7 +21,8 @@ MEMORY_SEARCH_DESCRIPTION = (
     "Mandatory recall step: search long-term memory (MEMORY.md + memory/*.md, plus session transcripts "
     "when they are indexed) before answering questions about prior work, decisions, dates, people, "
     "preferences, or todos. Returns ranked snippets with path and line range; then use memory_get to "
-    "read only the lines you need. corpus selects memory files, sessions, or all (default). "
+    "read only the lines you need. A result with supersededBy holds an out-of-date statement: prefer the "
+    "newer one it cites. corpus selects memory files, sessions, or all (default); asOf answers as known then. "
     "If the response has disabled=true, memory retrieval is unavailable: tell the user, using the "
     "response's warning and action."
 )
@@ -66,6 +67,13 @@ MEMORY_SEARCH_SCHEMA: dict[str, Any] = {
             "type": "string",
             "enum": ["memory", "sessions", "all"],
             "description": "memory: MEMORY.md and memory/ files; sessions: past session transcripts; all (default): both.",
+        },
+        "asOf": {
+            "type": "string",
+            "description": (
+                "Answer as known then: only notes dated on or before this date and messages before this time, "
+                "e.g. '2026-03-31' (the whole day) or '2026-03-31T14:00:00Z'. Omit for everything known now."
+            ),
         },
     },
     "required": ["query"],

@@ -4,8 +4,8 @@ Handlers take the tool-call arguments as a mapping (what an LLM sends) and alway
 JSON-serialisable dict, never raise for bad input or a broken backend: a model can read an error and
 act on it, but cannot recover from an exception in the host. The shapes:
 
-- ``memory_search {query, maxResults?, minScore?, corpus?}`` ->
-  ``{results: [{path, startLine, endLine, score, snippet, source, citation}], provider, model, mode,
+- ``memory_search {query, maxResults?, minScore?, corpus?, asOf?}`` ->
+  ``{results: [{path, startLine, endLine, score, snippet, source, citation, supersededBy?}], provider, model, mode,
   citations, degraded, warnings, stale, freshness}``, plus ``reason`` when nothing came back; when
   search is impossible ``{results: [], disabled: true, unavailable: true, error, warning, action}``.
 - ``memory_get {path, from?, lines?}`` -> ``{text, path, from, lines, truncated?, nextFrom?, lineCut?}``
@@ -40,6 +40,7 @@ from mdrecall.agent.arguments import (
     ToolInputError,
     check_known,
     parse_arguments,
+    parse_as_of_arg,
     parse_get_args,
     parse_search_args,
     parse_write_args,
@@ -55,7 +56,7 @@ from mdrecall.agent.specs import (
     ToolSpec,
 )
 from mdrecall.config import CitationsMode, MemoryConfig
-from mdrecall.contract import MemorySearchManager
+from mdrecall.contract import MemorySearchManager, search_as_of
 from mdrecall.errors import ConfigError, EmbeddingError, PathError, ProviderUnavailableError, StoreError
 from mdrecall.types import format_citation
 
@@ -309,6 +310,7 @@ class MemoryTools:
     def memory_search(self, args: Mapping[str, Any], *, session_key: str | None = None) -> dict[str, Any]:
         try:
             query, max_results, min_score, corpus = parse_search_args(args)
+            as_of = parse_as_of_arg(args)
         except ToolInputError as exc:
             return {"results": [], "error": str(exc), "code": "invalid_arguments"}
         requester = session_key if session_key is not None else self.session_key
@@ -336,9 +338,8 @@ class MemoryTools:
             }
         sources = {"memory": ["memory"], "sessions": ["sessions"], "all": None}[corpus]
         try:
-            response = manager.search(
-                query, max_results=max_results, min_score=min_score, session_key=requester, sources=sources
-            )
+            response = search_as_of(manager, query, max_results=max_results, min_score=min_score, session_key=requester,
+                                    sources=sources, as_of=as_of)  # fmt: skip
         except Exception as exc:
             return unavailable_result(exc)
 
@@ -352,17 +353,18 @@ class MemoryTools:
             snippet = hit.snippet.strip()
             if cite:
                 snippet = f"{snippet}\n\nSource: {citation}"
-            results.append(
-                {
-                    "path": hit.path,
-                    "startLine": hit.start_line,
-                    "endLine": hit.end_line,
-                    "score": round(float(hit.score), 4),
-                    "snippet": snippet,
-                    "source": hit.source,
-                    "citation": citation if cite else None,
-                }
-            )
+            item: dict[str, Any] = {
+                "path": hit.path,
+                "startLine": hit.start_line,
+                "endLine": hit.end_line,
+                "score": round(float(hit.score), 4),
+                "snippet": snippet,
+                "source": hit.source,
+                "citation": citation if cite else None,
+            }
+            if hit.superseded_by:
+                item["supersededBy"] = hit.superseded_by
+            results.append(item)
         warnings.extend(response.warnings)
         out: dict[str, Any] = {
             "results": results,

@@ -34,7 +34,9 @@ from mdrecall.index.changes import Observed, pending_changes
 from mdrecall.index.identity import EMBEDDING_KEYS, identity_mismatch
 from mdrecall.index.recovery import IndexHandle
 from mdrecall.index.syncing import LAST_SYNC_KEY, IndexSyncer, SyncRun
+from mdrecall.search.asof import search_times
 from mdrecall.search.budget import lengths_for
+from mdrecall.search.dating import times_for
 from mdrecall.search.pipeline import SearchPlan, VectorSearch, run_search
 from mdrecall.search.scope import scope_for
 from mdrecall.search.vector import InProcessVectors, stored_vector_search
@@ -206,10 +208,11 @@ class BuiltinMemoryManager(ManagerBase):
         session_key: str | None = None,
         sources: Sequence[str] | None = None,
         now: datetime | None = None,
+        as_of: datetime | None = None,
     ) -> SearchResponse:
         if self._closed:
             raise MdrecallError("manager is closed")
-        return self.index.recovering(lambda: self._search(query, max_results, min_score, session_key, sources, now))
+        return self.index.recovering(lambda: self._search(query, max_results, min_score, session_key, sources, now, as_of))
 
     def _search(
         self,
@@ -219,10 +222,9 @@ class BuiltinMemoryManager(ManagerBase):
         session_key: str | None,
         sources: Sequence[str] | None,
         now: datetime | None,
+        as_of: datetime | None,
     ) -> SearchResponse:
-        now = now or datetime.now(UTC)
-        if now.tzinfo is None:
-            now = now.replace(tzinfo=UTC)
+        now, as_of = search_times(now, as_of)
         selection = self.providers.selection
         provider = selection.provider
         stale, notes = self.monitor.before_search(session_key)
@@ -263,6 +265,8 @@ class BuiltinMemoryManager(ManagerBase):
             scope=scope,
             now=now,
             line_lengths=lengths_for(self.workspace),
+            as_of=as_of,
+            times=times_for(self.workspace),
         )
         with self.index.reading() as db:
             if "sessions" in wanted and scope.transcripts_prefix == "" and db.has_source("sessions"):

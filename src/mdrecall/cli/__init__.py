@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "index": "mdrecall.cli.memory:index",
     "search": "mdrecall.cli.memory:search",
     "get": "mdrecall.cli.memory:get",
+    "history": "mdrecall.cli.history:history",
     "remember": "mdrecall.cli.remember:remember",
     "forget": "mdrecall.cli.forget:forget",
     "status": "mdrecall.cli.memory:status",

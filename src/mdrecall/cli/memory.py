@@ -16,6 +16,7 @@ import click
 
 from mdrecall.cli.options import (
     ProgressLine,
+    as_of_option,
     dumps,
     echo_json,
     json_option,
@@ -25,6 +26,7 @@ from mdrecall.cli.options import (
     session_key_option,
     workspace_options,
 )
+from mdrecall.contract import search_as_of
 from mdrecall.errors import MdrecallError, PathError
 
 if TYPE_CHECKING:
@@ -98,6 +100,7 @@ def _cli_names(message: str) -> str:
               help="memory files, session transcripts, or both")  # fmt: skip
 @session_key_option
 @now_option
+@as_of_option
 @click.option("--explain", is_flag=True, help="how each hit matched: keyword and vector scores, matched words, freshness")
 @click.option("--full", is_flag=True, help="print whole snippets (default: the matching lines with one line around them)")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "md", "files"]), default="text", show_default=True,
@@ -112,6 +115,7 @@ def search(
     corpus: str,
     session_key: str | None,
     now: datetime | None,
+    as_of: datetime | None,
     explain: bool,
     full: bool,
     fmt: str,
@@ -125,8 +129,8 @@ def search(
             raise MdrecallError("session transcripts are not indexed in this workspace (add sessions to the sources setting)")
         load_model(manager, quiet=fmt != "text")
         sources = None if corpus == "all" else [corpus]
-        response = manager.search(query, max_results=max_results, min_score=min_score, session_key=session_key,
-                                  sources=sources, now=now)  # fmt: skip
+        response = search_as_of(manager, query, max_results=max_results, min_score=min_score, session_key=session_key,
+                                sources=sources, now=now, as_of=as_of)  # fmt: skip
         reason = _why_nothing(manager, response, session_key, min_score) if not response.results else None
     if fmt == "json":
         data = response.to_dict(camel=True)
@@ -155,6 +159,8 @@ def search(
     for i, hit in enumerate(response.results, 1):
         click.echo(click.style(f"{i}. {hit.citation}", bold=True) if color else f"{i}. {hit.citation}", nl=False)
         click.echo(f"  score {hit.score:.3f}  [{hit.source}]")
+        if hit.superseded_by:
+            click.echo(f"   superseded by {hit.superseded_by}")
         if explain:
             _print_explanation(explanation(query, hit, response))
         for line in snippet_lines(query, hit.snippet, hit.start_line, full=full):
@@ -270,7 +276,8 @@ def _print_markdown(query: str, response: SearchResponse) -> None:
     click.echo(f"## Memories for: {query}\n")
     for hit in response.results:
         marked = set(matching_lines(query, hit.snippet))
-        click.echo(f"- **{hit.citation}** (score {hit.score:.2f}, {hit.source})\n")
+        newer = f"; superseded by {hit.superseded_by}" if hit.superseded_by else ""
+        click.echo(f"- **{hit.citation}** (score {hit.score:.2f}, {hit.source}{newer})\n")
         for i, line in enumerate(hit.snippet.split("\n")):
             click.echo(f"  > {'**' + line.strip() + '**' if i in marked and line.strip() else line}".rstrip())
         click.echo()

@@ -113,6 +113,26 @@ def now_option(func: F) -> F:
     )(func)  # fmt: skip
 
 
+def parse_as_of_option(ctx: click.Context | None, param: click.Parameter | None, value: str | None) -> datetime | None:
+    """``--as-of 2026-03-31`` (the end of that day) or an ISO time (no zone: local time)."""
+    if value is None:
+        return None
+    from mdrecall.search.asof import parse_as_of
+
+    try:
+        return parse_as_of(value, local=True)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+
+
+def as_of_option(func: F) -> F:
+    return click.option(
+        "--as-of", "as_of", callback=parse_as_of_option, metavar="WHEN",
+        help="answer as known then: only notes dated on or before WHEN (a date means its whole day) and "
+             "transcript messages before it; undated files only if unchanged since (docs/facts.md)",
+    )(func)  # fmt: skip
+
+
 def dumps(data: Any) -> str:
     return json.dumps(data, ensure_ascii=False, indent=2, default=str)
 

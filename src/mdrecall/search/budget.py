@@ -138,7 +138,10 @@ class Hit:
     vector_logit: float | None = None
     date_boost: float = 0.0
     decay: float | None = None
-    superseded: str | None = None
+    #: Knowledge updates (search/supersede.py): the newer statement's citation when this one is
+    #: known to be out of date, and what the explanation says about it.
+    superseded_by: str | None = None
+    supersession: dict[str, Any] | None = None
     #: Per line of ``text``, the query-term weight it matches (filled from the evidence).
     line_weights: list[float] = field(default_factory=list)
     #: Characters the citation covers (set by narrowing).

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import apsw
 
 from mdrecall.search.keyword import Candidate
+from mdrecall.search.markup import KEYWORD as MARKUP_KEYWORD
+from mdrecall.search.markup import ChunkRow
 from mdrecall.search.relevance import FallbackTokens
 from mdrecall.store.db import IndexDB
 from mdrecall.text import fts_index_text
@@ -133,6 +135,7 @@ class IndexCorpus:
         self._fallback = PorterTokens()
         self._centroid = _Centroid()
         self.matrix: Vector | None = None
+        self._marked: tuple[object, list[ChunkRow]] | None = None
         if tokenizer == "unicode61" and db.caps.fts_available:
             try:
                 self._tok = db.conn.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
@@ -222,6 +225,29 @@ class IndexCorpus:
                 total += vec / (float(np.linalg.norm(vec)) or 1.0)
                 count += 1
         return None if total is None or not count else np.asarray(total / count, dtype=np.float32)
+
+    def marked_chunks(self) -> list[ChunkRow]:
+        """Every Markdown chunk holding the word of supersession markup (search/markup.py), found
+        through the keyword index and kept until the index changes."""
+        key = (self.db.chunks_version(), self.db.chunk_count())
+        if self._marked is not None and self._marked[0] == key:
+            return self._marked[1]
+        cols = "c.rowid, c.path, c.source, c.start_line, c.end_line, c.text"
+        where = "c.source = 'memory'"
+        if self.db.caps.fts_available:
+            phrase = f'"{MARKUP_KEYWORD}"'
+            sql = (f"SELECT {cols} FROM chunks c WHERE {where} AND c.rowid IN "
+                   "(SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?)")  # fmt: skip
+            args: tuple[object, ...] = (phrase,)
+        else:  # no keyword index (file scan): read the chunks themselves
+            sql, args = f"SELECT {cols} FROM chunks c WHERE {where} AND instr(lower(c.text), ?) > 0", (MARKUP_KEYWORD,)
+        try:
+            fetched: list[Any] = self.conn.execute(sql, args).fetchall()
+            found = [(int(r[0]), str(r[1]), str(r[2]), int(r[3]), int(r[4]), str(r[5])) for r in fetched]
+        except apsw.Error:
+            found = []
+        self._marked = (key, found)
+        return found
 
     def whole_message(self, path: str, message: int) -> list[str] | None:
         from mdrecall.search.budget import message_lines

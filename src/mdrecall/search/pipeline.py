@@ -27,15 +27,18 @@ if TYPE_CHECKING:
 
 from mdrecall.config import MemoryConfig
 from mdrecall.search import relevance as rel
+from mdrecall.search.asof import known_then
 from mdrecall.search.budget import Hit, LineLengths, pack
 from mdrecall.search.corpus import CandidateCorpus, Corpus, index_corpus
 from mdrecall.search.dates import date_logit, query_dates
+from mdrecall.search.dating import FileTimes
 from mdrecall.search.decay import decay_multiplier
 from mdrecall.search.fusion import rrf_fusion
 from mdrecall.search.keyword import Candidate, keyword_search, scan_search
+from mdrecall.search.markup import ChunkRow, MarkupSource, collect
 from mdrecall.search.mmr import mmr_rerank
 from mdrecall.search.scope import ScopeLike
-from mdrecall.search.supersede import supersede
+from mdrecall.search.supersede import Context, Link, enforce, supersede
 from mdrecall.store.db import IndexDB
 from mdrecall.text import cjk_share
 from mdrecall.types import SearchHit, SearchMode, format_citation
@@ -61,6 +64,11 @@ class SearchPlan:
     #: Line lengths of the indexed files (search/budget.py ``lengths_for``): the budget then counts
     #: exactly what each citation covers; without it, what the chunks hold is estimated.
     line_lengths: LineLengths | None = None
+    #: "As known then": only what was written by this time (search/asof.py); None: everything.
+    as_of: datetime | None = None
+    #: File and message times of the workspace (search/dating.py ``times_for``), for as-of search
+    #: and knowledge updates; without them only dated notes' paths date anything.
+    times: FileTimes | None = None
 
 
 @dataclass
@@ -98,9 +106,11 @@ class Gathered:
     topical: float | None = None
 
 
-def candidate_limit(config: MemoryConfig, max_results: int) -> int:
-    """How many candidates each retriever (keywords, vectors) returns for one search."""
-    return min(400, max(max_results * config.query.hybrid.candidateMultiplier, 60))
+def candidate_limit(config: MemoryConfig, max_results: int, as_of: datetime | None = None) -> int:
+    """How many candidates each retriever (keywords, vectors) returns for one search; twice as many
+    for an as-of search, which then leaves out what was written later."""
+    limit = min(400, max(max_results * config.query.hybrid.candidateMultiplier, 60))
+    return 2 * limit if as_of is not None else limit
 
 
 def vector_skip_reason(config: MemoryConfig, query: str, vector_languages: Sequence[str] | None) -> str | None:
@@ -130,7 +140,7 @@ def retrieve(
     q = config.query
     warnings = list(degraded_reasons)
     degraded = bool(degraded_reasons)
-    limit = candidate_limit(config, plan.max_results)
+    limit = candidate_limit(config, plan.max_results, plan.as_of)
     fts = db.caps.fts_available
 
     keyword: list[Candidate] = []
@@ -319,23 +329,35 @@ def rank_candidates(
     embedding model's name, which picks its cosine calibration.
     """
     q = config.query
-    found = score_candidates(config, plan, keyword, vector, mode, list(warnings), degraded,
-                             corpus if corpus is not None else CandidateCorpus(keyword, vector), query_vec, model)  # fmt: skip
+    scoring = corpus if corpus is not None else CandidateCorpus(keyword, vector)
+    found = score_candidates(config, plan, keyword, vector, mode, list(warnings), degraded, scoring, query_vec, model)
     hits = found.hits
     warnings = found.warnings
+    later_only = False
+    if plan.as_of is not None:
+        known = known_then(hits, plan.as_of, plan.times)
+        warnings.extend(known.warnings(plan.as_of))
+        later_only = bool(hits) and not known.kept
+        hits = known.kept
 
     if q.hybrid.fusion == "rrf" and found.mode == "hybrid":
         _rank_fuse(hits, q.hybrid.vectorWeight, q.hybrid.textWeight, q.hybrid.rrfK)
 
-    if q.supersession.enabled:
-        supersede(hits, q.supersession.margin)
+    links: list[Link] = []
+    if q.supersession.enabled and hits:
+        rows: list[ChunkRow] = (scoring.marked_chunks() if isinstance(scoring, MarkupSource)
+                                else [(h.rowid, h.path, h.source, h.start_line, h.end_line, h.text) for h in hits])  # fmt: skip
+        ctx = Context(found.stats, scoring.tokens, plan.times, q.supersession.margin, q.supersession.detect,
+                      collect(rows), plan.scope, plan.as_of)  # fmt: skip
+        links = supersede(hits, ctx)
 
-    relevance = {h.rowid: h.score for h in hits}
+    relevance = {id(h): h.score for h in hits}
     if q.temporalDecay.enabled:
         for h in hits:
             h.decay = decay_multiplier(h.path, h.source, plan.now, q.temporalDecay.halfLifeDays)
             h.score *= h.decay
         hits.sort(key=lambda h: h.score, reverse=True)
+        enforce(hits, links)  # decay must not put a superseded statement back above its replacement
 
     min_score = plan.min_score
     if found.mode in ("keyword-only", "file-scan") and min_score == q.minScore:
@@ -343,17 +365,20 @@ def rank_candidates(
     passing = [h for h in hits if h.score >= min_score]
     if not passing and q.temporalDecay.enabled:
         # Decay must not hide the only answer: fall back to hits relevant before decay.
-        passing = [h for h in hits if relevance[h.rowid] >= min_score]
+        passing = [h for h in hits if relevance[id(h)] >= min_score]
 
     if q.mmr.enabled and len(passing) > 1:
         head = passing[: max(q.mmr.candidates, plan.max_results)]
         passing = mmr_rerank(head, lambda h: h.score, lambda h: h.text, q.mmr.lambda_, key=lambda h: h.rowid,
                              normalise=False)  # fmt: skip
+        enforce(passing, links)
 
     reason = None
     if not passing:
-        reason = NOTHING_RELEVANT if hits else NO_CANDIDATES
-        if hits:
+        reason = NOTHING_RELEVANT if hits or later_only else NO_CANDIDATES
+        if later_only and plan.as_of is not None:
+            warnings.append(f"nothing relevant: nothing known as of {plan.as_of.isoformat(timespec='minutes')} matched")
+        elif hits:
             warnings.append(
                 f"nothing relevant: no memory scored at least minScore {min_score:g} (best {hits[0].score:.3f})"
             )
@@ -371,6 +396,7 @@ def rank_candidates(
             vector_score=h.cosine,
             text_score=h.text_score,
             explanation=explain(h, found),
+            superseded_by=h.superseded_by,
         )
         for h in packed
     ]
@@ -399,8 +425,8 @@ def explain(hit: Hit, found: Gathered) -> dict[str, Any]:
         out["vector"] = vector
     if hit.date_boost:
         out["dateBoost"] = round(hit.date_boost, 3)
-    if hit.superseded:
-        out["supersession"] = hit.superseded
+    if hit.supersession:
+        out["supersession"] = dict(hit.supersession)
     out["logit"] = round(hit.logit, 3)
     out["probability"] = round(rel.sigmoid(hit.logit), 4)
     if hit.decay is not None:

@@ -274,6 +274,29 @@ def render_transcript(raw: bytes | str, *, redact: bool = True) -> RenderedTrans
     )
 
 
+def message_times(raw: bytes | str) -> dict[int, int | None]:
+    """JSONL line number -> the time of the message on it (epoch milliseconds; None when the record
+    has no usable timestamp), for every user or assistant message record (what citations point at).
+
+    For "as of" search and knowledge updates (search/dating.py); bad lines are skipped, as
+    :func:`render_transcript` skips them."""
+    text = raw.decode("utf-8", errors="replace") if isinstance(raw, (bytes, bytearray)) else raw
+    out: dict[int, int | None] = {}
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(record, dict):
+            continue
+        parsed = _message_of(record)
+        if parsed is not None:
+            out[lineno] = _parse_timestamp(parsed[2])
+    return out
+
+
 def sessions_root(workspace: Path, sessions_dir: str | Path = DEFAULT_SESSIONS_DIR) -> Path:
     root = Path(sessions_dir).expanduser()
     return root if root.is_absolute() else workspace / root

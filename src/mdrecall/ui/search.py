@@ -35,7 +35,7 @@ from mdrecall.ui.state import generic_fields, generic_value, render, ui_state
 
 MODES = ("hybrid", "keyword-only", "vector-only")
 HIT_FIELDS = {"path", "start_line", "end_line", "score", "snippet", "source", "citation", "vector_score", "text_score",
-              "explanation"}
+              "explanation", "superseded_by"}
 RESPONSE_FIELDS = {"results", "mode", "provider", "model", "degraded", "warnings", "stale", "freshness"}
 MAX_RESULTS = 50
 
@@ -141,6 +141,8 @@ def explain_hit(rank: int, hit: SearchHit, matcher: Matcher, now: datetime, conf
         reasons.append("session transcript: no decay")
     else:
         reasons.append("evergreen note (MEMORY.md or an undated topic file): no decay")
+    if hit.superseded_by:
+        reasons.append(f"out of date: superseded by {hit.superseded_by}")
     reasons.extend(explained(hit.explanation))
     extra = [(key, generic_value(value)) for key, value in generic_fields(hit.to_dict(), HIT_FIELDS)]
     kind = "transcript" if hit.source == "sessions" else (f"dated {day.isoformat()}" if day else "evergreen")
@@ -169,7 +171,9 @@ def explained(explanation: dict[str, Any] | None) -> list[str]:
     if boost:
         out.append(f"a date in the query points at this note: +{boost} logit")
     moved = rest.pop("supersession", None)
-    if moved:
+    if isinstance(moved, dict):
+        out.extend(knowledge_update(moved))
+    elif moved:
         out.append(f"knowledge update: {moved}")
     probability = rest.pop("probability", None)
     logit = rest.pop("logit", None)
@@ -178,6 +182,25 @@ def explained(explanation: dict[str, Any] | None) -> list[str]:
     rest.pop("mode", None)
     rest.pop("decay", None)  # said above, from the note's date
     out.extend(f"{key}: {generic_value(value)}" for key, value in sorted(rest.items()))
+    return out
+
+
+def knowledge_update(details: dict[str, Any]) -> list[str]:
+    """Sentences from a hit's ``supersession`` explanation (search/supersede.py)."""
+    out = []
+    newer = details.get("supersededBy")
+    if newer:
+        how = "its supersedes markup" if details.get("by") == "markup" else f"detection: {details.get('why', 'a changed value')}"
+        out.append(f"knowledge update: superseded by {newer} ({how})")
+    for key, text, note in (("supersedes", "supersedes", ""), ("possiblyRestates", "possibly restates", ""),
+                            ("possiblyRestatedBy", "possibly restated by", " (not marked: no changed value seen)")):  # fmt: skip
+        value = details.get(key)
+        if value:
+            out.append(f"knowledge update: {text} {', '.join(value) if isinstance(value, list) else value}{note}")
+    if details.get("broughtIn"):
+        out.append(f"knowledge update: brought in {details['broughtIn']}")
+    if details.get("moved"):
+        out.append(f"knowledge update: {details['moved']}")
     return out
 
 

@@ -38,6 +38,7 @@ from mdrecall.contract import ManagerBase
 from mdrecall.embeddings.base import EmbeddingProvider
 from mdrecall.embeddings.registry import ProviderSelection, select_provider
 from mdrecall.errors import MdrecallError, PathError, ProviderUnavailableError
+from mdrecall.search.asof import search_times
 from mdrecall.sources.reading import window_lines
 from mdrecall.sources.redact import redact_secrets
 from mdrecall.text import cjk_share, query_terms
@@ -193,13 +194,24 @@ class LanceMemoryManager(ManagerBase):
         session_key: str | None = None,
         sources: Sequence[str] | None = None,
         now: datetime | None = None,
+        as_of: datetime | None = None,
     ) -> SearchResponse:
         if sources is not None and "memory" not in sources:
             return self._response([], "vector-only" if self.provider else "keyword-only", [])
         limit = max_results or self.config.query.maxResults
         cutoff = self.settings.searchMinScore if min_score is None else min_score
-        scored, mode, notes = self.scored(query, limit, cutoff)
-        return self._searched(query, scored, mode, notes, session_key, now)
+        if as_of is None:
+            scored, mode, notes = self.scored(query, limit, cutoff)
+            return self._searched(query, scored, mode, notes, session_key, now)
+        # "As known then": the entries stored by then (createdAt), from a longer list.
+        now, when = search_times(now, as_of)
+        assert when is not None
+        scored, mode, notes = self.scored(query, limit * 4, cutoff)
+        known = [(row, score) for row, score in scored if row.created_at <= when.timestamp() * 1000]
+        if len(known) < len(scored):
+            later = len(scored) - len(known)
+            notes.append(f"as of {when.isoformat(timespec='minutes')}: {later} later entr{'y' if later == 1 else 'ies'} left out")
+        return self._searched(query, known[:limit], mode, notes, session_key, now)
 
     def recall(self, query: str, limit: int = 5, min_score: float | None = None, session_key: str | None = None) -> Scored:
         """``memory_recall``: the best memories for ``query`` (recorded as recalls for promotion)."""

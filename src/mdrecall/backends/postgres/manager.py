@@ -48,7 +48,9 @@ from mdrecall.index.changes import Observed, pending_changes
 from mdrecall.index.identity import EMBEDDING_KEYS, identity_mismatch
 from mdrecall.index.indexer import Indexer, SyncContext
 from mdrecall.index.syncing import LAST_SYNC_KEY, SyncRun
+from mdrecall.search.asof import search_times
 from mdrecall.search.budget import lengths_for
+from mdrecall.search.dating import times_for
 from mdrecall.search.pipeline import SearchPlan, candidate_limit, rank_candidates, vector_skip_reason
 from mdrecall.search.scope import scope_for
 from mdrecall.sources.base import SourceAdapter
@@ -246,12 +248,11 @@ class PostgresMemoryManager(ManagerBase):
         session_key: str | None = None,
         sources: Sequence[str] | None = None,
         now: datetime | None = None,
+        as_of: datetime | None = None,
     ) -> SearchResponse:
         if self._closed:
             raise MdrecallError("manager is closed")
-        now = now or datetime.now(UTC)
-        if now.tzinfo is None:
-            now = now.replace(tzinfo=UTC)
+        now, as_of = search_times(now, as_of)
         selection = self.providers.selection
         provider = selection.provider
         stale, notes = self.monitor.before_search(session_key)
@@ -301,13 +302,15 @@ class PostgresMemoryManager(ManagerBase):
             scope=scope,
             now=now,
             line_lengths=lengths_for(self.workspace),
+            as_of=as_of,
+            times=times_for(self.workspace),
         )
         use_vectors = query_vec is not None
         mode: SearchMode = ("hybrid" if q.hybrid.enabled else "vector-only") if use_vectors else "keyword-only"
         with self.store.connection() as conn:
             keyword, vector = retrieve(
                 conn, me=self.agent_id, query=text, query_vec=query_vec,
-                limit=candidate_limit(self.config, plan.max_results), scope=scope,
+                limit=candidate_limit(self.config, plan.max_results, as_of), scope=scope,
                 ts_config=self.settings.textSearchConfig, keywords=q.hybrid.enabled or not use_vectors,
             )
             # Calibrated scores from the statistics of what this agent can see (corpus.py).

@@ -36,7 +36,7 @@ from mdrecall.backends.qmd.process import QmdError, QmdProcess, run_command
 from mdrecall.backends.qmd.query import Ranked, merge_keyword, merge_ranked, parse_hits, plan_keywords
 from mdrecall.backends.qmd.sessions import TranscriptMirror
 from mdrecall.config import MemoryConfig
-from mdrecall.contract import ManagerBase, MemorySearchManager
+from mdrecall.contract import AS_OF_UNSUPPORTED, ManagerBase, MemorySearchManager
 from mdrecall.errors import MdrecallError
 from mdrecall.freshness.monitor import BUSY_OTHER_THREAD, Comparison, FreshnessMonitor
 from mdrecall.freshness.snapshot import scan_dirs
@@ -326,9 +326,15 @@ class QmdMemoryManager(ManagerBase):
         session_key: str | None = None,
         sources: Sequence[str] | None = None,
         now: datetime | None = None,
+        as_of: datetime | None = None,
     ) -> SearchResponse:
         if self._closed:
             raise MdrecallError("manager is closed")
+        if as_of is not None:
+            # QMD ranks with its own index, which keeps no dates: answered as of now, and said so.
+            response = self.search(query, max_results, min_score, session_key, sources, now or as_of)
+            response.warnings.append(AS_OF_UNSUPPORTED.format(backend=self.backend))
+            return response
         when = now or datetime.now(UTC)
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)

@@ -1,0 +1,201 @@
+"""When a hit's statement was made: what knowledge updates and "as of" search compare.
+
+* a dated note (``memory/**/YYYY-MM-DD*.md``): its day; only the day is known, so two notes of one
+  day are never ordered, nor a note and a message of its day;
+* a transcript message: its timestamp (a message without one takes the previous message's);
+* a ``MEMORY.md`` line that dreaming promoted (``<!-- mdrecall:promoted ... source=memory/
+  2026-03-02.md:14-15 -->``): the day of the note it was promoted from;
+* any other line of an undated (evergreen) file: unknown, bounded only by the file's last
+  modification (the line existed by then; it may be much older).
+
+A statement is "certainly older" than another when the latest it can have been made is before the
+earliest the other can have been made; nothing else orders two statements.
+
+The files are read from the workspace at search time (the index keeps no message times), cached
+by modification time and size, the way ``search/budget.py`` reads line lengths.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from pathlib import Path
+from typing import Literal
+
+from mdrecall.search.budget import Hit, message_map
+from mdrecall.sources.transcripts import message_times
+from mdrecall.sources.workspace import note_date
+
+How = Literal["note", "message", "promoted", "modified", "unknown"]
+
+#: ``source=memory/2026-03-02.md:14-15`` in dreaming's promotion marker (dreaming/promotion.py).
+_PROMOTED_SOURCE = re.compile(r"<!--\s*mdrecall:promoted\b[^>]*?\bsource=(\S+?):\d+(?:-\d+)?[\s>]")
+
+
+@dataclass(frozen=True, slots=True)
+class Stated:
+    """When a statement was made, as an interval (either end None: unknown)."""
+
+    earliest: datetime | None
+    latest: datetime | None
+    how: How
+
+    def before(self, other: Stated) -> bool:
+        """Certainly made before ``other``."""
+        return self.latest is not None and other.earliest is not None and self.latest < other.earliest
+
+    def label(self) -> str:
+        """For people: the day, the message time, or what bounds it."""
+        if self.how in ("note", "promoted") and self.earliest is not None:
+            return self.earliest.date().isoformat()
+        if self.how == "message" and self.earliest is not None:
+            return self.earliest.isoformat(timespec="minutes").replace("+00:00", "Z")
+        if self.how == "modified" and self.latest is not None:
+            return f"undated (file last changed {self.latest.date().isoformat()})"
+        return "undated"
+
+
+UNKNOWN = Stated(None, None, "unknown")
+
+
+def day_interval(day: date, how: How = "note") -> Stated:
+    start = datetime.combine(day, time(0), tzinfo=UTC)
+    return Stated(start, start + timedelta(days=1) - timedelta(microseconds=1), how)
+
+
+def plain_path(path: str) -> str:
+    """A team note's ``@agent/memory/...`` path (Postgres backend) without its agent."""
+    return path.partition("/")[2] if path.startswith("@") else path
+
+
+class FileTimes:
+    """Modification times of indexed files and the message times of transcripts, cached by
+    (mtime, size). Only paths the index holds are asked for: relative paths inside the workspace,
+    or the absolute paths of configured extra folders."""
+
+    def __init__(self, workspace: Path, max_files: int = 256) -> None:
+        self.root = workspace.resolve()
+        self._cache: OrderedDict[str, tuple[tuple[int, int], dict[int, int | None]]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._max = max_files
+
+    def _full(self, path: str) -> Path | None:
+        candidate = Path(path)
+        if path.startswith("@"):
+            return None  # another agent's note: not a file here
+        full = candidate if candidate.is_absolute() else self.root / candidate
+        try:
+            if not candidate.is_absolute() and not full.resolve().is_relative_to(self.root):
+                return None
+        except (OSError, ValueError):
+            return None
+        return full
+
+    def mtime(self, path: str) -> datetime | None:
+        full = self._full(path)
+        if full is None:
+            return None
+        try:
+            return datetime.fromtimestamp(os.stat(full).st_mtime, UTC)
+        except (OSError, ValueError):
+            return None
+
+    def messages(self, path: str) -> dict[int, int | None] | None:
+        """JSONL line -> message time in epoch ms, a message without one taking the previous one's."""
+        full = self._full(path)
+        if full is None:
+            return None
+        try:
+            st = os.stat(full)
+        except (OSError, ValueError):
+            return None
+        stamp = (st.st_mtime_ns, st.st_size)
+        with self._lock:
+            found = self._cache.get(path)
+            if found is not None and found[0] == stamp:
+                self._cache.move_to_end(path)
+                return found[1]
+        try:
+            raw = full.read_bytes()
+        except OSError:
+            return None
+        times = message_times(raw)
+        last: int | None = None
+        for line in sorted(times):
+            if times[line] is None:
+                times[line] = last
+            last = times[line]
+        with self._lock:
+            self._cache[path] = (stamp, times)
+            if len(self._cache) > self._max:
+                self._cache.popitem(last=False)
+        return times
+
+
+_SHARED: dict[Path, FileTimes] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def times_for(workspace: Path) -> FileTimes:
+    """One cache per workspace, shared by every manager of it in this process."""
+    with _SHARED_LOCK:
+        found = _SHARED.get(workspace)
+        if found is None:
+            found = _SHARED[workspace] = FileTimes(workspace)
+        return found
+
+
+def focus(hit: Hit) -> tuple[int, int]:
+    """The lines (transcripts: messages) of the hit's statement: its best-matching line, else all."""
+    weights = hit.line_weights
+    if not weights or max(weights) <= 0:
+        return hit.start_line, hit.end_line
+    best = max(range(len(weights)), key=lambda i: (weights[i], -i))
+    if hit.source == "sessions":
+        mapping = hit.line_map or message_map(hit.text, hit.start_line, hit.end_line)
+        if mapping is None or len(mapping) != len(weights):
+            return hit.start_line, hit.end_line
+        return mapping[best], mapping[best]
+    if hit.text.count("\n") != hit.end_line - hit.start_line:
+        return hit.start_line, hit.end_line  # not one text line per file line (a split long line)
+    return hit.start_line + best, hit.start_line + best
+
+
+def focus_text(hit: Hit) -> str:
+    """The text of the hit's statement line(s) (for Markdown hits; transcripts: the whole hit)."""
+    lo, hi = focus(hit)
+    if hit.source == "sessions" or hit.text.count("\n") != hit.end_line - hit.start_line:
+        return hit.text
+    lines = hit.text.split("\n")
+    return "\n".join(lines[lo - hit.start_line : hi - hit.start_line + 1])
+
+
+def stated(hit: Hit, times: FileTimes | None) -> Stated:
+    """When the statement ``hit`` holds was made (see the module docstring)."""
+    path = plain_path(hit.path)
+    if hit.source == "sessions":
+        lo, hi = focus(hit)
+        found = times.messages(hit.path) if times is not None else None
+        if not found:
+            return UNKNOWN
+        first, last = found.get(lo), found.get(hi)
+        if first is None or last is None:
+            return UNKNOWN
+        return Stated(datetime.fromtimestamp(first / 1000, UTC), datetime.fromtimestamp(last / 1000, UTC), "message")
+    day = note_date(path)
+    if day is not None:
+        return day_interval(day)
+    promoted = _PROMOTED_SOURCE.search(focus_text(hit) + " ")
+    if promoted:
+        source_day = note_date(promoted.group(1))
+        if source_day is not None:
+            return day_interval(source_day, "promoted")
+    modified = times.mtime(hit.path) if times is not None else None
+    return Stated(None, modified, "modified") if modified is not None else UNKNOWN
+
+
+__all__ = ["UNKNOWN", "FileTimes", "Stated", "day_interval", "focus", "focus_text", "plain_path", "stated", "times_for"]
