@@ -32,6 +32,7 @@ import json
 import math
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -49,6 +50,7 @@ from mdrecall import open_manager
 from mdrecall.cli import parse_overrides
 from mdrecall.config import MemoryConfig
 from mdrecall.index.chunking import chunk_markdown
+from mdrecall.store.db import IndexDB, StoreOptions
 
 # name: (queries file, workspaces root, sources, which base folder: "bench" or "lme")
 DATASETS: dict[str, tuple[str, str, list[str], str]] = {
@@ -168,18 +170,66 @@ def config_for(dataset: str, mode: str, provider: str, overrides: dict[str, Any]
     return _merge(_merge(config, MODES[mode]), overrides)
 
 
+#: A file of vectors shared by every workspace's first index (set by --shared-cache): benchmark only.
+SHARED_CACHE: Path | None = None
+
+
+def _seed_from_shared(store: Path) -> bool:
+    """Before a workspace's first index: copy every vector of the shared file into its (new) cache,
+    so that text embedded for an earlier workspace (LongMemEval's filler sessions recur across
+    haystacks) is found by mdrecall's own cache lookup (same embedding space, same text hash)."""
+    if SHARED_CACHE is None or store.exists() or not SHARED_CACHE.exists():
+        return False
+    db = IndexDB(store, StoreOptions())
+    try:
+        db.seed_cache_from(SHARED_CACHE)
+    finally:
+        db.close()
+    return True
+
+
+def _settle_shared(store: Path, seeded: bool) -> None:
+    """After the first index: drop the seeded vectors no chunk uses (the index then holds what an
+    unseeded first index holds, and no more bytes), and add this workspace's vectors to the shared file."""
+    if seeded:
+        db = IndexDB(store, StoreOptions())
+        try:
+            db.cache_prune(0)
+            db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            db.conn.execute("VACUUM")  # keeps embedding_cache rowids (INTEGER PRIMARY KEY): chunks still point right
+        finally:
+            db.close()
+    assert SHARED_CACHE is not None
+    shared = IndexDB(SHARED_CACHE, StoreOptions())
+    try:
+        shared.seed_cache_from(store)
+        shared.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        shared.close()
+
+
 def open_indexed(dataset: str, ws: Path, config: dict[str, Any], tmp: Path, timings: dict[str, float]):  # type: ignore[no-untyped-def]
     # Index a private copy: the bench tree is read-only and must stay untouched.
     copy = tmp / "ws" / f"{dataset}-{ws.name}"
     if not copy.exists():
         shutil.copytree(ws, copy)
-    cfg = _merge(config, {"store": {"path": str(index_path(tmp, dataset, ws.name, config))}})
-    manager = open_manager(copy, cfg, use_global_config=False)
+    store = index_path(tmp, dataset, ws.name, config)
+    cfg = _merge(config, {"store": {"path": str(store)}})
+    shared = SHARED_CACHE is not None and config.get("provider") != "none"
+    first = not store.exists()
     t0, c0 = time.perf_counter(), time.process_time()
+    seeded = shared and _seed_from_shared(store)
+    manager = open_manager(copy, cfg, use_global_config=False)
     report = manager.sync()
+    if shared and first:
+        manager.close()
+        _settle_shared(store, seeded)
+        manager = open_manager(copy, cfg, use_global_config=False)
+        manager.sync()  # nothing changed: a no-op that opens the index as a search would
     timings["index_s"] += time.perf_counter() - t0
     timings["index_cpu_s"] += time.process_time() - c0
     timings["chunks_embedded"] += report.chunks_embedded
+    timings["cache_hits"] = timings.get("cache_hits", 0) + report.cache_hits
     return manager
 
 
@@ -192,8 +242,8 @@ def run_mdrecall(
     for q in queries:
         by_ws[paths.workspace(dataset, q)].append(q)
     out_path = tmp / f"{dataset}-{provider}-{mode}-{os.getpid()}.jsonl"  # concurrent runs may share tmp
-    timings: dict[str, Any] = {"index_s": 0.0, "index_cpu_s": 0.0, "chunks_embedded": 0, "search_s": 0.0, "queries": 0,
-                               "workspaces": len(by_ws)}
+    timings: dict[str, Any] = {"index_s": 0.0, "index_cpu_s": 0.0, "chunks_embedded": 0, "cache_hits": 0, "search_s": 0.0,
+                               "queries": 0, "workspaces": len(by_ws)}
     config = config_for(dataset, mode, provider, overrides)
     empty = asked = 0
     held_empty = held_asked = 0
@@ -322,6 +372,21 @@ def score(dataset: str, paths: Paths, results: Path, sample: int, tmp: Path, gol
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _command() -> str:
+    """How this report was produced: the thread settings that change timings, and the arguments."""
+    env = " ".join(f"{k}={os.environ[k]}" for k in ("MDRECALL_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                                     "MDRECALL_BENCH_DIR", "MDRECALL_LME_DIR") if k in os.environ)
+    return f"{env} python {' '.join(shlex.quote(a) for a in sys.argv)}".strip()
+
+
+def _commit() -> str | None:
+    try:
+        proc = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    except OSError:
+        return None
+    return proc.stdout.strip() or None
+
+
 KEYS = ["recall@1", "recall@5", "recall@10", "mrr@10", "recall@budget"]
 
 
@@ -415,12 +480,16 @@ def main() -> int:
     parser.add_argument("--offtopic", type=Path, default=OFFTOPIC, help="off-topic queries ('' to skip)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "quality.json")
     parser.add_argument("--keep", type=Path, default=None, help="work directory to keep (indexes, results)")
+    parser.add_argument("--shared-cache", type=Path, default=None, metavar="FILE",
+                        help="benchmark only: seed each workspace's first index with the vectors in FILE (an index "
+                             "file, created if missing) and add its new vectors to FILE afterwards")
     parser.add_argument("--mmr-cost", action="store_true", help="also measure MMR's cost against a plain search")
     parser.add_argument("--index-speed", type=int, default=0, metavar="CHUNKS",
                         help="also time a first index of about CHUNKS chunks with each of --providers (local first)")
     args = parser.parse_args()
-    global MAX_WORKSPACES, ONLY_INDEXED
+    global MAX_WORKSPACES, ONLY_INDEXED, SHARED_CACHE
     MAX_WORKSPACES = args.max_workspaces
+    SHARED_CACHE = args.shared_cache
     if not (args.bench / "score.py").exists():
         print(f"bench data not found at {args.bench} (set MDRECALL_BENCH_DIR)", file=sys.stderr)
         return 2
@@ -432,8 +501,10 @@ def main() -> int:
     tmp.mkdir(parents=True, exist_ok=True)
     if args.only_indexed:
         ONLY_INDEXED = (tmp, args.only_indexed)
-    report: dict[str, Any] = {"overrides": overrides, "sample": args.sample, "max_workspaces": args.max_workspaces,
-                              "only_indexed": args.only_indexed, "results": {}}
+    report: dict[str, Any] = {"command": _command(), "commit": _commit(), "overrides": overrides, "sample": args.sample,
+                              "max_workspaces": args.max_workspaces, "only_indexed": args.only_indexed,
+                              "shared_cache": str(args.shared_cache) if args.shared_cache else None, "results": {}}
+    started_wall, started_cpu = time.perf_counter(), time.process_time()
     for dataset in args.datasets:
         if not paths.queries(dataset).exists():
             print(f"{dataset}: not built at {paths.base(dataset)} (skipped)", file=sys.stderr)
@@ -455,6 +526,9 @@ def main() -> int:
                     name = f"{dataset}/{mode}" + ("" if provider in ("-", "auto") else f"/{provider}")
                 figures = headline(score(dataset, paths, path, args.sample, tmp))
                 entry: dict[str, Any] = {**figures, **{k: round(v, 2) for k, v in timings.items()}}
+                if timings.get("cache_hits") or SHARED_CACHE is not None and "chunks_embedded" in timings:
+                    looked_up = timings["cache_hits"] + timings["chunks_embedded"]
+                    entry["cache_hit_rate"] = round(timings["cache_hits"] / looked_up, 4) if looked_up else None
                 if dataset == "lme-transcripts":
                     entry["session_gold"] = headline(score(dataset, paths, path, args.sample, tmp, "gold_sessions"))
                 if off is not None:
@@ -472,6 +546,8 @@ def main() -> int:
                 cost = mmr_cost(dataset, paths, tmp, args.sample, provider, mode)
                 report.setdefault("mmr_cost", {})[f"{dataset}/{mode}"] = cost
                 print(f"mmr cost {dataset}/{mode}: {cost}", flush=True)
+    report["wall_s"] = round(time.perf_counter() - started_wall, 1)
+    report["cpu_s"] = round(time.process_time() - started_cpu, 1)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=2))
