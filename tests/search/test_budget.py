@@ -59,3 +59,20 @@ def test_cost_counts_the_whole_cited_lines_from_the_file(tmp_path) -> None:  # t
     message = Hit(2, "s.jsonl", "sessions", 1, 1, "User: " + "z" * 790, line_weights=[1.0])
     assert cited_cost(message, lengths, None) == 2501
     assert lengths("../outside.md", "memory") is None
+
+
+def test_a_long_neighbour_is_dropped_before_the_matching_line() -> None:
+    # The chunk ends a 3,000-character assistant reply and holds the short user line that matched:
+    # citing the reply as context would spend most of the budget on what did not match.
+    reply = "- assistant: " + "advice " * 430
+    answer = "- user: it took me two weeks to find the house"
+    hit = _hit(1, "memory/a.md", 7, [reply, answer], [0.5, 3.0])
+    shorts = [_hit(10 + i, f"memory/s{i}.md", 1, [f"- user: short answer {i} " + "x" * 400], [1.0]) for i in range(3)]
+    out = pack([hit, *shorts], 10, 4000, 2, 2000, None)
+    assert [(h.path, h.start_line, h.end_line) for h in out][:1] == [("memory/a.md", 8, 8)]
+    assert out[0].text == answer
+    assert [h.rowid for h in out] == [1, 10, 11, 12]
+    # Short neighbours stay as context: only as much context is dropped as keeps within the limit.
+    lines = [reply, "- user: before", answer, "- user: after", "- user: later"]
+    kept = pack([_hit(2, "memory/b.md", 3, lines, [0.5, 0, 3.0, 0, 0])], 10, 4000, 2, 2000, None)
+    assert [(h.start_line, h.end_line) for h in kept] == [(4, 6)]

@@ -7,7 +7,9 @@ budget before the short turn that held the answer. Here:
 
 * **narrowing**: a Markdown hit longer than ``snippet.narrowAboveChars`` is cut to its best
   matching line (the most query-term weight) and ``snippet.contextLines`` lines either side; a
-  transcript hit spanning several messages is cut to its best message and as many neighbours;
+  transcript hit spanning several messages is cut to its best message and as many neighbours.
+  Context shrinks until the citation fits (down to the matching line alone), so a 3,000-character
+  reply next to a short matching line is not cited as its "context";
 * **cost** is what the citation covers in full: the cited lines, or the whole cited messages of a
   transcript (an agent that opens the citation reads them), so the budget counts what a reader of
   the results really receives;
@@ -367,6 +369,23 @@ def _snippet(hit: Hit, remaining: int) -> Hit | None:
     return trial
 
 
+def _narrowest_needed(hit: Hit, context: int, limit: int, lengths: LineLengths | None, corpus: Messages | None) -> Hit:
+    """``hit`` narrowed to its best line with as much of ``context`` either side as keeps the
+    citation within ``limit`` characters: a long neighbour is dropped before the matching line
+    is. The narrowest cut when none keeps within it; ``hit`` itself when none is smaller."""
+    best = hit
+    for lines in range(context, -1, -1):
+        small = narrowed(hit, lines)
+        if small is None:
+            continue
+        small.cost = cited_cost(small, lengths, corpus)
+        if small.cost < best.cost:
+            best = small
+        if best.cost <= limit:
+            break
+    return best
+
+
 def pack(
     hits: list[Hit],
     max_results: int,
@@ -391,11 +410,7 @@ def pack(
             continue
         trimmed.cost = cited_cost(trimmed, lengths, corpus)
         if trimmed.cost > narrow_above or used + trimmed.cost > budget:
-            small = narrowed(trimmed, context)
-            if small is not None:
-                small.cost = cited_cost(small, lengths, corpus)
-                if small.cost < trimmed.cost:
-                    trimmed = small
+            trimmed = _narrowest_needed(trimmed, context, min(narrow_above, budget - used), lengths, corpus)
         if used + trimmed.cost <= budget:
             out.append(trimmed)
             used += trimmed.cost
