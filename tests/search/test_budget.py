@@ -76,3 +76,20 @@ def test_a_long_neighbour_is_dropped_before_the_matching_line() -> None:
     lines = [reply, "- user: before", answer, "- user: after", "- user: later"]
     kept = pack([_hit(2, "memory/b.md", 3, lines, [0.5, 0, 3.0, 0, 0])], 10, 4000, 2, 2000, None)
     assert [(h.start_line, h.end_line) for h in kept] == [(4, 6)]
+
+
+def test_an_expensive_hit_is_taken_only_when_worth_what_it_displaces() -> None:
+    # A 3,000-character reply ranked first by a hair would leave room for one of the three short
+    # turns behind it; together they are likelier to hold the answer (scores are calibrated).
+    reply = _hit(1, "memory/reply.md", 1, ["- assistant: " + "advice " * 430], [1.0])
+    reply.score = 0.52
+    shorts = [_hit(10 + i, f"memory/s{i}.md", 1, [f"- user: short answer {i} " + "x" * 600], [1.0]) for i in range(3)]
+    for s in shorts:
+        s.score = 0.5
+    out = pack([reply, *shorts], 10, 4000, 2, 4000, None)
+    assert [h.rowid for h in out][:3] == [10, 11, 12]
+    assert sum(h.cost for h in out) <= 4000 and [h.rowid for h in out][3:] in ([], [1])  # at most a cut of it, last
+    # A hit that is clearly the answer keeps its place, whatever it costs.
+    reply.score = 0.95
+    kept = pack([reply, *shorts], 10, 4000, 2, 4000, None)
+    assert kept[0].rowid == 1 and kept[0].text == reply.text

@@ -14,8 +14,13 @@ budget before the short turn that held the answer. Here:
   transcript (an agent that opens the citation reads them), so the budget counts what a reader of
   the results really receives;
 * **packing**: hits are taken in rank order while they fit; one that does not fit is skipped (not
-  allowed to end the list), so later, shorter relevant hits still get in. Whatever budget is left
-  at the end goes to the best skipped hit, cut to the lines (or characters) that fit, placed last.
+  allowed to end the list), so later, shorter relevant hits still get in. A hit that would spend
+  more than a quarter of the budget is taken only if the results are worth at least as much with it
+  as without it: worth is the expected number of relevant hits an agent receives (the sum of the
+  calibrated probabilities behind the scores, search/relevance.py), the rest filled in rank order
+  either way. One 3,000-character reply no longer displaces three short turns that are, together,
+  more likely to hold the answer. Whatever budget is left at the end goes to the best skipped hit,
+  cut to the lines (or characters) that fit, placed last.
 """
 
 from __future__ import annotations
@@ -29,12 +34,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from mdrecall.search.relevance import SCALE
+
 if TYPE_CHECKING:
     from mdrecall.search.relevance import KeywordEvidence
 
 #: (path, source) -> the length of each line as a reader of the citation gets it (a Markdown line's
 #: characters; a transcript line's message content), or None when the file cannot be read.
 LineLengths = Callable[[str, str], "Sequence[int] | None"]
+
+
+#: A hit citing more than this share of the budget must be worth what it displaces (see ``pack``).
+EXPENSIVE_SHARE = 0.25
 
 
 class Messages(Protocol):
@@ -386,6 +397,48 @@ def _narrowest_needed(hit: Hit, context: int, limit: int, lengths: LineLengths |
     return best
 
 
+class _Fitter:
+    """Makes one hit ready to pack after the ``kept`` ones: de-overlapped, its cost counted,
+    narrowed when it cites too much or does not fit ``room``."""
+
+    def __init__(self, context: int, narrow_above: int, lengths: LineLengths | None, corpus: Messages | None) -> None:
+        self.context, self.narrow_above, self.lengths, self.corpus = context, narrow_above, lengths, corpus
+
+    def __call__(self, hit: Hit, kept: list[Hit], room: int, copy: bool = True) -> Hit | None:
+        if copy:
+            hit = replace(hit)
+        if hit.source == "sessions" and hit.line_map is None:
+            hit.line_map = message_map(hit.text, hit.start_line, hit.end_line)
+        trimmed = _trim_overlap(hit, kept)
+        if trimmed is None:
+            return None
+        trimmed.cost = cited_cost(trimmed, self.lengths, self.corpus)
+        if trimmed.cost > self.narrow_above or trimmed.cost > room:
+            trimmed = _narrowest_needed(trimmed, self.context, min(self.narrow_above, room), self.lengths, self.corpus)
+        return trimmed
+
+    def fill_value(self, later: list[Hit], kept: list[Hit], slots: int, room: int) -> float:
+        """The expected number of relevant hits that filling ``room`` from ``later`` in rank order adds."""
+        value = 0.0
+        taken = list(kept)
+        for other in later:
+            if slots <= 0 or room < 40:
+                break
+            ready = self(other, taken, room)
+            if ready is None or ready.cost > room:
+                continue
+            room -= ready.cost
+            slots -= 1
+            value += SCALE.probability(ready.score)
+            taken.append(ready)
+        return value
+
+    def worth_less(self, hit: Hit, later: list[Hit], kept: list[Hit], slots: int, room: int) -> bool:
+        """Whether the results would be worth more without ``hit`` than with it."""
+        with_it = SCALE.probability(hit.score) + self.fill_value(later, [*kept, hit], slots - 1, room - hit.cost)
+        return self.fill_value(later, kept, slots, room) > with_it
+
+
 def pack(
     hits: list[Hit],
     max_results: int,
@@ -400,18 +453,17 @@ def pack(
     out: list[Hit] = []
     skipped: list[Hit] = []
     used = 0
-    for hit in hits:
+    fit = _Fitter(context, narrow_above, lengths, corpus)
+    for index, hit in enumerate(hits):
         if len(out) >= max_results or budget - used < 40:
             break
-        if hit.source == "sessions" and hit.line_map is None:
-            hit.line_map = message_map(hit.text, hit.start_line, hit.end_line)
-        trimmed = _trim_overlap(hit, out)
+        trimmed = fit(hit, out, budget - used, copy=False)
         if trimmed is None:
             continue
-        trimmed.cost = cited_cost(trimmed, lengths, corpus)
-        if trimmed.cost > narrow_above or used + trimmed.cost > budget:
-            trimmed = _narrowest_needed(trimmed, context, min(narrow_above, budget - used), lengths, corpus)
-        if used + trimmed.cost <= budget:
+        if used + trimmed.cost <= budget and not (
+            trimmed.cost > budget * EXPENSIVE_SHARE
+            and fit.worth_less(trimmed, hits[index + 1 :], out, max_results - len(out), budget - used)
+        ):
             out.append(trimmed)
             used += trimmed.cost
         else:
