@@ -79,17 +79,23 @@ def test_a_long_neighbour_is_dropped_before_the_matching_line() -> None:
 
 
 def test_an_expensive_hit_is_taken_only_when_worth_what_it_displaces() -> None:
-    # A 3,000-character reply ranked first by a hair would leave room for one of the three short
+    # A 3,000-character reply ranked second by a hair would leave room for one of the three short
     # turns behind it; together they are likelier to hold the answer (scores are calibrated).
-    reply = _hit(1, "memory/reply.md", 1, ["- assistant: " + "advice " * 430], [1.0])
+    first = _hit(1, "memory/first.md", 1, ["- user: the best match"], [1.0])
+    first.score = 0.6
+    reply = _hit(2, "memory/reply.md", 1, ["- assistant: " + "advice " * 430], [1.0])
     reply.score = 0.52
     shorts = [_hit(10 + i, f"memory/s{i}.md", 1, [f"- user: short answer {i} " + "x" * 600], [1.0]) for i in range(3)]
     for s in shorts:
         s.score = 0.5
-    out = pack([reply, *shorts], 10, 4000, 2, 4000, None)
-    assert [h.rowid for h in out][:3] == [10, 11, 12]
-    assert sum(h.cost for h in out) <= 4000 and [h.rowid for h in out][3:] in ([], [1])  # at most a cut of it, last
+    out = pack([first, reply, *shorts], 10, 4000, 2, 4000, None)
+    assert [h.rowid for h in out][:4] == [1, 10, 11, 12]
+    assert sum(h.cost for h in out) <= 4000 and [h.rowid for h in out][4:] in ([], [2])  # at most a cut of it, last
     # A hit that is clearly the answer keeps its place, whatever it costs.
     reply.score = 0.95
-    kept = pack([reply, *shorts], 10, 4000, 2, 4000, None)
-    assert kept[0].rowid == 1 and kept[0].text == reply.text
+    kept = pack([first, reply, *shorts], 10, 4000, 2, 4000, None)
+    assert [h.rowid for h in kept][:2] == [1, 2] and kept[1].text == reply.text
+    # The best match always leads, however much it costs.
+    reply.score = 0.52
+    leading = pack([reply, *shorts], 10, 4000, 2, 4000, None)
+    assert leading[0].rowid == 2 and leading[0].text == reply.text

@@ -461,7 +461,8 @@ def pack(
         if trimmed is None:
             continue
         if used + trimmed.cost <= budget and not (
-            trimmed.cost > budget * EXPENSIVE_SHARE
+            out  # the best match always leads: only later hits are weighed
+            and trimmed.cost > budget * EXPENSIVE_SHARE
             and fit.worth_less(trimmed, hits[index + 1 :], out, max_results - len(out), budget - used)
         ):
             out.append(trimmed)
