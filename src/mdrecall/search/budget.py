@@ -15,10 +15,10 @@ budget before the short turn that held the answer. Here:
   the results really receives;
 * **packing**: hits are taken in rank order while they fit; one that does not fit is skipped (not
   allowed to end the list), so later, shorter relevant hits still get in. After the first (the
-  best match always leads), a hit that would spend more than a quarter of the budget is taken only if the results are worth at least as much with it
-  as without it: worth is the expected number of relevant hits an agent receives (the sum of the
-  calibrated probabilities behind the scores, search/relevance.py), the rest filled in rank order
-  either way. One 3,000-character reply no longer displaces three short turns that are, together,
+  best match always leads), a hit that would spend more than a quarter of the budget is taken
+  only if the results are worth at least as much with it as without it: worth is the expected
+  number of relevant hits an agent receives (the sum of the calibrated probabilities behind the
+  scores, search/relevance.py), the rest filled in rank order either way. One 3,000-character reply no longer displaces three short turns that are, together,
   more likely to hold the answer. Whatever budget is left at the end goes to the best skipped hit,
   cut to the lines (or characters) that fit, placed last.
 """
