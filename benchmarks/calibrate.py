@@ -14,6 +14,7 @@ Off-topic queries (benchmarks/data/offtopic.jsonl) are gathered too, never fitte
     python benchmarks/calibrate.py --keep /work/bench-data/work --datasets locomo-daily lme-transcripts \
         --providers local --dump /tmp/cal.jsonl
     python benchmarks/calibrate.py --load /tmp/cal.jsonl          # refit from a dump
+    python benchmarks/calibrate.py --load /tmp/cal.jsonl --offtopic-by-size   # off-topic vs memory size
 """
 
 from __future__ import annotations
@@ -201,6 +202,34 @@ def fit(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def shipped_logit(r: dict[str, Any]) -> float:
+    """A candidate's hybrid logit under the coefficients in relevance.py (no date boost)."""
+    k = rel.keyword_logit(rel.KeywordEvidence(coverage=r["coverage"], bm25=r["bm25"], mass=r["mass"],
+                                              known=r.get("known", 1.0)))  # fmt: skip
+    if r["cosine"] is None:
+        return k
+    v = rel.vector_logit(r["cosine"], rel.vector_model(r["model"]), r.get("topical"))
+    return rel.fused_logit(k, v)
+
+
+def offtopic_by_size(rows: list[dict[str, Any]], fractions: tuple[float, ...] = (1.0, 0.5, 0.3, 0.1),
+                     seed: int = 0) -> dict[str, Any]:
+    """Share of off-topic searches left empty (best hybrid hit below minScore's probability) when
+    each memory keeps only a random fraction of its chunks: the candidates of the fraction are a
+    random share of the gathered ones, so how much of the "not empty" is the memory's size alone."""
+    rng = np.random.default_rng(seed)
+    pivot = rel.SCALE.pivot
+    out: dict[str, Any] = {}
+    hybrid = [r for r in rows if r["provider"] != "none"]
+    for ds in sorted({r["dataset"] for r in hybrid}):
+        searches = [np.array([shipped_logit(r) for r in g]) for g in groups([r for r in hybrid if r["dataset"] == ds])
+                    if g[0]["offtopic"]]  # fmt: skip
+        out[ds] = {str(f): round(float(np.mean([
+            (lambda kept: kept.max() if len(kept) else -12.0)(logits[rng.random(len(logits)) < f]) < pivot
+            for logits in searches])), 3) for f in fractions} | {"searches": len(searches)}  # fmt: skip
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bench", type=Path, default=quality.default_bench_dir())
@@ -214,6 +243,8 @@ def main() -> int:
     parser.add_argument("--keep", type=Path, default=Path("/work/bench-data/work"))
     parser.add_argument("--dump", type=Path, default=None)
     parser.add_argument("--load", type=Path, nargs="*", default=None)
+    parser.add_argument("--offtopic-by-size", action="store_true",
+                        help="report off-topic emptiness on random fractions of each memory instead of fitting")
     args = parser.parse_args()
     quality.MAX_WORKSPACES = args.max_workspaces
     if args.load:
@@ -222,7 +253,7 @@ def main() -> int:
         rows = collect(args)
         if args.dump:
             args.dump.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    print(json.dumps(fit(rows), indent=2, default=float))
+    print(json.dumps(offtopic_by_size(rows) if args.offtopic_by_size else fit(rows), indent=2, default=float))
     return 0
 
 
