@@ -32,12 +32,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from mdrecall.search.relevance import SCALE
-
-if TYPE_CHECKING:
-    from mdrecall.search.relevance import KeywordEvidence
+from mdrecall.search.relevance import SCALE, KeywordEvidence
 
 #: (path, source) -> the length of each line as a reader of the citation gets it (a Markdown line's
 #: characters; a transcript line's message content), or None when the file cannot be read.
@@ -405,10 +402,11 @@ class _Fitter:
         self.context, self.narrow_above, self.lengths, self.corpus = context, narrow_above, lengths, corpus
 
     def __call__(self, hit: Hit, kept: list[Hit], room: int, copy: bool = True) -> Hit | None:
-        if copy:
-            hit = replace(hit)
+        # On the original, so the fill simulations of ``worth_less`` map each transcript hit once.
         if hit.source == "sessions" and hit.line_map is None:
             hit.line_map = message_map(hit.text, hit.start_line, hit.end_line)
+        if copy:
+            hit = replace(hit)
         trimmed = _trim_overlap(hit, kept)
         if trimmed is None:
             return None
