@@ -172,3 +172,27 @@ def test_own_transcripts_are_not_crowded_out_by_other_sessions(
         }
         assert [h for h in m.search("fjord ferry", session_key="agent:g:group:1", min_score=0).results if h.source == "sessions"] == []
         assert [h for h in m.search("fjord ferry", min_score=0).results if h.source == "sessions"] == []
+
+
+def test_a_chunk_starting_mid_message_cites_the_message_that_matched(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+    """A long reply wraps over several rendered lines and chunks; the chunk that also holds the
+    next, short user message starts inside the reply. Which message each of its lines came from is
+    stored at index time, so the citation is the user's statement alone, not the reply with it."""
+    ws = make_ws({"MEMORY.md": "# Memory\n"})
+    path = ws / ".openclaw/sessions/main/transcripts/s.jsonl"
+    path.parent.mkdir(parents=True)
+    reply = " ".join(f"Step {i} of the gardening plan covers soil, light and water for the beds." for i in range(60))
+    messages = [
+        ("user", "Can you give me a long gardening plan?"),  # 1
+        ("assistant", reply),  # 2: ~4,500 characters, wrapped and split
+        ("user", "Thanks. By the way, my greenhouse is 12 square metres and faces south."),  # 3
+        ("assistant", "Good to know."),  # 4
+    ]
+    path.write_bytes(b"".join(_line({"role": r, "content": c}) for r, c in messages))
+    config = cfg(sources=["memory", "sessions"], dreaming={"enabled": False})
+    with open_manager(ws, config) as m:
+        hits = m.search("how big is my greenhouse garden plan", min_score=0, session_key="main").results
+        top = [r for r in hits if r.start_line <= 3 <= r.end_line]
+        assert top, [(r.start_line, r.end_line) for r in hits]
+        assert (top[0].start_line, top[0].end_line) == (3, 3), "the user's statement is cited alone"
+        assert "greenhouse is 12 square metres" in top[0].snippet and "Step 59" not in top[0].snippet

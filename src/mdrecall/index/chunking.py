@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mdrecall.text import estimate_tokens
 
@@ -22,6 +22,17 @@ class Chunk:
     start_line: int
     end_line: int
     text: str
+    #: The source line of each line of ``text``; None when they are ``start_line..end_line`` in
+    #: order. Transcripts need it: a rendered message spans several text lines (wrapped segments,
+    #: pieces of a split segment), and which message a line belongs to cannot be told from the
+    #: text once a chunk starts mid-message. Not part of the chunk's identity (``hash``).
+    numbers: tuple[int, ...] | None = field(default=None, compare=False)
+
+    def line_numbers(self) -> list[int]:
+        """The source line of each line of ``text``."""
+        if self.numbers is not None:
+            return list(self.numbers)
+        return _spread(self.start_line, self.end_line, self.text.count("\n") + 1)
 
     @property
     def hash(self) -> str:
@@ -76,7 +87,8 @@ def chunk_lines(lines: Sequence[str], tokens: int, overlap: int, line_numbers: S
     def flush() -> None:
         text = "\n".join(seg[1] for seg in buffer)
         if text.strip():
-            chunks.append(Chunk(buffer[0][0], buffer[-1][0], text))
+            numbers = tuple(seg[0] for seg in buffer)
+            chunks.append(Chunk(buffer[0][0], buffer[-1][0], text, _unless_identity(numbers)))
 
     for seg in segments:
         if buffer and used + seg[2] > tokens:
@@ -158,12 +170,11 @@ def fit_to_model(chunks: list[Chunk], count_tokens: Callable[[Sequence[str]], li
 def _split_to_fit(chunk: Chunk, count_tokens: Callable[[Sequence[str]], list[int]], limit: int) -> list[Chunk]:
     lines = chunk.text.split("\n")
     if len(lines) > 1:
-        # Line numbers inside a chunk are contiguous except for split long lines (which repeat a number).
-        numbers = _line_numbers_for(chunk, lines)
+        numbers = chunk.line_numbers()
         mid = len(lines) // 2
         halves = [
-            Chunk(numbers[0], numbers[mid - 1], "\n".join(lines[:mid])),
-            Chunk(numbers[mid], numbers[-1], "\n".join(lines[mid:])),
+            Chunk(numbers[0], numbers[mid - 1], "\n".join(lines[:mid]), _unless_identity(tuple(numbers[:mid]))),
+            Chunk(numbers[mid], numbers[-1], "\n".join(lines[mid:]), _unless_identity(tuple(numbers[mid:]))),
         ]
         return fit_to_model(halves, count_tokens, limit)
     text = chunk.text
@@ -173,13 +184,49 @@ def _split_to_fit(chunk: Chunk, count_tokens: Callable[[Sequence[str]], list[int
         mid = space + 1
     if mid <= 0 or mid >= len(text):
         return [chunk]
-    halves = [Chunk(chunk.start_line, chunk.end_line, text[:mid]), Chunk(chunk.start_line, chunk.end_line, text[mid:])]
+    halves = [Chunk(chunk.start_line, chunk.end_line, text[:mid], chunk.numbers),
+              Chunk(chunk.start_line, chunk.end_line, text[mid:], chunk.numbers)]
     return fit_to_model(halves, count_tokens, limit)
 
 
-def _line_numbers_for(chunk: Chunk, lines: list[str]) -> list[int]:
-    span = chunk.end_line - chunk.start_line + 1
-    if span == len(lines):
-        return list(range(chunk.start_line, chunk.end_line + 1))
-    # Pieces of a split long line share a number; spread what we can and clamp to the range.
-    return [min(chunk.start_line + i, chunk.end_line) for i in range(len(lines))]
+def _spread(start: int, end: int, count: int) -> list[int]:
+    """Line numbers for ``count`` text lines known only by their range (a stored chunk without
+    ``numbers``): contiguous when they fit, else clamped to the range."""
+    if end - start + 1 == count:
+        return list(range(start, end + 1))
+    return [min(start + i, end) for i in range(count)]
+
+
+def _unless_identity(numbers: tuple[int, ...]) -> tuple[int, ...] | None:
+    if numbers == tuple(range(numbers[0], numbers[0] + len(numbers))):
+        return None
+    return numbers
+
+
+def encode_numbers(numbers: Sequence[int] | None) -> str | None:
+    """``numbers`` as stored: runs of ``line*count`` (``"6,7*3"``: line 6, then three lines of 7)."""
+    if not numbers:
+        return None
+    runs: list[str] = []
+    i = 0
+    while i < len(numbers):
+        j = i
+        while j + 1 < len(numbers) and numbers[j + 1] == numbers[i]:
+            j += 1
+        runs.append(str(numbers[i]) if j == i else f"{numbers[i]}*{j - i + 1}")
+        i = j + 1
+    return ",".join(runs)
+
+
+def decode_numbers(stored: str | None) -> list[int] | None:
+    """The inverse of :func:`encode_numbers`; None for nothing stored or anything malformed."""
+    if not stored:
+        return None
+    out: list[int] = []
+    try:
+        for run in stored.split(","):
+            line, _, count = run.partition("*")
+            out.extend([int(line)] * (int(count) if count else 1))
+    except ValueError:
+        return None
+    return out

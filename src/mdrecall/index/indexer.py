@@ -35,7 +35,7 @@ from mdrecall.crashpoints import crash_point
 from mdrecall.embeddings.base import EmbeddingProvider
 from mdrecall.errors import PathError
 from mdrecall.index.changes import UNREADABLE, Observed, skip_still_holds
-from mdrecall.index.chunking import Chunk, chunk_id, chunk_lines, chunk_markdown, fit_to_model, heading_trails
+from mdrecall.index.chunking import Chunk, chunk_id, chunk_lines, chunk_markdown, encode_numbers, fit_to_model, heading_trails
 from mdrecall.sources.base import SourceAdapter
 from mdrecall.sources.redact import redact_markdown
 from mdrecall.sources.workspace import MemoryFile, allowed_roots, discover_memory_files, read_memory_bytes
@@ -453,6 +453,7 @@ class Indexer:
                     fts_text=self._fts_text(item.contexts[i] + "\n" + chunk.text if item.contexts and item.contexts[i] else chunk.text),
                     space=space if i in item.vectors else None,
                     context=(item.contexts[i] or None) if item.contexts else None,
+                    line_numbers=encode_numbers(chunk.numbers),
                 )
             )
         self.db.replace_file(item.row, rows, self.ctx.model)

@@ -219,13 +219,13 @@ def _session_message_lengths(corpus: Messages | None, hit: Hit, messages: range)
     return total
 
 
-def message_lines(rows: Sequence[tuple[int, int, str]], message: int) -> list[str] | None:
-    """The rendered lines of transcript message ``message`` from the chunks ``(start, end, text)``
-    that cover it, each line once; None when none can be mapped."""
+def message_lines(rows: Sequence[tuple[int, int, str, list[int] | None]], message: int) -> list[str] | None:
+    """The rendered lines of transcript message ``message`` from the chunks ``(start, end, text,
+    stored line numbers or None)`` that cover it, each line once; None when none can be mapped."""
     seen: set[str] = set()
     out: list[str] = []
-    for start, end, text in rows:
-        mapping = message_map(text, start, end)
+    for start, end, text, numbers in rows:
+        mapping = numbers if numbers is not None and len(numbers) == text.count("\n") + 1 else message_map(text, start, end)
         if mapping is None:
             if start == end == message:
                 mapping = [message] * (text.count("\n") + 1)

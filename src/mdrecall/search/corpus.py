@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import apsw
 
+from mdrecall.index.chunking import decode_numbers
 from mdrecall.search.keyword import Candidate
 from mdrecall.search.markup import KEYWORD as MARKUP_KEYWORD
 from mdrecall.search.markup import ChunkRow
@@ -63,6 +64,11 @@ class Corpus(Protocol):
 
     def whole_message(self, path: str, message: int) -> list[str] | None:
         """The rendered lines of transcript message ``message`` of ``path`` (None: unknown)."""
+        ...
+
+    def line_numbers(self, ids: Sequence[int]) -> dict[int, list[int]]:
+        """The source line of each text line of those chunks whose lines are not simply
+        ``start_line..end_line`` and whose store knows them (transcripts); the rest are left out."""
         ...
 
 
@@ -253,11 +259,20 @@ class IndexCorpus:
         from mdrecall.search.budget import message_lines
 
         rows: list[Any] = self.conn.execute(
-            "SELECT start_line, end_line, text FROM chunks WHERE path = ? AND source = 'sessions' "
+            "SELECT rowid, start_line, end_line, text FROM chunks WHERE path = ? AND source = 'sessions' "
             "AND start_line <= ? AND end_line >= ? ORDER BY start_line, rowid",
             (path, message, message),
         ).fetchall()
-        return message_lines([(int(r[0]), int(r[1]), str(r[2])) for r in rows], message)
+        numbers = self.line_numbers([int(r[0]) for r in rows])
+        return message_lines([(int(r[1]), int(r[2]), str(r[3]), numbers.get(int(r[0]))) for r in rows], message)
+
+    def line_numbers(self, ids: Sequence[int]) -> dict[int, list[int]]:
+        out: dict[int, list[int]] = {}
+        for rowid, stored in self.db.chunk_line_numbers(ids).items():
+            numbers = decode_numbers(stored)
+            if numbers is not None:
+                out[rowid] = numbers
+        return out
 
 
 _CORPORA: weakref.WeakKeyDictionary[IndexDB, IndexCorpus] = weakref.WeakKeyDictionary()
@@ -316,3 +331,6 @@ class CandidateCorpus:
 
     def whole_message(self, path: str, message: int) -> list[str] | None:
         return None
+
+    def line_numbers(self, ids: Sequence[int]) -> dict[int, list[int]]:
+        return {}

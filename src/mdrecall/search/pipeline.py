@@ -277,6 +277,12 @@ def score_candidates(
             ev.line_terms = ev.line_terms[-body_lines:] if len(ev.line_terms) >= body_lines else [()] * body_lines
             hit.evidence = ev
             hit.line_weights = [sum(stats.idf[i] for i in terms) for terms in ev.line_terms]
+    sessions = [rowid for rowid, h in hits.items() if h.source == "sessions" and h.end_line > h.start_line]
+    if sessions:
+        for rowid, numbers in corpus.line_numbers(sessions).items():
+            hit = hits[rowid]
+            if len(numbers) == hit.text.count("\n") + 1 and numbers[0] == hit.start_line and numbers[-1] == hit.end_line:
+                hit.line_map = numbers
     if query_vec is not None and hits:
         missing = [rowid for rowid, h in hits.items() if h.cosine is None]
         if missing:

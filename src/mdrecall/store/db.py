@@ -83,6 +83,7 @@ CREATE TABLE IF NOT EXISTS chunks (
   model TEXT NOT NULL,
   text TEXT NOT NULL,
   context TEXT,
+  line_numbers TEXT,
   vector_id INTEGER,
   updated_at INTEGER NOT NULL
 );
@@ -216,6 +217,9 @@ class ChunkRow:
     #: The heading trail indexed with the text (None: none). Kept because the keyword index is
     #: contentless: calibrated scoring re-reads what each chunk was indexed from.
     context: str | None = None
+    #: The source line of each line of ``text`` when they are not ``start_line..end_line`` in
+    #: order (transcripts), as ``chunking.encode_numbers`` writes it; None: in order.
+    line_numbers: str | None = None
 
 
 @dataclass
@@ -321,12 +325,15 @@ class IndexDB:
                     (VECTOR_ENCODING_KEY, VECTOR_ENCODING),
                 )
                 self._immediate(lambda: self.legacy_layout() or (conn.execute(_SCHEMA), conn.execute(*encoding)))
-            elif not self._has_column("chunks", "context"):
-                # A schema-3 file from before the heading trail was kept: its chunks score without
-                # their headings until they are next indexed.
-                self._immediate(
-                    lambda: self._has_column("chunks", "context") or conn.execute("ALTER TABLE chunks ADD COLUMN context TEXT")
-                )
+            else:
+                # Schema-3 files from before a column was added: their chunks go without it (no heading
+                # trail; transcript lines mapped from the text) until they are next indexed.
+                for column in ("context", "line_numbers"):
+                    if not self._has_column("chunks", column):
+                        self._immediate(
+                            lambda column=column: self._has_column("chunks", column)
+                            or conn.execute(f"ALTER TABLE chunks ADD COLUMN {column} TEXT")
+                        )
         except apsw.Error as exc:
             raise StoreError(f"cannot initialise index database {self.path}: {exc}") from exc
         if self.options.fts_enabled:
@@ -566,6 +573,16 @@ class IndexDB:
         )
         return {int(r[0]): str(r[1]) for r in self._rows_in(sql, list(rowids)) if r[1] is not None}
 
+    def chunk_line_numbers(self, rowids: Sequence[int]) -> dict[int, str]:
+        """The stored ``line_numbers`` of those chunks that have them (transcripts)."""
+        if self.legacy_layout():
+            return {}
+        sql = "SELECT rowid, line_numbers FROM chunks WHERE line_numbers IS NOT NULL AND rowid IN ({})"
+        try:
+            return {int(r[0]): str(r[1]) for r in self._rows_in(sql, list(rowids))}
+        except apsw.SQLError:  # a file opened read-only from before the column existed
+            return {}
+
     # -- files -----------------------------------------------------------------------------------
     def files(self, source: str | None = None) -> dict[str, FileRow]:
         sql = "SELECT path, source, hash, mtime, size FROM files"
@@ -634,10 +651,10 @@ class IndexDB:
                         spaces[named] = self._space_for(named)
                     vector_id = self._store_vector(spaces[named], chunk.embed_hash or chunk.hash, encode_vector(chunk.embedding, encoding))
                 conn.execute(
-                    "INSERT INTO chunks(id, path, source, start_line, end_line, hash, model, text, context, vector_id, "
-                    "updated_at) VALUES(?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO NOTHING",
+                    "INSERT INTO chunks(id, path, source, start_line, end_line, hash, model, text, context, line_numbers, "
+                    "vector_id, updated_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO NOTHING",
                     (chunk.id, chunk.path, chunk.source, chunk.start_line, chunk.end_line, chunk.hash, model, chunk.text,
-                     chunk.context, vector_id, now),  # fmt: skip
+                     chunk.context, chunk.line_numbers, vector_id, now),  # fmt: skip
                 )
                 if conn.changes() == 0:
                     continue  # identical chunk twice in one file (repeated text): keep one

@@ -146,7 +146,11 @@ class PgCorpus:
             "AND source = 'sessions' AND start_line <= %s AND end_line >= %s ORDER BY start_line, id",
             (path, message, message),
         ).fetchall()
-        return message_lines([(int(r[0]), int(r[1]), str(r[2])) for r in rows], message)
+        return message_lines([(int(r[0]), int(r[1]), str(r[2]), None) for r in rows], message)
+
+    def line_numbers(self, ids: Sequence[int]) -> dict[int, list[int]]:
+        # Postgres chunks do not store per-line numbers: transcript lines are mapped from the text.
+        return {}
 
 
 def _to_list(value: Any) -> list[float]:
