@@ -126,3 +126,18 @@ def test_budgets_respected_for_several_settings(tokens: int, overlap: int) -> No
     _assert_exact(chunks, lines)
     for c in chunks:
         assert sum(estimate_tokens(line) + 1 for line in c.text.split("\n")) <= tokens
+
+
+def test_transcript_chunks_know_the_source_line_of_each_text_line() -> None:
+    from mdrecall.index.chunking import chunk_lines, decode_numbers, encode_numbers
+
+    lines = ["User: short question", "Assistant: " + "word " * 300, "User: and a statement"]
+    chunks = chunk_lines(lines, 60, 10, [4, 5, 6])
+    for chunk in chunks:
+        numbers = chunk.line_numbers()
+        assert len(numbers) == chunk.text.count("\n") + 1
+        assert numbers[0] == chunk.start_line and numbers[-1] == chunk.end_line
+        assert decode_numbers(encode_numbers(numbers)) == numbers
+    # A chunk made only of pieces of the long reply cites that reply alone.
+    assert any(c.start_line == c.end_line == 5 for c in chunks)
+    assert encode_numbers([6, 7, 7, 7, 8]) == "6,7*3,8" and decode_numbers("6,x") is None

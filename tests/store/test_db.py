@@ -221,3 +221,20 @@ def test_swap_in_replaces_content_while_a_reader_is_open(tmp_path: Path) -> None
     finally:
         reader.close()
         built.close()
+
+
+def test_a_file_from_before_line_numbers_gains_the_column(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    db = IndexDB(path, StoreOptions())
+    db.replace_file(FileRow("a.md", "memory", "h", 1, 1), [_chunk("a.md", 0, "alpha")], "m")
+    db.conn.execute("ALTER TABLE chunks DROP COLUMN line_numbers")
+    db.close()
+    db = IndexDB(path, StoreOptions())
+    try:
+        assert db.chunk_line_numbers([1]) == {}
+        row = ChunkRow("s:1", "s.jsonl", "sessions", 2, 3, "hs", "User: a\nAssistant: b\nb", None, "x", line_numbers="2,3*2")
+        db.replace_file(FileRow("s.jsonl", "sessions", "h2", 1, 1), [row], "m")
+        rowid = int(db.conn.execute("SELECT rowid FROM chunks WHERE id = 's:1'").fetchone()[0])
+        assert db.chunk_line_numbers([rowid]) == {rowid: "2,3*2"}
+    finally:
+        db.close()

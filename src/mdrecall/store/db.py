@@ -38,6 +38,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -330,10 +331,7 @@ class IndexDB:
                 # trail; transcript lines mapped from the text) until they are next indexed.
                 for column in ("context", "line_numbers"):
                     if not self._has_column("chunks", column):
-                        self._immediate(
-                            lambda column=column: self._has_column("chunks", column)
-                            or conn.execute(f"ALTER TABLE chunks ADD COLUMN {column} TEXT")
-                        )
+                        self._immediate(partial(self._add_text_column, "chunks", column))
         except apsw.Error as exc:
             raise StoreError(f"cannot initialise index database {self.path}: {exc}") from exc
         if self.options.fts_enabled:
@@ -572,6 +570,10 @@ class IndexDB:
             "FROM chunks WHERE rowid IN ({})"
         )
         return {int(r[0]): str(r[1]) for r in self._rows_in(sql, list(rowids)) if r[1] is not None}
+
+    def _add_text_column(self, table: str, column: str) -> None:
+        if not self._has_column(table, column):  # another process may have added it meanwhile
+            self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} TEXT")
 
     def chunk_line_numbers(self, rowids: Sequence[int]) -> dict[int, str]:
         """The stored ``line_numbers`` of those chunks that have them (transcripts)."""
