@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 from mdrecall.config import MemoryConfig
 from mdrecall.search import relevance as rel
 from mdrecall.search.asof import known_then
-from mdrecall.search.budget import Hit, LineLengths, pack
+from mdrecall.search.budget import Hit, LineLengths, message_map, pack
 from mdrecall.search.corpus import CandidateCorpus, Corpus, index_corpus
 from mdrecall.search.dates import date_logit, query_dates
 from mdrecall.search.dating import FileTimes
@@ -38,6 +38,7 @@ from mdrecall.search.keyword import Candidate, keyword_search, scan_search
 from mdrecall.search.markup import ChunkRow, MarkupSource, collect
 from mdrecall.search.mmr import mmr_rerank
 from mdrecall.search.scope import ScopeLike
+from mdrecall.search.speaker import asked_speaker, line_speakers, prefer
 from mdrecall.search.supersede import Context, Link, enforce, supersede
 from mdrecall.store.db import IndexDB
 from mdrecall.text import cjk_share
@@ -349,6 +350,8 @@ def rank_candidates(
     if q.hybrid.fusion == "rrf" and found.mode == "hybrid":
         _rank_fuse(hits, q.hybrid.vectorWeight, q.hybrid.textWeight, q.hybrid.rrfK)
 
+    _prefer_asked_speaker(hits, plan.query)
+
     links: list[Link] = []
     if q.supersession.enabled and hits:
         rows: list[ChunkRow] = (scoring.marked_chunks() if isinstance(scoring, MarkupSource)
@@ -438,6 +441,20 @@ def explain(hit: Hit, found: Gathered) -> dict[str, Any]:
     if hit.decay is not None:
         out["decay"] = round(hit.decay, 4)
     return out
+
+
+def _prefer_asked_speaker(hits: list[Hit], query: str) -> None:
+    """The line a hit is narrowed to (and states its fact on) is the asked speaker's, where the hit
+    has one that matches (search/speaker.py)."""
+    wanted = asked_speaker(query)
+    if wanted is None:
+        return
+    for hit in hits:
+        if not hit.line_weights or "\n" not in hit.text:
+            continue
+        if hit.source == "sessions" and hit.line_map is None:
+            hit.line_map = message_map(hit.text, hit.start_line, hit.end_line)
+        hit.line_weights = prefer(hit.line_weights, line_speakers(hit.text, hit.source, hit.line_map), wanted)
 
 
 def _rank_fuse(hits: list[Hit], vector_weight: float, text_weight: float, k: int) -> None:

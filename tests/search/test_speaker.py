@@ -1,0 +1,59 @@
+"""Whose statement a question asks about, and the line a citation keeps."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from mdrecall import open_manager
+from mdrecall.search.speaker import asked_speaker, line_speakers, prefer
+
+
+@pytest.mark.parametrize(
+    ("query", "speaker"),
+    [
+        ("Where do I currently keep my old sneakers?", "user"),
+        ("What is my ethnicity?", "user"),
+        ("Can you recommend a show for me to watch tonight?", "user"),  # a request, about the user
+        ("Can you remind me of the 7th job in the list you provided?", "assistant"),
+        ("What was the move you made after 27. Kg2?", "assistant"),
+        ("Which brand did you mention that uses wild rubber?", None),  # present-tense "mention": not a recall
+        ("When did Caroline go to the LGBTQ support group?", None),
+        ("what did your previous answer say about Tokyo trains", "assistant"),
+    ],
+)
+def test_the_asked_speaker(query: str, speaker: str | None) -> None:
+    assert asked_speaker(query) == speaker
+
+
+def test_lines_say_who_spoke_and_continuations_follow_their_message() -> None:
+    text = "tail of a wrapped reply\nAssistant: more of it\nUser: my own words"
+    assert line_speakers(text, "sessions", [4, 4, 5]) == ["assistant", "assistant", "user"]
+    assert line_speakers("- user: hi\n- [D1:3] Caroline: hey\n* Assistant: ok", "memory", None) == ["user", None, "assistant"]
+
+
+def test_the_other_speaker_gives_way_only_when_the_asked_one_matches() -> None:
+    assert prefer([5.0, 1.0, 2.0], ["assistant", "user", None], "user") == [0.0, 1.0, 2.0]
+    assert prefer([5.0, 0.0], ["assistant", "user"], "user") == [5.0, 0.0]
+    assert prefer([5.0, 1.0], ["assistant", "user"], None) == [5.0, 1.0]
+
+
+def test_a_first_person_question_cites_the_users_statement(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+    """The assistant repeats the question's words more than the user did; the citation that fits
+    is still the user's own line."""
+    reply = "Storing old running sneakers: keep them in a breathable bag, away from heat, stuffed with paper."
+    ws = make_ws({
+        "MEMORY.md": "# Memory\n",
+        "memory/2024-03-02.md": "# 2024-03-02\n\n## Session 01\n\n- user: I keep my old sneakers in a shoe rack in the garage.\n"
+                                f"- assistant: {reply}\n- user: thanks\n",
+    })
+    config = cfg(dreaming={"enabled": False}, query={"maxInjectedChars": 150, "minScore": 0})
+    with open_manager(ws, config) as m:
+        hits = m.search("where do I keep my old running sneakers stored?").results
+        assert hits and (hits[0].start_line, hits[0].end_line) == (5, 5), [(h.start_line, h.end_line) for h in hits]
+        assert "shoe rack in the garage" in hits[0].snippet
+        # Asked about what the assistant said, the reply is the line kept.
+        hits = m.search("how did you suggest storing old running sneakers?").results
+        assert hits and (hits[0].start_line, hits[0].end_line) == (6, 6), [(h.start_line, h.end_line) for h in hits]
