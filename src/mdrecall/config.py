@@ -201,6 +201,10 @@ class QueryConfig(_Section):
     # Skip the vector side of a mostly Chinese/Japanese/Korean query when the embedding model reads
     # none of those languages (the bundled all-MiniLM-L6-v2): its vectors are noise there.
     languageCheck: bool = True
+    # A question in the first person asks about the user's own words, one recalling "what you
+    # said" about the assistant's: the citation keeps that speaker's line, and a hit stating the
+    # other speaker's scores lower (search/speaker.py, docs/retrieval.md).
+    speakers: bool = True
 
 
 class SessionSyncConfig(_Section):

@@ -22,6 +22,8 @@ from mdrecall.search.speaker import asked_speaker, line_speakers, prefer
         ("Which brand did you mention that uses wild rubber?", None),  # present-tense "mention": not a recall
         ("When did Caroline go to the LGBTQ support group?", None),
         ("what did your previous answer say about Tokyo trains", "assistant"),
+        ("Can you remind me what the average framerate gain of the agent was?", None),  # a request formula
+        ("Can you remind me where my sister lives?", "user"),
     ],
 )
 def test_the_asked_speaker(query: str, speaker: str | None) -> None:
@@ -57,3 +59,19 @@ def test_a_first_person_question_cites_the_users_statement(make_ws: Callable[...
         # Asked about what the assistant said, the reply is the line kept.
         hits = m.search("how did you suggest storing old running sneakers?").results
         assert hits and (hits[0].start_line, hits[0].end_line) == (6, 6), [(h.start_line, h.end_line) for h in hits]
+
+
+def test_the_other_speakers_statement_scores_lower(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+    """The same words said by the assistant and by the user: asked in the first person, the user's
+    line ranks first and the reply's score pays the fitted offset (its explanation says why)."""
+    ws = make_ws({
+        "MEMORY.md": "# Memory\n",
+        "memory/2024-03-02.md": "# 2024-03-02\n\n- assistant: Your violin lessons are on Thursday evenings at the music school.\n",
+        "memory/2024-03-09.md": "# 2024-03-09\n\n- user: My violin lessons are on Thursday evenings at the music school.\n",
+    })
+    with open_manager(ws, cfg(dreaming={"enabled": False}, query={"minScore": 0})) as m:
+        hits = m.search("when are my violin lessons at the music school?").results
+        assert [h.path for h in hits] == ["memory/2024-03-09.md", "memory/2024-03-02.md"]
+        assert hits[1].score < hits[0].score and hits[1].explanation["speaker"]["statedBy"] == "assistant"
+        off = m.search("when are the violin lessons at the music school?").results  # third person: no speaker asked
+        assert abs(off[0].score - off[1].score) < 0.05

@@ -147,6 +147,10 @@ class Hit:
     keyword_logit: float | None = None
     vector_logit: float | None = None
     date_boost: float = 0.0
+    #: The question asks about one speaker's words and this hit states the other's (search/speaker.py),
+    #: and what that costs its logit.
+    other_speaker: bool = False
+    speaker_logit: float = 0.0
     decay: float | None = None
     #: Knowledge updates (search/supersede.py): the newer statement's citation when this one is
     #: known to be out of date, and what the explanation says about it.

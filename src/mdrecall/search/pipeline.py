@@ -38,7 +38,7 @@ from mdrecall.search.keyword import Candidate, keyword_search, scan_search
 from mdrecall.search.markup import ChunkRow, MarkupSource, collect
 from mdrecall.search.mmr import mmr_rerank
 from mdrecall.search.scope import ScopeLike
-from mdrecall.search.speaker import asked_speaker, line_speakers, prefer
+from mdrecall.search.speaker import Speaker, asked_speaker, line_speakers, other_speaker, prefer
 from mdrecall.search.supersede import Context, Link, enforce, supersede
 from mdrecall.store.db import IndexDB
 from mdrecall.text import cjk_share
@@ -105,6 +105,8 @@ class Gathered:
     stats: rel.QueryStats | None
     #: The query's mean cosine to every stored vector (None without vectors).
     topical: float | None = None
+    #: Whose words the question asks about (search/speaker.py), None: it does not say.
+    speaker: Speaker | None = None
 
 
 def candidate_limit(config: MemoryConfig, max_results: int, as_of: datetime | None = None) -> int:
@@ -291,6 +293,7 @@ def score_candidates(
                 if rowid in hits:
                     hits[rowid].cosine = cos
 
+    wanted = _speakers(list(hits.values()), plan.query) if q.speakers and hits else None
     topical = corpus.mean_cosine(query_vec) if query_vec is not None and hits else None
     vmodel = rel.vector_model(model)
     dates = query_dates(plan.query, plan.now) if q.dates.enabled else []
@@ -308,10 +311,13 @@ def score_candidates(
         if dates:
             hit.date_boost = date_logit(hit.path, hit.source, dates, q.dates.boost, q.dates.nearbyDays)
             logit += hit.date_boost
+        if wanted is not None and hit.other_speaker:
+            hit.speaker_logit = rel.SPEAKER_OFFSET
+            logit += hit.speaker_logit
         hit.logit = logit
         hit.score = rel.SCALE.score(logit)
     ordered = sorted(hits.values(), key=lambda h: h.score, reverse=True)
-    return Gathered(ordered, mode, warnings, degraded, stats, topical)
+    return Gathered(ordered, mode, warnings, degraded, stats, topical, wanted)
 
 
 def rank_candidates(
@@ -349,8 +355,6 @@ def rank_candidates(
 
     if q.hybrid.fusion == "rrf" and found.mode == "hybrid":
         _rank_fuse(hits, q.hybrid.vectorWeight, q.hybrid.textWeight, q.hybrid.rrfK)
-
-    _prefer_asked_speaker(hits, plan.query)
 
     links: list[Link] = []
     if q.supersession.enabled and hits:
@@ -434,6 +438,9 @@ def explain(hit: Hit, found: Gathered) -> dict[str, Any]:
         out["vector"] = vector
     if hit.date_boost:
         out["dateBoost"] = round(hit.date_boost, 3)
+    if hit.other_speaker and found.speaker is not None:
+        stated_by = "assistant" if found.speaker == "user" else "user"
+        out["speaker"] = {"asked": found.speaker, "statedBy": stated_by, "logit": round(hit.speaker_logit, 3)}
     if hit.supersession:
         out["supersession"] = dict(hit.supersession)
     out["logit"] = round(hit.logit, 3)
@@ -443,18 +450,21 @@ def explain(hit: Hit, found: Gathered) -> dict[str, Any]:
     return out
 
 
-def _prefer_asked_speaker(hits: list[Hit], query: str) -> None:
-    """The line a hit is narrowed to (and states its fact on) is the asked speaker's, where the hit
-    has one that matches (search/speaker.py)."""
+def _speakers(hits: Sequence[Hit], query: str) -> Speaker | None:
+    """Mark each hit for the speaker the question asks about (search/speaker.py): the line it is
+    narrowed to (and states its fact on) is that speaker's where it has one that matches, and a hit
+    whose statement is the other speaker's says so (``other_speaker``; its score pays for it)."""
     wanted = asked_speaker(query)
     if wanted is None:
-        return
+        return None
     for hit in hits:
-        if not hit.line_weights or "\n" not in hit.text:
-            continue
         if hit.source == "sessions" and hit.line_map is None:
             hit.line_map = message_map(hit.text, hit.start_line, hit.end_line)
-        hit.line_weights = prefer(hit.line_weights, line_speakers(hit.text, hit.source, hit.line_map), wanted)
+        speakers = line_speakers(hit.text, hit.source, hit.line_map)
+        if hit.line_weights and "\n" in hit.text:
+            hit.line_weights = prefer(hit.line_weights, speakers, wanted)
+        hit.other_speaker = other_speaker(hit.line_weights or [0.0] * len(speakers), speakers, wanted)
+    return wanted
 
 
 def _rank_fuse(hits: list[Hit], vector_weight: float, text_weight: float, k: int) -> None:

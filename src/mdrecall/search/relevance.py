@@ -91,6 +91,9 @@ VECTOR_MODELS: dict[str, VectorModel] = {
 #: Models nobody fitted: a conservative mapping for unit-normalised embeddings.
 DEFAULT_VECTOR_MODEL = VectorModel(intercept=-6.5, cosine=10.0)
 FUSION_MODEL = FusionModel(intercept=0.948, keyword=0.645, vector=0.429)
+#: Logit added to a hit whose statement is the other speaker's than the question asks about
+#: (search/speaker.py): fitted by benchmarks/calibrate.py (see docs/retrieval.md).
+SPEAKER_OFFSET = -3.6
 SCALE = ScoreScale(pivot=math.log(0.016 / 0.984), spread=2.0)
 
 

@@ -30,6 +30,9 @@ _ASKS_ASSISTANT = re.compile(
 )
 #: The question is in the first person.
 _FIRST_PERSON = re.compile(r"\b(?:i|i['’](?:m|ve|d|ll)|my|me|mine|myself)\b", re.IGNORECASE)
+#: Request formulas addressed to the assistant, not about the user: "can you remind me what the
+#: framerate gain was" asks for a fact whoever stated it.
+_REQUEST = re.compile(r"\b(?:remind|tell|show|give|help|let)\s+me\b", re.IGNORECASE)
 #: How a Markdown line says who spoke ("- user: …", "* Assistant: …").
 _MARKDOWN_SPEAKER = re.compile(r"^\s*(?:[-*+]\s+)?(user|assistant)\s*:", re.IGNORECASE)
 _SESSION_SPEAKER = {"User: ": "user", "Assistant: ": "assistant"}
@@ -39,7 +42,7 @@ def asked_speaker(query: str) -> Speaker | None:
     """Whose statement ``query`` asks about (None: it does not say)."""
     if _ASKS_ASSISTANT.search(query):
         return "assistant"
-    if _FIRST_PERSON.search(query):
+    if _FIRST_PERSON.search(_REQUEST.sub(" ", query)):
         return "user"
     return None
 
@@ -83,4 +86,18 @@ def prefer(weights: Sequence[float], speakers: Sequence[Speaker | None], wanted:
     return [0.0 if s is not None and s != wanted else w for w, s in zip(out, speakers)]
 
 
-__all__ = ["Speaker", "asked_speaker", "line_speakers", "prefer"]
+def other_speaker(weights: Sequence[float], speakers: Sequence[Speaker | None], wanted: Speaker | None) -> bool:
+    """Whether the line a hit states its match on (its best-weighted line; every line when none
+    matches) is the other known speaker's: an assistant's reply to a question about the user's own
+    words, or the reverse. Such a hit is less likely to hold the answer (search/relevance.py
+    ``SPEAKER_MODEL``)."""
+    if wanted is None or not speakers or len(speakers) != len(weights):
+        return False
+    if weights and max(weights) > 0:
+        best = max(range(len(weights)), key=lambda i: (weights[i], -i))
+        return speakers[best] is not None and speakers[best] != wanted
+    known = [s for s in speakers if s is not None]
+    return bool(known) and all(s != wanted for s in known)
+
+
+__all__ = ["Speaker", "asked_speaker", "line_speakers", "other_speaker", "prefer"]
