@@ -41,6 +41,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import quality
 from mdrecall.search import relevance as rel
+from mdrecall.search.budget import lengths_for
 from mdrecall.search.pipeline import SearchPlan, gather
 from mdrecall.search.scope import scope_for
 from mdrecall.search.speaker import asked_speaker
@@ -77,7 +78,8 @@ def collect(args: argparse.Namespace) -> list[dict[str, Any]]:
                                  for o in offtopic[:: args.offtopic_every]]
                     for q, is_off in asks:
                         now = datetime.fromisoformat(q["as_of"].replace("Z", "+00:00")) if q.get("as_of") else datetime.now().astimezone()
-                        plan = SearchPlan(q["query"], 10, 0.0, scope_for(manager.config, None, "main"), now)
+                        plan = SearchPlan(q["query"], 10, 0.0, scope_for(manager.config, None, "main"), now,
+                                          line_lengths=lengths_for(manager.workspace))  # fmt: skip
                         with manager.index.reading() as db:
                             vfn = manager._vector_search_fn(db)[0] if prov is not None else None
                             found = gather(db, manager.config, plan, embed, vfn, [], None, model)

@@ -75,3 +75,19 @@ def test_the_other_speakers_statement_scores_lower(make_ws: Callable[..., Path],
         assert hits[1].score < hits[0].score and hits[1].explanation["speaker"]["statedBy"] == "assistant"
         off = m.search("when are the violin lessons at the music school?").results  # third person: no speaker asked
         assert abs(off[0].score - off[1].score) < 0.05
+
+
+def test_a_piece_of_a_long_reply_is_still_the_assistants(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+    """A reply longer than a chunk is split; its later pieces do not start with "- assistant:", so
+    who spoke them is read from the file's line."""
+    filler = " ".join(f"general advice number {i} about many unrelated things." for i in range(80))
+    ws = make_ws({
+        "MEMORY.md": "# Memory\n",
+        "memory/2024-03-02.md": f"# 2024-03-02\n\n- assistant: {filler} Your kayak rack fits the garage wall.\n",
+        "memory/2024-03-09.md": "# 2024-03-09\n\n- user: I store my kayak rack on the garage wall now.\n",
+    })
+    with open_manager(ws, cfg(dreaming={"enabled": False}, query={"minScore": 0})) as m:
+        hits = m.search("where do I store my kayak rack?").results
+        assert hits[0].path == "memory/2024-03-09.md"
+        piece = next(h for h in hits if h.path == "memory/2024-03-02.md")
+        assert not piece.snippet.startswith("- assistant") and piece.explanation["speaker"]["statedBy"] == "assistant"

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mdrecall.search.relevance import SCALE, KeywordEvidence
+from mdrecall.search.speaker import Speaker, markdown_speaker
 
 #: (path, source) -> the length of each line as a reader of the citation gets it (a Markdown line's
 #: characters; a transcript line's message content), or None when the file cannot be read.
@@ -67,11 +68,20 @@ class FileLineLengths:
 
     def __init__(self, workspace: Path, max_files: int = 256) -> None:
         self.root = workspace.resolve()
-        self._cache: OrderedDict[str, tuple[tuple[int, int], list[int]]] = OrderedDict()
+        self._cache: OrderedDict[str, tuple[tuple[int, int], FileLines]] = OrderedDict()
         self._lock = threading.Lock()
         self._max = max_files
 
     def __call__(self, path: str, source: str) -> list[int] | None:
+        found = self._lines(path)
+        return found.lengths if found is not None else None
+
+    def speakers(self, path: str, source: str) -> list[Speaker | None] | None:
+        """Who spoke each line of the file (search/speaker.py), None when it cannot be read."""
+        found = self._lines(path)
+        return found.speakers if found is not None else None
+
+    def _lines(self, path: str) -> FileLines | None:
         candidate = Path(path)
         full = candidate if candidate.is_absolute() else self.root / candidate
         try:
@@ -82,37 +92,52 @@ class FileLineLengths:
             return None
         stamp = (st.st_mtime_ns, st.st_size)
         with self._lock:
-            found = self._cache.get(path)
-            if found is not None and found[0] == stamp:
+            cached = self._cache.get(path)
+            if cached is not None and cached[0] == stamp:
                 self._cache.move_to_end(path)
-                return found[1]
+                return cached[1]
         try:
             text = full.read_bytes().decode("utf-8", errors="replace")
         except OSError:
             return None
-        lengths = [_line_length(line, path.endswith(".jsonl")) for line in text.replace("\r\n", "\n").split("\n")]
+        jsonl = path.endswith(".jsonl")
+        found: FileLines = FileLines([], [])
+        for line in text.replace("\r\n", "\n").split("\n"):
+            length, speaker = _read_line(line, jsonl)
+            found.lengths.append(length)
+            found.speakers.append(speaker)
         with self._lock:
-            self._cache[path] = (stamp, lengths)
+            self._cache[path] = (stamp, found)
             if len(self._cache) > self._max:
                 self._cache.popitem(last=False)
-        return lengths
+        return found
 
 
-def _line_length(line: str, jsonl: bool) -> int:
+@dataclass(slots=True)
+class FileLines:
+    """Per line of a file: its length as a reader of a citation gets it, and who spoke it."""
+
+    lengths: list[int]
+    speakers: list[Speaker | None]
+
+
+def _read_line(line: str, jsonl: bool) -> tuple[int, Speaker | None]:
     if not jsonl:
-        return len(line)
+        return len(line), markdown_speaker(line)
     try:
         record = json.loads(line)
     except ValueError:
-        return len(line)
+        return len(line), None
     if isinstance(record, dict):
         inner = record.get("message")
         message: dict[str, Any] = inner if isinstance(inner, dict) else record
+        role = message.get("role")
+        speaker: Speaker | None = role if role in ("user", "assistant") else None
         content = message.get("content", "")
         if isinstance(content, str):
-            return len(content)
-        return len(json.dumps(content))
-    return len(line)
+            return len(content), speaker
+        return len(json.dumps(content)), speaker
+    return len(line), None
 
 
 _SHARED: dict[Path, FileLineLengths] = {}

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 from mdrecall.config import MemoryConfig
 from mdrecall.search import relevance as rel
 from mdrecall.search.asof import known_then
-from mdrecall.search.budget import Hit, LineLengths, message_map, pack
+from mdrecall.search.budget import FileLineLengths, Hit, LineLengths, message_map, pack
 from mdrecall.search.corpus import CandidateCorpus, Corpus, index_corpus
 from mdrecall.search.dates import date_logit, query_dates
 from mdrecall.search.dating import FileTimes
@@ -293,7 +293,7 @@ def score_candidates(
                 if rowid in hits:
                     hits[rowid].cosine = cos
 
-    wanted = _speakers(list(hits.values()), plan.query) if q.speakers and hits else None
+    wanted = _speakers(list(hits.values()), plan.query, plan.line_lengths) if q.speakers and hits else None
     topical = corpus.mean_cosine(query_vec) if query_vec is not None and hits else None
     vmodel = rel.vector_model(model)
     dates = query_dates(plan.query, plan.now) if q.dates.enabled else []
@@ -450,21 +450,39 @@ def explain(hit: Hit, found: Gathered) -> dict[str, Any]:
     return out
 
 
-def _speakers(hits: Sequence[Hit], query: str) -> Speaker | None:
+def _speakers(hits: Sequence[Hit], query: str, lengths: LineLengths | None) -> Speaker | None:
     """Mark each hit for the speaker the question asks about (search/speaker.py): the line it is
     narrowed to (and states its fact on) is that speaker's where it has one that matches, and a hit
     whose statement is the other speaker's says so (``other_speaker``; its score pays for it)."""
     wanted = asked_speaker(query)
     if wanted is None:
         return None
+    file_speakers = lengths.speakers if isinstance(lengths, FileLineLengths) else None
     for hit in hits:
         if hit.source == "sessions" and hit.line_map is None:
             hit.line_map = message_map(hit.text, hit.start_line, hit.end_line)
-        speakers = line_speakers(hit.text, hit.source, hit.line_map)
+        speakers = _hit_speakers(hit, file_speakers)
         if hit.line_weights and "\n" in hit.text:
             hit.line_weights = prefer(hit.line_weights, speakers, wanted)
         hit.other_speaker = other_speaker(hit.line_weights or [0.0] * len(speakers), speakers, wanted)
     return wanted
+
+
+def _hit_speakers(hit: Hit, file_speakers: Callable[[str, str], Sequence[Speaker | None] | None] | None) -> list[Speaker | None]:
+    """Who spoke each line of the hit's text: read from the file where it can be (a piece of a long
+    line does not start with its speaker), else from the text itself."""
+    count = hit.text.count("\n") + 1
+    numbers: Sequence[int] | None
+    if hit.source == "sessions":
+        numbers = hit.line_map
+    elif hit.end_line - hit.start_line + 1 == count:
+        numbers = range(hit.start_line, hit.end_line + 1)
+    else:
+        numbers = [hit.start_line] * count if hit.start_line == hit.end_line else None
+    found = file_speakers(hit.path, hit.source) if file_speakers is not None and numbers is not None else None
+    if found is not None and numbers is not None and len(numbers) == count and all(1 <= n <= len(found) for n in numbers):
+        return [found[n - 1] for n in numbers]
+    return line_speakers(hit.text, hit.source, hit.line_map)
 
 
 def _rank_fuse(hits: list[Hit], vector_weight: float, text_weight: float, k: int) -> None:

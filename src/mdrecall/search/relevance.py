@@ -93,7 +93,7 @@ DEFAULT_VECTOR_MODEL = VectorModel(intercept=-6.5, cosine=10.0)
 FUSION_MODEL = FusionModel(intercept=0.948, keyword=0.645, vector=0.429)
 #: Logit added to a hit whose statement is the other speaker's than the question asks about
 #: (search/speaker.py): fitted by benchmarks/calibrate.py (see docs/retrieval.md).
-SPEAKER_OFFSET = -3.6
+SPEAKER_OFFSET = -4.1
 SCALE = ScoreScale(pivot=math.log(0.016 / 0.984), spread=2.0)
 
 

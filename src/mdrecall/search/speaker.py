@@ -52,11 +52,7 @@ def line_speakers(text: str, source: str, line_map: Sequence[int] | None) -> lis
     continuation lines belong to the speaker of that message (``line_map``: the message of each line)."""
     lines = text.split("\n")
     if source != "sessions":
-        out: list[Speaker | None] = []
-        for line in lines:
-            found = _MARKDOWN_SPEAKER.match(line)
-            out.append("user" if found and found.group(1).lower() == "user" else "assistant" if found else None)
-        return out
+        return [markdown_speaker(line) for line in lines]
     own: list[Speaker | None] = [_session_speaker(line) for line in lines]
     if line_map is None or len(line_map) != len(lines):
         return own
@@ -65,6 +61,14 @@ def line_speakers(text: str, source: str, line_map: Sequence[int] | None) -> lis
         if speaker is not None:
             by_message.setdefault(message, speaker)
     return [by_message.get(message) for message in line_map]
+
+
+def markdown_speaker(line: str) -> Speaker | None:
+    """Who spoke a Markdown line written as ``- user: …`` / ``- assistant: …`` (None: not said)."""
+    found = _MARKDOWN_SPEAKER.match(line)
+    if found is None:
+        return None
+    return "user" if found.group(1).lower() == "user" else "assistant"
 
 
 def _session_speaker(line: str) -> Speaker | None:
@@ -100,4 +104,4 @@ def other_speaker(weights: Sequence[float], speakers: Sequence[Speaker | None], 
     return bool(known) and all(s != wanted for s in known)
 
 
-__all__ = ["Speaker", "asked_speaker", "line_speakers", "other_speaker", "prefer"]
+__all__ = ["Speaker", "asked_speaker", "line_speakers", "markdown_speaker", "other_speaker", "prefer"]
