@@ -16,6 +16,10 @@ statement is the answer, and supersession must not hide it); and the same questi
     taskset -c 0 nice -n 5 env MDRECALL_THREADS=1 \\
         python benchmarks/supersession.py --modes keyword hybrid --out benchmarks/results/supersession.json
 
+Precision is measured in the same run where facts do not change: every LoCoMo question (both
+layouts) asked with supersession off and on; a result marked there counts as a wrong mark
+(``--precision``; the marked statements are listed).
+
 Our own cases (not benchmark data) are in tests/search/test_supersession.py.
 """
 
@@ -148,11 +152,54 @@ def run(dataset: str, mode: str, paths: Paths, tmp: Path, lme: Path, overrides: 
             "cpu_ms_per_search": {k: round(1000 * v / max(1, len(rows)), 2) for k, v in cpu.items()}}  # fmt: skip
 
 
+PRECISION_SETS = ("locomo-daily", "locomo-transcripts")
+
+
+def precision(dataset: str, mode: str, paths: Paths, tmp: Path, overrides: dict[str, Any]) -> dict[str, Any]:
+    """Marks where facts do not change: every LoCoMo question asked with supersession off and on (same
+    index, same process). LoCoMo's conversations tell what happened, they do not revise facts, so a
+    result marked ``supersededBy`` there is counted as a wrong mark (an upper bound: a few may be
+    real changes of mind); the marked statements are listed for a reader to judge."""
+    queries = load_queries(paths.queries(dataset))
+    by_ws: dict[Path, list[dict[str, Any]]] = {}
+    for q in queries:
+        by_ws.setdefault(paths.workspace(dataset, q), []).append(q)
+    config = config_for(dataset, mode, "auto", overrides)
+    timings = {"index_s": 0.0, "index_cpu_s": 0.0, "chunks_embedded": 0}
+    counts = {"off": {"results": 0, "marked": 0, "queries_marked": 0}, "on": {"results": 0, "marked": 0, "queries_marked": 0,
+              "possibly": 0, "moved": 0}}  # fmt: skip
+    marked: list[dict[str, Any]] = []
+    for ws, items in sorted(by_ws.items()):
+        with open_indexed(dataset, ws, config, tmp, timings) as manager:
+            for q in items:
+                now = datetime.fromisoformat(q["as_of"].replace("Z", "+00:00"))
+                for label, enabled in (("off", False), ("on", True)):
+                    manager.config.query.supersession.enabled = enabled
+                    results = list(manager.search(q["query"], session_key="main", now=now).results)
+                    c = counts[label]
+                    c["results"] += len(results)
+                    hit = [r for r in results if r.superseded_by]
+                    c["marked"] += len(hit)
+                    c["queries_marked"] += bool(hit)
+                    if label == "on":
+                        notes = [(r.explanation or {}).get("supersession") or {} for r in results]
+                        c["possibly"] += sum("possiblyRestatedBy" in n for n in notes)
+                        c["moved"] += sum("moved" in n for n in notes)
+                        marked += [{"id": q["id"], "query": q["query"], "citation": r.citation, "supersededBy": r.superseded_by,
+                                    "why": ((r.explanation or {}).get("supersession") or {}).get("why")} for r in hit]
+            manager.config.query.supersession.enabled = True
+    for c in counts.values():
+        c["per_1000_results"] = round(1000 * c["marked"] / max(1, c["results"]), 3)
+    return {"questions": len(queries), **counts, "marked_statements": marked}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bench", type=Path, default=default_bench_dir())
     parser.add_argument("--lme", type=Path, default=None, help="folder the LongMemEval dev split was built into")
     parser.add_argument("--datasets", nargs="+", default=list(LAYOUTS), choices=list(LAYOUTS))
+    parser.add_argument("--precision", nargs="*", default=list(PRECISION_SETS), choices=list(PRECISION_SETS),
+                        help="where facts do not change: count the marks (none: skip)")
     parser.add_argument("--modes", nargs="+", default=["keyword"], choices=["keyword", "hybrid"])
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
     parser.add_argument("--keep", type=Path, default=None, help="work directory to keep (indexes)")
@@ -170,6 +217,11 @@ def main() -> int:
             found = run(dataset, mode, paths, tmp, lme, parse_overrides(args.set))
             report["results"][f"{dataset}/{mode}"] = found
             print(f"{dataset}/{mode}: off {found['off']}\n    on {found['on']}\n    asOf {found['on_as_of']}", flush=True)
+    for dataset in args.precision:
+        for mode in args.modes:
+            found = precision(dataset, mode, paths, tmp, parse_overrides(args.set))
+            report["results"][f"precision/{dataset}/{mode}"] = found
+            print(f"precision {dataset}/{mode}: off {found['off']} on {found['on']}", flush=True)
     report["seconds"] = round(time.perf_counter() - t0, 1)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

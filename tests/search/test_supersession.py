@@ -318,3 +318,55 @@ def test_hybrid_search_with_the_real_model_keeps_the_rules(make_ws: Callable[...
             marked = m.search("where does the production database run", min_score=0, now=NOW)
             assert _by_path(marked)["memory/2026-03-02.md"].superseded_by == "memory/2026-05-01.md#L4"
             assert _paths(marked).index("memory/2026-05-01.md") < _paths(marked).index("memory/2026-03-02.md")
+
+
+# -- statements, not query words ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("query", ["database", "where is the database hosted?"])
+def test_one_and_two_word_questions_catch_a_named_replacement(make_ws: Callable[..., Path], cfg: Callable[..., dict], query: str) -> None:
+    ws = make_ws({
+        "memory/2026-01-10.md": "# 2026-01-10\n\n- Database is hosted on Heroku Postgres.\n",
+        "memory/2026-05-02.md": "# 2026-05-02\n\n- We moved the database from Heroku to Fly Postgres.\n",
+    })  # fmt: skip
+    resp = _search(ws, cfg(), query)
+    assert _paths(resp)[0] == "memory/2026-05-02.md"
+    older = _by_path(resp)["memory/2026-01-10.md"]
+    assert older.superseded_by == "memory/2026-05-02.md#L3"
+    assert older.explanation is not None and "Heroku" in older.explanation["supersession"]["why"]
+
+
+@pytest.mark.parametrize(
+    ("query", "older", "newer"),
+    [
+        # a checklist beside a date: both say "v0.4 release"
+        ("when is the v0.4 release?", "- v0.4 release date stays Thursday 2026-11-12.",
+         "- Release checklist for v0.4 drafted: migrations, feature flags off by default, changelog."),
+        # another fix that says "database"
+        ("database", "- Fix: per-test Redis database index in the login tests.",
+         "- Mira wants a short runbook for restoring the database from a snapshot."),
+        ("how many dogs", "- Caroline has 2 dogs.", "- Melanie has 3 dogs."),  # another person
+        ("sprint velocity", "- Sprint 12 velocity was 30 points.", "- Sprint 13 velocity was 25 points."),  # another sprint
+        ("bass caught with Alex", "- Caught 7 bass with Alex on 7/10.", "- Caught 9 bass with Alex on 7/22."),  # another trip
+        ("plans for the weekend", "- Hiking with friends this weekend.", "- Are you planning anything else anymore this weekend?"),  # a question
+    ],
+)
+def test_a_statement_about_another_subject_is_never_marked(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict], query: str, older: str, newer: str
+) -> None:
+    ws = make_ws({"memory/2026-01-10.md": f"# 2026-01-10\n\n{older}\n", "memory/2026-05-02.md": f"# 2026-05-02\n\n{newer}\n"})
+    resp = _search(ws, cfg(), query)
+    assert resp.results and all(r.superseded_by is None for r in resp.results)
+
+
+def test_a_dated_memory_line_is_superseded_by_a_later_note(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+    """MEMORY.md changes often (its file time says little); a line that carries its own date is
+    dated by it."""
+    ws = make_ws({
+        "MEMORY.md": "# Memory\n\n- 2026-02-01: The support rotation has 6 engineers.\n",
+        "memory/2026-05-04.md": "# 2026-05-04\n\n- The support rotation has 8 engineers.\n",
+    })
+    _touch(ws / "MEMORY.md", datetime(2026, 5, 20, tzinfo=UTC))  # edited after the note, elsewhere
+    resp = _search(ws, cfg(), "support rotation")
+    assert _by_path(resp)["MEMORY.md"].superseded_by == "memory/2026-05-04.md#L3"
+    assert _paths(resp)[0] == "memory/2026-05-04.md"

@@ -30,10 +30,12 @@ from mdrecall.search.budget import Hit, message_map
 from mdrecall.sources.transcripts import message_times
 from mdrecall.sources.workspace import note_date
 
-How = Literal["note", "message", "promoted", "modified", "unknown"]
+How = Literal["note", "message", "promoted", "dated line", "modified", "unknown"]
 
 #: ``source=memory/2026-03-02.md:14-15`` in dreaming's promotion marker (dreaming/promotion.py).
 _PROMOTED_SOURCE = re.compile(r"<!--\s*mdrecall:promoted\b[^>]*?\bsource=(\S+?):\d+(?:-\d+)?[\s>]")
+#: An evergreen line that says when it was written: "- 2026-11-05: Drop support for Safari 15."
+_DATED_LINE = re.compile(r"^\s*(?:[-*+]\s+)?(?:\*\*)?(\d{4})-(\d{2})-(\d{2})(?:\*\*)?\s*[:—–-]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +52,7 @@ class Stated:
 
     def label(self) -> str:
         """For people: the day, the message time, or what bounds it."""
-        if self.how in ("note", "promoted") and self.earliest is not None:
+        if self.how in ("note", "promoted", "dated line") and self.earliest is not None:
             return self.earliest.date().isoformat()
         if self.how == "message" and self.earliest is not None:
             return self.earliest.isoformat(timespec="minutes").replace("+00:00", "Z")
@@ -166,9 +168,15 @@ def focus(hit: Hit) -> tuple[int, int]:
 
 
 def focus_text(hit: Hit) -> str:
-    """The text of the hit's statement line(s) (for Markdown hits; transcripts: the whole hit)."""
+    """The text of the hit's statement line(s): for a transcript, its statement message's lines
+    (the whole hit when they cannot be told)."""
     lo, hi = focus(hit)
-    if hit.source == "sessions" or hit.text.count("\n") != hit.end_line - hit.start_line:
+    if hit.source == "sessions":
+        mapping = hit.line_map or message_map(hit.text, hit.start_line, hit.end_line)
+        if mapping is None or len(mapping) != hit.text.count("\n") + 1:
+            return hit.text
+        return "\n".join(line for line, n in zip(hit.text.split("\n"), mapping) if lo <= n <= hi)
+    if hit.text.count("\n") != hit.end_line - hit.start_line:
         return hit.text
     lines = hit.text.split("\n")
     return "\n".join(lines[lo - hit.start_line : hi - hit.start_line + 1])
@@ -189,7 +197,14 @@ def stated(hit: Hit, times: FileTimes | None) -> Stated:
     day = note_date(path)
     if day is not None:
         return day_interval(day)
-    promoted = _PROMOTED_SOURCE.search(focus_text(hit) + " ")
+    text = focus_text(hit)
+    dated = _DATED_LINE.match(text) if "\n" not in text else None
+    if dated is not None:
+        try:
+            return day_interval(date(int(dated.group(1)), int(dated.group(2)), int(dated.group(3))), "dated line")
+        except ValueError:
+            pass  # not a real date ("2026-13-40"): dated as the file is
+    promoted = _PROMOTED_SOURCE.search(text + " ")
     if promoted:
         source_day = note_date(promoted.group(1))
         if source_day is not None:

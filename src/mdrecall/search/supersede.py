@@ -7,15 +7,17 @@ Three strengths, strongest first (docs/facts.md):
   ranked just below it, wherever it ranked; when the replacing statement is not among the hits, it
   is brought in, with the score of the statement it replaces.
 * **detected**: two hits of the head of the ranking, certainly made at different times
-  (search/dating.py), match the query's terms the same way (the whole chunk and the statement
-  line), and the statement lines differ in a value (a number next to the query's words) or the
-  newer one says so ("no longer", "switched", "replaced", ...): the older is marked ``supersededBy``
-  the newer, which is raised to just above it.
-* **possible**: the two chunks match the query the same way but the lines do not show a changed
-  value, or the older line is worded like ``SERIES`` or more others but for their numbers (a
-  series of entries, such as "report 3", "report 4", rather than one fact changing): the
-  explanation says "possibly restated by"; nothing is marked or moved (unless ``margin`` is
-  raised: then dated notes trade scores when the older is ahead by less than it, in logit).
+  (search/dating.py), whose statements (the sentence of each statement line that matches the
+  question best) are about one subject and the newer changes it: it names the older's value as
+  replaced, says so ("no longer", "switched", ...), or a value differs (search/restatement.py).
+  The older is marked ``supersededBy`` the newer, which is raised to just above it. Statements
+  about another subject (another person, item, sprint, date; a checklist beside a date) are left
+  alone.
+* **possible**: about one subject, but nothing shows a change, or the older statement is worded
+  like ``SERIES`` or more others but for their numbers (a series of entries, such as "report 3",
+  "report 4", rather than one fact changing): the explanation says "possibly restated by"; nothing
+  is marked or moved (unless ``margin`` is raised: then dated notes trade scores when the older is
+  ahead by less than it, in logit).
 
 Nothing is ever removed: a raised statement takes the score of the one it replaces (it answers the
 same question at least as well); the replaced one keeps its own score and stays where it was among
@@ -24,7 +26,6 @@ the others, so it is never pushed out of the results by its replacement.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -34,34 +35,17 @@ from mdrecall.search.budget import Hit, message_map
 from mdrecall.search.dating import FileTimes, Stated, focus, focus_text, plain_path, stated
 from mdrecall.search.markup import Mark
 from mdrecall.search.relevance import QueryStats
+from mdrecall.search.restatement import Statement, Verdict, compare, statement
 from mdrecall.search.scope import ScopeLike, as_scope
 from mdrecall.sources.workspace import note_date
 from mdrecall.types import format_citation
 
 #: Hits considered for detection (the head of the ranking): pairs below it cannot reach the results.
 HEAD = 30
-#: Words that say a statement changed what an earlier one said ("longer" only after "no"). Only
-#: these: "now", "currently", "moved", "changed", "quit" come as often in conversation without a
-#: change of fact (on LoCoMo's chats they marked 2-4 % of the queries' hits, wrongly).
-_CUE_WORDS = ("no longer", "anymore", "switched", "replaced", "instead", "migrated", "nowadays")
-#: What is never a value: bracketed labels ("[D3:11]"), comments, dates and times ("7/22", "2:30").
-_NOT_VALUES = re.compile(r"\[[^\]\n]{0,40}\]|<!--.*?-->|\b\d{1,4}[/:.-]\d{1,2}(?:[/:.-]\d{1,4})?\b")
-#: Fewer query terms than this on both statement lines say too little about what the fact is
-#: ("what has Melanie painted?": every line about painting would be "the same fact").
-_MIN_SHARED_TERMS = 3
-_NUMBER_WORDS = {
-    w: i for i, w in enumerate(
-        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-        "seventeen eighteen nineteen twenty".split()
-    )
-}  # fmt: skip
-_NUMBER = re.compile(r"^\d+(?:[.,]\d+)?$")
-#: How near (in tokens) a number must be to a query term to count as that term's value.
-_VALUE_WINDOW = 4
-#: A statement line worded like this many others but for their numbers looks like one entry of a
+#: A statement worded like this many others but for their numbers looks like one entry of a
 #: series (a daily report, a log with a counter), not a fact that changed: it is not marked.
 SERIES = 3
-#: How alike (Jaccard of their words, numbers aside) two statement lines of one series are.
+#: How alike (Jaccard of their words, numbers aside) two statements of one series are.
 _SERIES_LIKENESS = 0.8
 
 By = Literal["markup", "detected"]
@@ -90,7 +74,7 @@ class Context:
     scope: ScopeLike = None
     as_of: datetime | None = None
     _stated: dict[int, Stated] = field(default_factory=dict)
-    _shapes: dict[int, frozenset[str]] = field(default_factory=dict)
+    _statements: dict[int, Statement | None] = field(default_factory=dict)
 
     def when(self, hit: Hit) -> Stated:
         key = id(hit)
@@ -98,13 +82,12 @@ class Context:
             self._stated[key] = stated(hit, self.times)
         return self._stated[key]
 
-    def shape(self, hit: Hit) -> frozenset[str]:
-        """The words of the statement line, numbers aside."""
+    def statement(self, hit: Hit) -> Statement | None:
+        """The sentence of the hit's statement line that matches the question best."""
         key = id(hit)
-        if key not in self._shapes:
-            words = self.tokens(focus_text(hit))
-            self._shapes[key] = frozenset(w for w in words if not _NUMBER.match(w) and w not in _NUMBER_WORDS)
-        return self._shapes[key]
+        if key not in self._statements:
+            self._statements[key] = statement(focus_text(hit), self.stats, self.tokens) if self.stats is not None else None
+        return self._statements[key]
 
 
 def cite_focus(hit: Hit) -> str:
@@ -170,96 +153,14 @@ def _apply_marks(hits: list[Hit], ctx: Context) -> list[Link]:
 # -- detection ------------------------------------------------------------------------------------
 
 
-def _same_fact(a: Hit, b: Hit) -> bool:
-    """Both chunks match most of the query's term weight, and nearly the same terms."""
-    ea, eb = a.evidence, b.evidence
-    if ea is None or eb is None or not ea.matched or not eb.matched:
-        return False
-    if min(ea.coverage, eb.coverage) < 0.5 or abs(ea.coverage - eb.coverage) > 0.2:
-        return False
-    sa, sb = set(ea.matched), set(eb.matched)
-    return len(sa & sb) / len(sa | sb) >= 0.6
-
-
-def _focus_terms(hit: Hit) -> set[int]:
-    ev = hit.evidence
-    if ev is None or not ev.line_terms:
-        return set()
-    lo, hi = focus(hit)
-    if hit.source == "sessions":
-        mapping = hit.line_map or message_map(hit.text, hit.start_line, hit.end_line)
-        if mapping is None or len(mapping) != len(ev.line_terms):
-            return set(ev.matched)
-        return {t for terms, m in zip(ev.line_terms, mapping, strict=True) if lo <= m <= hi for t in terms}
-    offset = lo - hit.start_line
-    if 0 <= offset < len(ev.line_terms) and lo == hi:
-        return set(ev.line_terms[offset])
-    return set(ev.matched)
-
-
-def _near(toks: list[str], stems: set[str], window: int) -> list[int]:
-    """Positions of the tokens within ``window`` of a query term (not the query terms themselves)."""
-    near = [i for i, t in enumerate(toks) if t in stems]
-    return [i for i, t in enumerate(toks) if t not in stems and any(abs(i - j) <= window for j in near)]
-
-
-def _values(text: str, stems: set[str], tokens: Callable[[str], list[str]]) -> set[str]:
-    """Numbers (digits or number words) within a few tokens of a query term (not query terms
-    themselves: the 3 of "Fitbit Charge 3" names the thing, it is not its value; nor labels,
-    dates or times)."""
-    toks = tokens(_NOT_VALUES.sub(" ", text))
-    out: set[str] = set()
-    for i in _near(toks, stems, _VALUE_WINDOW):
-        tok = toks[i]
-        value = tok if _NUMBER.match(tok) else (str(_NUMBER_WORDS[tok]) if tok in _NUMBER_WORDS else None)
-        if value is not None:
-            out.add(value.replace(",", "."))
-    return out
-
-
-def _cue(text: str, stems: set[str], tokens: Callable[[str], list[str]]) -> str | None:
-    """A change word near a query term ("no longer", "switched", ...), or None."""
-    forms = [(tuple(tokens(w)), w) for w in _CUE_WORDS]
-    toks = tokens(text)
-    for i in _near(toks, stems, 2 * _VALUE_WINDOW):
-        for form, word in forms:
-            # A phrase counts when any of its words is near ("no longer": "longer" may be the near one).
-            for start in range(max(0, i - len(form) + 1), i + 1):
-                if form and tuple(toks[start : start + len(form)]) == form:
-                    return word
-    return None
-
-
-def _changed(older: Hit, newer: Hit, ctx: Context) -> str | None:
-    """Why the newer statement line looks like a changed value of the older one (None: it does not)."""
-    stats = ctx.stats
-    if stats is None:
-        return None
-    ta, tb = _focus_terms(older), _focus_terms(newer)
-    shared = ta & tb
-    weight = sum(stats.idf[i] for i in shared)
-    union = sum(stats.idf[i] for i in ta | tb)
-    if len(shared) < _MIN_SHARED_TERMS or union <= 0 or weight / union < 0.6 or weight < 0.5 * stats.total_idf:
-        return None
-    stems = {s for i in shared for s in stats.forms[i] if not stats.cjk[i]}
-    old_text, new_text = focus_text(older), focus_text(newer)
-    old_values, new_values = _values(old_text, stems, ctx.tokens), _values(new_text, stems, ctx.tokens)
-    if new_values - old_values and old_values - new_values:
-        return f"value changed ({', '.join(sorted(old_values))} → {', '.join(sorted(new_values))})"
-    cue = _cue(new_text, stems, ctx.tokens)
-    if cue and not _cue(old_text, stems, ctx.tokens):
-        return f"the newer says {cue!r}"
-    return None
-
-
 def _series(older: Hit, head: list[Hit], ctx: Context) -> bool:
-    mine = ctx.shape(older)
-    if not mine:
+    mine = ctx.statement(older)
+    if mine is None or not mine.words:
         return False
     alike = 0
     for h in head:
-        other = ctx.shape(h) if h is not older and h.path != older.path else frozenset()
-        if other and len(mine & other) / len(mine | other) >= _SERIES_LIKENESS:
+        other = ctx.statement(h) if h is not older and h.path != older.path else None
+        if other is not None and other.words and len(mine.words & other.words) / len(mine.words | other.words) >= _SERIES_LIKENESS:
             alike += 1
     return alike >= SERIES
 
@@ -270,18 +171,24 @@ def _detect(hits: list[Hit], ctx: Context) -> list[Link]:
     for older in head:
         if older.superseded_by is not None:
             continue
+        mine = ctx.statement(older)
         when_old = ctx.when(older)
-        if when_old.latest is None:
+        if mine is None or when_old.latest is None:
             continue
         # Another file only: a later message of the same conversation (or line of the same note)
         # echoing a statement is not a change of mind.
-        later = [h for h in head if h.path != older.path and when_old.before(ctx.when(h)) and _same_fact(older, h)]
+        later: list[tuple[Hit, Verdict, str | None]] = []
+        for h in head:
+            theirs = ctx.statement(h) if h.path != older.path and when_old.before(ctx.when(h)) else None
+            if theirs is not None and ctx.stats is not None:
+                verdict, why = compare(mine, theirs, ctx.tokens, ctx.stats)
+                if verdict != "different":
+                    later.append((h, verdict, why))
         if not later:
             continue
-        series = _series(older, head, ctx)
         # The newest restatement the evidence supports; a possible one otherwise.
-        later.sort(key=lambda h: ctx.when(h).earliest or datetime.min, reverse=True)
-        confident = None if series else next(((h, why) for h in later if (why := _changed(older, h, ctx)) is not None), None)
+        later.sort(key=lambda item: ctx.when(item[0]).earliest or datetime.min, reverse=True)
+        confident = None if _series(older, head, ctx) else next(((h, why) for h, v, why in later if v == "changed"), None)
         if confident is not None:
             newer, why = confident
             older.superseded_by = cite_focus(newer)
@@ -293,7 +200,7 @@ def _detect(hits: list[Hit], ctx: Context) -> list[Link]:
         # it trails by less than the margin (0 by default: on LoCoMo's "when did ..." questions
         # later mentions of a past event are echoes, and moving them up cost recall@1), and only
         # between dated notes (in transcripts it cost LoCoMo recall@1 0.49 -> 0.48 even at 1.5).
-        newer = later[0]
+        newer = later[0][0]
         _note(older, possiblyRestatedBy=cite_focus(newer))
         _add_to(newer, "possiblyRestates", cite_focus(older))
         i, j = hits.index(older), hits.index(newer)

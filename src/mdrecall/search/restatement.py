@@ -1,0 +1,225 @@
+"""Whether a later statement changes what an earlier one said: read sentence by sentence.
+
+Supersession (search/supersede.py) used to compare two hits by the query's words: two chunks that
+matched the query alike, whose best lines shared three query terms and differed in a number, were
+one fact changing. That marked a release checklist as replacing the note with the release date
+(both say "v0.4 release"), linked a Redis fixture fix to a database runbook (both say "database"),
+and could say nothing about a one- or two-word question. Here the unit is the *statement*: the
+sentence of a hit's statement line that matches the question best, and two statements are compared
+by their own words:
+
+* **another subject**: they name different identifiers ("sprint 12" / "sprint 13", "v0.4" / "v0.5"),
+  different explicit dates (two trips, two meetings), different speakers ("Caroline: …" /
+  "Melanie: …"), or each starts from a word the other never uses ("Caroline has 2 dogs" / "Melanie
+  has 3 dogs"); or they share too few of their own words (under ``SAME_TOPIC`` of the shorter one's):
+  they are about different things, and nothing is said;
+* **changed**: the newer names the older's value as replaced ("moved the database *from Heroku*");
+  or both hold at least half the question's term weight, they are about one subject (at least
+  half of the shorter one's words shared), and the newer denies what the older said ("Bob *no
+  longer commutes*") or a value differs both ways (17 postcards → 25);
+* **possibly**: about one subject, but nothing shows a change: explained, never marked.
+
+Everything here is a function of the two sentences and the query's terms; nothing is tuned on a
+question (docs/facts.md has the figures: wrong marks on LoCoMo, where facts do not change, next to
+recall on LongMemEval's knowledge updates).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from mdrecall.search.relevance import QueryStats
+from mdrecall.text import ENGLISH_STOP_WORDS
+
+Verdict = Literal["different", "possibly", "changed"]
+
+#: The share of the shorter statement's own words the longer also uses, below which the two are
+#: about different things (an overlap coefficient: conversation wraps a fact in chatter of any length).
+SAME_TOPIC = 0.3
+#: ... and from which they are about one subject (a change can be confident).
+SAME_SUBJECT = 0.5
+#: The newer denies what the older said: "no longer commutes", "don't play tennis anymore" (the
+#: denied words must be the older's). Bare change words ("now", "currently", "instead", "moved")
+#: come as often in conversation without a change of fact: alone they mark nothing.
+_DENIES = re.compile(r"\bno\s+longer\s+((?:\w+\s+){0,3}\w+)|\b(?:not|n't|never)\s+((?:\w+\s+){0,4}?)\w*\s*anymore\b",
+                     re.IGNORECASE)
+#: The share of the question's term weight both statements must hold: they state the fact asked
+#: about, not only its generic words ("years ago" of "where did Caroline move from 4 years ago?").
+ASKED_SHARE = 0.5
+#: The newer names what it replaced: "from X", "instead of X", "replaced X", "rather than X", "no longer X".
+_REPLACED = re.compile(
+    r"\b(?:(?:moved|switched|migrated|changed|transferred|upgraded|downgraded|went)\b[^.;]{0,40}?\bfrom"
+    r"|instead\s+of|replac(?:ed|ing|es|e)|rather\s+than|no\s+longer\s+(?:\w+\s+)?)\s+"
+    r"(?:(?:the|a|an|our|my|their|his|her|its|using|use)\s+)?([\w.+-]+)",
+    re.IGNORECASE,
+)
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+_WORD = re.compile(r"[\w.+-]*\w")
+#: Who speaks a chat line ("Caroline: …", "User: …"): each speaks of themselves.
+_SPEAKER = re.compile(r"^\s*(?:[-*+]\s+)?(?:\[[^\]\n]{0,40}\]\s*)?([A-Z][\w .'-]{0,30}?|user|assistant)\s*:\s", re.IGNORECASE)
+#: Explicit dates and times ("2026-11-12", "7/22", "2:30", "March 3"): the when of an event.
+_DATE = re.compile(
+    r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}[/.]\d{1,2}(?:[/.]\d{2,4})?\b|\b\d{1,2}:\d{2}\b"
+    r"|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+\d{1,2}(?:st|nd|rd|th)?\b",
+    re.IGNORECASE,
+)
+#: An identifier: a version ("v0.4") or a capitalised word with a number ("Sprint 12", "Charge 3").
+_IDENT = re.compile(r"\bv\d+(?:\.\d+)*\b|\b([A-Z][\w-]*)\s+#?(\d+(?:\.\d+)?)\b")
+#: What is never a value: bracketed labels ("[D3:11]"), comments, citations.
+_NOISE = re.compile(r"\[[^\]\n]{0,40}\]|<!--.*?-->|\b[\w./-]+#L\d+(?:-L\d+)?\b")
+_NUMBER = re.compile(r"^\d+(?:[.,]\d+)?$")
+_NUMBER_WORDS = {
+    w: i for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+        "seventeen eighteen nineteen twenty".split()
+    )
+}  # fmt: skip
+_LINE_PREFIX = re.compile(r"^\s*(?:[-*+]\s+)?(?:\d{4}-\d{2}-\d{2}:\s*)?")
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One sentence of a hit, as it is compared with another."""
+
+    text: str
+    #: Its content words, stemmed (stop words, numbers, dates and identifiers aside).
+    words: frozenset[str]
+    #: Values: numbers and number words that are not dates, times, labels or identifiers.
+    numbers: frozenset[str]
+    #: Identifiers, ``(word, number)``: a version is ``("v", "0.4")``.
+    idents: frozenset[tuple[str, str]]
+    dates: frozenset[str]
+    #: The query's terms it holds (indexes into ``QueryStats.terms``).
+    terms: frozenset[int]
+    #: Who says it (a chat line's speaker, lower-cased), None: not said.
+    speaker: str | None = None
+    #: Its first content word, stemmed: what it is about, often.
+    lead: str | None = None
+
+
+def statement(text: str, stats: QueryStats, tokens: Callable[[str], list[str]]) -> Statement | None:
+    """The sentence of ``text`` that holds most of the query's term weight (None: none holds any)."""
+    found = _SPEAKER.match(text)
+    speaker = found.group(1).strip().lower() if found else None
+    body = _NOISE.sub(" ", text[found.end():] if found else text)
+    best: Statement | None = None
+    best_weight = 0.0
+    for sentence in _SENTENCE.split(body):
+        sentence = _LINE_PREFIX.sub("", sentence).strip()
+        if not sentence or sentence.startswith("#") or _question(sentence):
+            continue  # a heading or a question states nothing
+        stems = set(tokens(sentence))
+        terms = frozenset(i for i, form in enumerate(stats.forms)
+                          if not stats.cjk[i] and form and all(s in stems for s in form))  # fmt: skip
+        weight = sum(stats.idf[i] for i in terms)
+        if weight > best_weight:
+            best, best_weight = _read(sentence, terms, tokens, speaker), weight
+    return best
+
+
+_ASKING = frozenset(
+    "what when where why who whom whose which how do does did is are was were can could would will should shall "
+    "have has had may might any anything isn't aren't don't didn't doesn't won't".split()
+)
+
+
+def _question(sentence: str) -> bool:
+    """A question, not a statement: "Do you have any plans?" (but "I've used it for 6 months, any tips?" states)."""
+    if not sentence.endswith("?"):
+        return False
+    first = _WORD.match(sentence.lstrip("\"'“(*_ "))
+    return first is not None and first.group(0).lower() in _ASKING
+
+
+def _read(sentence: str, terms: frozenset[int], tokens: Callable[[str], list[str]], speaker: str | None) -> Statement:
+    dates = frozenset(m.group(0).lower() for m in _DATE.finditer(sentence))
+    rest = _DATE.sub(" ", sentence)
+    idents: set[tuple[str, str]] = set()
+    for m in _IDENT.finditer(rest):
+        idents.add(("v", m.group(0)[1:]) if m.group(1) is None else (m.group(1).lower(), m.group(2)))
+    rest = _IDENT.sub(" ", rest).replace("’", "'").replace("'", " ")
+    words: set[str] = set()
+    numbers: set[str] = set()
+    lead: str | None = None
+    for raw in _WORD.findall(rest):
+        low = raw.lower()
+        if _NUMBER.match(low):
+            numbers.add(low.replace(",", "."))
+            continue
+        if low in _NUMBER_WORDS:
+            numbers.add(str(_NUMBER_WORDS[low]))
+            continue
+        if low in ENGLISH_STOP_WORDS or len(low) < 2 or not low[0].isalpha():
+            continue
+        stems = tokens(low)
+        if lead is None and stems:
+            lead = stems[0]
+        words.update(stems)
+    return Statement(sentence, frozenset(words), frozenset(numbers), frozenset(idents), dates, terms, speaker, lead)
+
+
+def compare(
+    older: Statement, newer: Statement, tokens: Callable[[str], list[str]], stats: QueryStats
+) -> tuple[Verdict, str | None]:
+    """Whether ``newer`` changes what ``older`` said, and why."""
+    shared = older.terms & newer.terms
+    if not shared or _other_subject(older, newer):
+        return "different", None
+    shorter = min(len(older.words), len(newer.words))
+    likeness = len(older.words & newer.words) / shorter if shorter else 0.0
+    if likeness < SAME_TOPIC:
+        return "different", None
+    replaced = _replaced_value(older, newer, tokens)
+    if replaced is not None:  # the newer names what it replaced: that alone ties the two
+        return "changed", f"the newer says it replaced {replaced!r}"
+    if sum(stats.idf[i] for i in shared) < ASKED_SHARE * stats.total_idf:
+        return "different", None
+    if likeness >= SAME_SUBJECT:
+        denied = _denied(older, newer, tokens)
+        if denied is not None:
+            return "changed", f"the newer says {denied!r}"
+        gone, new = older.numbers - newer.numbers, newer.numbers - older.numbers
+        if gone and new:
+            return "changed", f"value changed ({', '.join(sorted(gone))} → {', '.join(sorted(new))})"
+    return "possibly", None
+
+
+def _other_subject(older: Statement, newer: Statement) -> bool:
+    """Different speakers, identifiers or explicit dates, or each starting from a word the other
+    never uses: two facts, not one fact changing."""
+    if older.speaker is not None and newer.speaker is not None and older.speaker != newer.speaker:
+        return True
+    old_ids = dict(older.idents)
+    if any(word in old_ids and old_ids[word] != number for word, number in newer.idents):
+        return True
+    if older.dates and newer.dates and not older.dates & newer.dates:
+        return True
+    return (older.lead is not None and newer.lead is not None and older.lead not in newer.words
+            and newer.lead not in older.words)  # fmt: skip
+
+
+def _replaced_value(older: Statement, newer: Statement, tokens: Callable[[str], list[str]]) -> str | None:
+    """A word of the older statement that the newer names as what it replaced."""
+    own = older.words
+    for m in _REPLACED.finditer(newer.text):
+        word = m.group(1)
+        stems = tokens(word.lower())
+        if word.lower() not in ENGLISH_STOP_WORDS and stems and all(s in own for s in stems):
+            return word
+    return None
+
+
+def _denied(older: Statement, newer: Statement, tokens: Callable[[str], list[str]]) -> str | None:
+    """The newer's denial of words the older said ("no longer commutes"), as written."""
+    for m in _DENIES.finditer(newer.text):
+        clause = m.group(1) or m.group(2) or ""
+        stems = {s for w in clause.split() if w.lower() not in ENGLISH_STOP_WORDS for s in tokens(w.lower())}
+        if stems & older.words:
+            return m.group(0).strip()
+    return None
+
+
+__all__ = ["ASKED_SHARE", "SAME_SUBJECT", "SAME_TOPIC", "Statement", "Verdict", "compare", "statement"]

@@ -1,0 +1,67 @@
+"""Statements compared sentence by sentence (search/restatement.py): our own sentences."""
+
+from __future__ import annotations
+
+import pytest
+
+from mdrecall.search.corpus import PorterTokens
+from mdrecall.search.relevance import QueryStats, query_stats
+from mdrecall.search.restatement import compare, statement
+
+TOKENS = PorterTokens()
+
+
+class _Flat:
+    """Every term equally rare: what the sentences say decides, not a corpus."""
+
+    def tokens(self, text: str) -> list[str]:
+        return TOKENS.tokens(text)
+
+    def chunk_count(self) -> int:
+        return 100
+
+    def doc_freqs(self, terms: object, forms: object, cjk: list[bool]) -> list[int]:
+        return [5] * len(cjk)
+
+
+def _stats(query: str) -> QueryStats:
+    return query_stats(query, _Flat())
+
+
+@pytest.mark.parametrize(
+    ("query", "older", "newer", "verdict", "why"),
+    [
+        ("where is the database hosted", "- Database is hosted on Heroku Postgres.",
+         "- We moved the database from Heroku to Fly Postgres.", "changed", "replaced 'Heroku'"),
+        ("how does Bob commute", "- Bob commutes to the office by train.",
+         "- Bob no longer commutes to the office by train; he cycles.", "changed", "no longer commutes"),
+        ("my highest score in Ticket to Ride", "I've been crushing it in Ticket to Ride lately - my highest score so far is 124 points.",
+         "I just got my highest score in Ticket to Ride - 132 points!", "changed", "124 → 132"),
+        ("using my Fitbit Charge 3", "I've been using my Fitbit Charge 3 for 6 months now, any tips for lazy Sundays?",
+         "I realized I've been using my Fitbit Charge 3 for 9 months now.", "changed", "6 → 9"),  # "3" names the model
+        ("where do I keep my old sneakers", "I've been keeping my old sneakers under my bed.",
+         "I keep my old sneakers in a shoe rack in the closet now.", "possibly", None),
+        ("when is the v0.4 release", "- v0.4 release date stays Thursday 2026-11-12.",
+         "- Release checklist for v0.4 drafted: migrations, feature flags, changelog.", "different", None),
+        ("how many dogs", "- Caroline has 2 dogs.", "- Melanie has 3 dogs.", "different", None),
+        ("sprint velocity", "- Sprint 12 velocity was 30 points.", "- Sprint 13 velocity was 25 points.", "different", None),
+        ("how many cats", "- [D1:2] Caroline: I have 2 cats.", "- [D5:9] Melanie: I have 3 cats.", "different", None),
+        ("Caroline moved 4 years ago", "It made me reflect on how far I've come since I started transitioning three years ago.",
+         "A friend made it for my 18th birthday ten years ago.", "different", None),  # only the generic words are shared
+    ],
+)
+def test_compare(query: str, older: str, newer: str, verdict: str, why: str | None) -> None:
+    stats = _stats(query)
+    a, b = statement(older, stats, TOKENS.tokens), statement(newer, stats, TOKENS.tokens)
+    assert a is not None and b is not None
+    got, reason = compare(a, b, TOKENS.tokens, stats)
+    assert got == verdict, (got, reason)
+    assert (why is None and reason is None) or (why is not None and reason is not None and why in reason)
+
+
+def test_headings_and_questions_state_nothing() -> None:
+    stats = _stats("plans for the weekend")
+    assert statement("## Weekend plans", stats, TOKENS.tokens) is None
+    assert statement("Do you have any plans for the weekend?", stats, TOKENS.tokens) is None
+    found = statement("Do you have plans? I have plans for the weekend: hiking.", stats, TOKENS.tokens)
+    assert found is not None and found.text.startswith("I have plans")
