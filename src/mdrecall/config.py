@@ -205,6 +205,9 @@ class QueryConfig(_Section):
     # said" about the assistant's: the citation keeps that speaker's line, and a hit stating the
     # other speaker's scores lower (search/speaker.py, docs/retrieval.md).
     speakers: bool = True
+    # Explanations say every signal on the score's scale; this adds the raw parts (logits, BM25,
+    # the FTS5 rank, the probability) under "debug" (`mdrecall search --explain --debug-scores`).
+    debugScores: bool = False
 
 
 class SessionSyncConfig(_Section):

@@ -114,9 +114,9 @@ def test_decay_and_relative_dates_count_from_then(ws: Path, cfg: Callable[..., d
     with open_manager(ws, _config(cfg, query=decay)) as m:
         then = {r.path: r for r in m.search("mascot", min_score=0, as_of=as_of).results}
         explicit = {r.path: r for r in m.search("mascot", min_score=0, as_of=as_of, now=as_of + timedelta(days=60)).results}
-    d_then = then["memory/2026-03-31.md"].explanation["decay"]  # type: ignore[index]
+    d_then = then["memory/2026-03-31.md"].explanation["decay"]["multiplier"]  # type: ignore[index]
     assert d_then == pytest.approx(0.5 ** (1 / 30), rel=0.02)  # one day old, as of then
-    assert explicit["memory/2026-03-31.md"].explanation["decay"] < d_then  # type: ignore[index]
+    assert explicit["memory/2026-03-31.md"].explanation["decay"]["multiplier"] < d_then  # type: ignore[index]
     assert search_times(None, as_of) == (as_of, as_of)
 
 

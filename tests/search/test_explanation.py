@@ -29,7 +29,7 @@ def ws(make_ws: Callable[..., Path]) -> Path:
     return make_ws(NOTES)
 
 
-def test_each_hit_explains_its_score(ws: Path, cfg: Callable[..., dict[str, Any]]) -> None:
+def test_each_hit_explains_its_score_on_the_scores_scale(ws: Path, cfg: Callable[..., dict[str, Any]]) -> None:
     with open_manager(ws, cfg()) as m:
         resp = m.search("office chairs vendor budget on March 16, 2022", now=NOW, min_score=0)
     top = resp.results[0]
@@ -37,17 +37,25 @@ def test_each_hit_explains_its_score(ws: Path, cfg: Callable[..., dict[str, Any]
     details = top.explanation
     assert details is not None and details["mode"] == "keyword-only"
     keyword = details["keyword"]
-    assert {"office", "chairs", "vendor", "budget"} <= set(keyword["matched"])
-    assert keyword["rank"] >= 1 and 0 < keyword["coverage"] <= 1 and keyword["rawScore"] == pytest.approx(top.text_score, abs=1e-4)
-    assert details["dateBoost"] == pytest.approx(1.5)  # the named day's note
-    # The parts add up: the fused logit is the keyword logit plus the date boost, and the score is
-    # that probability on the minScore scale.
-    assert details["logit"] == pytest.approx(keyword["logit"] + details["dateBoost"], abs=2e-3)
-    assert details["probability"] == pytest.approx(rel.sigmoid(details["logit"]), abs=1e-3)
-    assert top.score == pytest.approx(rel.SCALE.score(details["logit"]), abs=1e-3)
-    assert "vector" not in details and "decay" not in details
+    assert {"office", "chairs", "vendor", "budget"} <= set(keyword["matched"]) and 0 < keyword["coverage"] <= 1
+    # Every step is a score in [0, 1]; the steps build the score, and the last is the hit's score.
+    assert 0 < keyword["score"] < details["date"]["score"] <= 1
+    assert details["date"]["change"] == pytest.approx(details["date"]["score"] - keyword["score"], abs=2e-4)
+    assert details["score"] == details["date"]["score"] == pytest.approx(top.score, abs=1e-4)
+    # Nothing on another scale unless asked for.
+    assert "debug" not in details and "logit" not in str(details) and "probability" not in details
+    assert "meaning" not in details and "decay" not in details
     older = next(r for r in resp.results if r.path == "memory/2022-03-09.md")
-    assert older.explanation is not None and older.explanation.get("dateBoost", 0) < 1.5
+    assert older.explanation is not None and older.explanation.get("date", {}).get("change", 0) < details["date"]["change"]
+
+
+def test_the_raw_parts_only_under_debug(ws: Path, cfg: Callable[..., dict[str, Any]]) -> None:
+    with open_manager(ws, cfg(query={"debugScores": True})) as m:
+        top = m.search("office chairs vendor budget on March 16, 2022", now=NOW, min_score=0).results[0]
+    debug = (top.explanation or {})["debug"]
+    assert debug["logit"] == pytest.approx(debug["keywordLogit"] + debug["dateLogit"], abs=2e-3)
+    assert top.score == pytest.approx(rel.SCALE.score(debug["logit"]), abs=1e-3)
+    assert debug["probability"] == pytest.approx(rel.sigmoid(debug["logit"]), abs=1e-3)
 
 
 def test_supersession_and_decay_are_explained(ws: Path, cfg: Callable[..., dict[str, Any]]) -> None:
@@ -63,8 +71,13 @@ def test_supersession_and_decay_are_explained(ws: Path, cfg: Callable[..., dict[
         resp = m.search("office chairs vendor budget", now=NOW, min_score=0)
     by_path = {r.path: r.explanation or {} for r in resp.results}
     newer, older = by_path["memory/2022-03-16.md"], by_path["memory/2022-03-09.md"]
-    assert 0 < older["decay"] < newer["decay"] < 1
+    assert 0 < older["decay"]["multiplier"] < newer["decay"]["multiplier"] < 1
+    assert newer["decay"]["score"] == pytest.approx(by_path_score(resp, "memory/2022-03-16.md"), abs=1e-4)
     assert [r.path for r in resp.results][:2] == ["memory/2022-03-16.md", "memory/2022-03-09.md"]
+
+
+def by_path_score(resp: Any, path: str) -> float:
+    return float(next(r.score for r in resp.results if r.path == path))
 
 
 def test_json_shapes_carry_it_and_the_tools_leave_it_out(ws: Path, cfg: Callable[..., dict[str, Any]]) -> None:
@@ -89,13 +102,17 @@ def test_cli_explain_prints_the_signals(ws: Path, tmp_path: Path, monkeypatch: p
     common = ["-w", str(ws), "-c", "provider=none"]
     assert main(["search", "billing service Terraform", *common, "--explain"]) == 0
     out = capsys.readouterr().out
-    assert "keyword: rank 1" in out and "matched billing, service, terraform" in out and "probability" in out
+    assert "why: score " in out and "keyword 0." in out and "matched billing, service, terraform" in out
+    assert "probability" not in out and "logit" not in out
     assert main(["search", "billing service Terraform", *common, "--json"]) == 0
     plain = json.loads(capsys.readouterr().out)
     assert "explanation" not in plain["results"][0]  # the default JSON stays small
     assert main(["search", "billing service Terraform", *common, "--json", "--explain"]) == 0
     explained = json.loads(capsys.readouterr().out)
-    assert explained["results"][0]["explain"]["details"]["keyword"]["matched"] == ["billing", "service", "terraform"]
+    assert explained["results"][0]["explain"]["keyword"]["matched"] == ["billing", "service", "terraform"]
+    assert explained["results"][0]["explain"]["score"] == pytest.approx(explained["results"][0]["score"], abs=1e-4)
+    assert main(["search", "billing service Terraform", *common, "--explain", "--debug-scores"]) == 0
+    assert "debug: logit" in capsys.readouterr().out
     assert main(["search", "what about the ferns", *common, "--min-score", "0.99"]) == 1
     err = capsys.readouterr().err
     assert "no matching memories: nothing relevant: no memory scored at least minScore 0.99 (best 0." in err

@@ -75,6 +75,10 @@ MEMORY_SEARCH_SCHEMA: dict[str, Any] = {
                 "e.g. '2026-03-31' (the whole day) or '2026-03-31T14:00:00Z'. Omit for everything known now."
             ),
         },
+        "explain": {
+            "type": "boolean",
+            "description": "Also say why each result scored what it did, signal by signal on the score's scale (default false).",
+        },
     },
     "required": ["query"],
     "additionalProperties": False,

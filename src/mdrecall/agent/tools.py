@@ -311,6 +311,9 @@ class MemoryTools:
         try:
             query, max_results, min_score, corpus = parse_search_args(args)
             as_of = parse_as_of_arg(args)
+            explain = args.get("explain", False)
+            if not isinstance(explain, bool):
+                raise ToolInputError("explain must be true or false")
         except ToolInputError as exc:
             return {"results": [], "error": str(exc), "code": "invalid_arguments"}
         requester = session_key if session_key is not None else self.session_key
@@ -364,6 +367,8 @@ class MemoryTools:
             }
             if hit.superseded_by:
                 item["supersededBy"] = hit.superseded_by
+            if explain and hit.explanation:
+                item["explanation"] = hit.explanation
             results.append(item)
         warnings.extend(response.warnings)
         out: dict[str, Any] = {
@@ -378,7 +383,7 @@ class MemoryTools:
             "freshness": jsonable(response.freshness),
         }
         # Why nothing came back ("nothing relevant": no memory reached minScore). Per-hit explanations
-        # stay out of the tools: they are for people (mdrecall search --explain, the inspector).
+        # only when asked (``explain``): they cost an agent context.
         reason = getattr(response, "reason", None)
         if not results and reason:
             out["reason"] = reason

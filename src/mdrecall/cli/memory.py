@@ -101,7 +101,8 @@ def _cli_names(message: str) -> str:
 @session_key_option
 @now_option
 @as_of_option
-@click.option("--explain", is_flag=True, help="how each hit matched: keyword and vector scores, matched words, freshness")
+@click.option("--explain", is_flag=True, help="how each score was built: keyword, meaning, dates, updates, age; words matched")
+@click.option("--debug-scores", is_flag=True, help="with --explain: also the raw logits, BM25 figures and probability")
 @click.option("--full", is_flag=True, help="print whole snippets (default: the matching lines with one line around them)")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "md", "files"]), default="text", show_default=True,
               help="text for people, json, md (Markdown with citations), files (matching paths, one per line)")  # fmt: skip
@@ -117,6 +118,7 @@ def search(
     now: datetime | None,
     as_of: datetime | None,
     explain: bool,
+    debug_scores: bool,
     full: bool,
     fmt: str,
     as_json: bool,
@@ -124,6 +126,8 @@ def search(
     """Search memory. Exit 1 when nothing matches (the reason is printed)."""
     query, max_results, min_score, corpus = _validated_search(query, max_results, min_score, corpus)
     fmt = "json" if as_json else fmt
+    if debug_scores:
+        overrides = (*overrides, "query.debugScores=true")
     with open_cli_manager(workspace, overrides) as manager:
         if corpus == "sessions" and "sessions" not in manager.config.sources:
             raise MdrecallError("session transcripts are not indexed in this workspace (add sessions to the sources setting)")
@@ -198,35 +202,61 @@ def _why_nothing(manager: MemorySearchManager, response: SearchResponse, session
 
 
 def explanation(query: str, hit: SearchHit, response: SearchResponse) -> dict[str, Any]:
-    """What made ``hit`` come back. Today: the fused score, the keyword and vector scores behind it,
-    the query words found in it and the index's freshness. A backend that explains its own ranking
-    puts a mapping on ``hit.explanation`` (signal -> details); it is shown as it is."""
+    """What made ``hit`` come back: the backend's explanation (search/explain.py: every signal on
+    the score's scale, the last step being the score), the query words found in it and the index's
+    freshness. A backend that explains nothing still gets its score and the words."""
     from mdrecall.search.highlight import matched_terms
 
-    signals: dict[str, Any] = {}
-    if hit.text_score is not None:
-        signals["keyword"] = round(hit.text_score, 4)
-    if hit.vector_score is not None:
-        signals["vector"] = round(hit.vector_score, 4)
-    out: dict[str, Any] = {
-        "score": round(hit.score, 4),
-        "signals": signals,
-        "matchedTerms": matched_terms(query, hit.snippet),
-        "mode": response.mode,
-        "stale": response.stale,
-    }
+    out: dict[str, Any] = {"score": round(hit.score, 4), "mode": response.mode}
     extra = getattr(hit, "explanation", None)
     if extra:
-        out["details"] = extra
+        out.update({k: v for k, v in extra.items() if k != "score"})
+    out["matchedTerms"] = matched_terms(query, hit.snippet)
+    out["stale"] = response.stale
     return out
 
 
+def explain_line(data: dict[str, Any]) -> str:
+    """The score, built step by step, in one line for people (``why: …``)."""
+    parts: list[str] = []
+    keyword = data.get("keyword")
+    if isinstance(keyword, dict):
+        matched = ", ".join(keyword.get("matched") or []) or "no word"
+        missing = ", ".join(keyword.get("missing") or [])
+        parts.append(f"keyword {keyword['score']:.2f} (matched {matched}" + (f"; not {missing})" if missing else ")"))
+    meaning = data.get("meaning")
+    if isinstance(meaning, dict):
+        parts.append(f"meaning {meaning['score']:.2f} (similarity {meaning['similarity']:.2f})")
+    steps = [" and ".join(parts)] if parts else []
+    if isinstance(data.get("combined"), dict):
+        steps.append(f"together {data['combined']['score']:.2f}")
+    if isinstance(data.get("date"), dict):
+        steps.append(f"date in the question {data['date']['change']:+.2f} → {data['date']['score']:.2f}")
+    speaker = data.get("speaker")
+    if isinstance(speaker, dict) and "change" in speaker:
+        steps.append(f"said by the {speaker['statedBy']}, asked about the {speaker['asked']} {speaker['change']:+.2f} → {speaker['score']:.2f}")
+    moved = data.get("supersession")
+    if isinstance(moved, dict) and "score" in moved:
+        steps.append(f"knowledge update → {moved['score']:.2f}")
+    if isinstance(data.get("decay"), dict):
+        steps.append(f"age ×{data['decay']['multiplier']:.2f} → {data['decay']['score']:.2f}")
+    built = " → ".join(steps) if steps else "no signals recorded"
+    terms = ", ".join(data.get("matchedTerms") or []) or "none (matched by meaning)"
+    stale = ", STALE index" if data.get("stale") else ""
+    return f"why: score {data['score']:.3f} = {built}; words: {terms}; {data['mode']}{stale}"
+
+
+_SHOWN = {"score", "mode", "keyword", "meaning", "combined", "date", "speaker", "decay", "matchedTerms", "stale"}
+
+
 def _print_explanation(data: dict[str, Any]) -> None:
-    signals = ", ".join(f"{name} {value:.3f}" for name, value in data["signals"].items()) or "none recorded"
-    terms = ", ".join(data["matchedTerms"]) or "none (matched by meaning)"
-    click.echo(f"   why: {signals}; words: {terms}; {data['mode']}{', STALE index' if data['stale'] else ''}")
-    for name, value in (data.get("details") or {}).items():
-        click.echo(f"        {name}: {_detail(value)}")
+    click.echo(f"   {explain_line(data)}")
+    moved = data.get("supersession")
+    if isinstance(moved, dict):
+        click.echo(f"        supersession: {_detail({k: v for k, v in moved.items() if k != 'score'})}")
+    for name, value in data.items():
+        if name not in _SHOWN and name != "supersession":
+            click.echo(f"        {name}: {_detail(value)}")
 
 
 def _detail(value: Any) -> str:

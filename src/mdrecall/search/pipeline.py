@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import numpy as np
@@ -33,6 +33,7 @@ from mdrecall.search.corpus import CandidateCorpus, Corpus, index_corpus
 from mdrecall.search.dates import date_logit, query_dates
 from mdrecall.search.dating import FileTimes
 from mdrecall.search.decay import decay_multiplier
+from mdrecall.search.explain import explain
 from mdrecall.search.fusion import rrf_fusion
 from mdrecall.search.keyword import Candidate, keyword_search, scan_search
 from mdrecall.search.markup import ChunkRow, MarkupSource, collect
@@ -408,46 +409,12 @@ def rank_candidates(
             citation=format_citation(h.path, h.start_line, h.end_line),
             vector_score=h.cosine,
             text_score=h.text_score,
-            explanation=explain(h, found),
+            explanation=explain(h, found, q.debugScores),
             superseded_by=h.superseded_by,
         )
         for h in packed
     ]
     return SearchOutcome(results, found.mode, warnings, found.degraded, reason)
-
-
-def explain(hit: Hit, found: Gathered) -> dict[str, Any]:
-    """The signals behind one hit's score, as JSON (docs/retrieval.md, "Explanations")."""
-    out: dict[str, Any] = {"mode": found.mode}
-    stats, ev = found.stats, hit.evidence
-    if hit.keyword_logit is not None and stats is not None and ev is not None:
-        matched = set(ev.matched)
-        out["keyword"] = {
-            "rank": hit.keyword_rank,
-            "rawScore": None if hit.text_score is None else round(hit.text_score, 4),
-            "matched": [stats.terms[i] for i in ev.matched],
-            "missing": [t for i, t in enumerate(stats.terms) if i not in matched],
-            "coverage": round(ev.coverage, 4),
-            "bm25": round(ev.bm25, 4),
-            "logit": round(hit.keyword_logit, 3),
-        }
-    if hit.vector_logit is not None and hit.cosine is not None:
-        vector: dict[str, Any] = {"cosine": round(hit.cosine, 4), "logit": round(hit.vector_logit, 3)}
-        if found.topical is not None:
-            vector["topical"] = round(found.topical, 4)
-        out["vector"] = vector
-    if hit.date_boost:
-        out["dateBoost"] = round(hit.date_boost, 3)
-    if hit.other_speaker and found.speaker is not None:
-        stated_by = "assistant" if found.speaker == "user" else "user"
-        out["speaker"] = {"asked": found.speaker, "statedBy": stated_by, "logit": round(hit.speaker_logit, 3)}
-    if hit.supersession:
-        out["supersession"] = dict(hit.supersession)
-    out["logit"] = round(hit.logit, 3)
-    out["probability"] = round(rel.sigmoid(hit.logit), 4)
-    if hit.decay is not None:
-        out["decay"] = round(hit.decay, 4)
-    return out
 
 
 def _speakers(hits: Sequence[Hit], query: str, lengths: LineLengths | None) -> Speaker | None:

@@ -84,6 +84,28 @@ class HitView:
     matched_terms: list[str]
     reasons: list[str]
     extra: list[tuple[str, str]] = field(default_factory=list)
+    #: (signal, value) rows on the score's scale (search/explain.py), or the backend's raw ones.
+    signals: list[tuple[str, str]] = field(default_factory=list)
+
+
+def signal_rows(hit: SearchHit) -> list[tuple[str, str]]:
+    """The signals table of one hit: each on the score's scale, ending with the score; a backend
+    that explains nothing shows its raw keyword rank and similarity, said to be raw."""
+    found = hit.explanation or {}
+    rows: list[tuple[str, str]] = []
+    for key, label in (("keyword", "keyword (score alone)"), ("meaning", "meaning (score alone)"), ("combined", "together"),
+                       ("date", "date in the question"), ("speaker", "other speaker"), ("supersession", "knowledge update")):  # fmt: skip
+        value = found.get(key)
+        if isinstance(value, dict) and "score" in value:
+            change = f" ({float(value['change']):+.2f})" if "change" in value else ""
+            rows.append((label, f"{float(value['score']):.3f}{change}"))
+    if not rows:
+        if hit.text_score is not None:
+            rows.append(("keyword rank (raw, this backend)", f"{hit.text_score:.4g}"))
+        if hit.vector_score is not None:
+            rows.append(("similarity (raw)", f"{hit.vector_score:.3f}"))
+    rows.append(("score", f"{hit.score:.3f}"))
+    return rows
 
 
 def parse_now(text: str) -> datetime | None:
@@ -122,13 +144,16 @@ def explain_hit(rank: int, hit: SearchHit, matcher: Matcher, now: datetime, conf
     terms = matcher.matched_terms(hit.snippet) if matcher else []
 
     reasons = []
-    if hit.text_score is not None:
+    scored = any(k in (hit.explanation or {}) for k in ("keyword", "meaning"))
+    if scored:
+        pass  # the explanation says each signal on the score's scale (below)
+    elif hit.text_score is not None:
         words = ", ".join(terms) if terms else "stemmed or partial forms"
-        reasons.append(f"keyword match on {words} (keyword score {hit.text_score:.3g}, raw: compare within one answer)")
+        reasons.append(f"keyword match on {words} (the backend's raw keyword rank {hit.text_score:.3g})")
     elif terms:
         reasons.append(f"contains {', '.join(terms)}, but was not found by keyword search")
-    if hit.vector_score is not None:
-        reasons.append(f"close in meaning to the query (vector score {hit.vector_score:.3f})")
+    if hit.vector_score is not None and not scored:
+        reasons.append(f"close in meaning to the query (similarity {hit.vector_score:.3f})")
     if day is not None:
         # Calendar days for people; decay itself uses the exact age.
         calendar_days = (now.astimezone(UTC).date() - day).days
@@ -147,40 +172,50 @@ def explain_hit(rank: int, hit: SearchHit, matcher: Matcher, now: datetime, conf
     extra = [(key, generic_value(value)) for key, value in generic_fields(hit.to_dict(), HIT_FIELDS)]
     kind = "transcript" if hit.source == "sessions" else (f"dated {day.isoformat()}" if day else "evergreen")
     return HitView(rank, hit, lines, note_link(hit.path, hit.source, hit.start_line, hit.end_line, query), kind,
-                   day.isoformat() if day else None, age, decay, terms, reasons, extra)
+                   day.isoformat() if day else None, age, decay, terms, reasons, extra, signal_rows(hit))
 
 
 def explained(explanation: dict[str, Any] | None) -> list[str]:
-    """Sentences from a hit's per-signal explanation (search/pipeline.py ``explain``); keys a backend
-    adds that are not known here are shown as they are."""
+    """Sentences from a hit's explanation (search/explain.py): each signal on the score's scale, in
+    the order the score is built; keys a backend adds that are not known here are shown as they are."""
     if not explanation:
         return []
     out = []
     rest = dict(explanation)
+    score = rest.pop("score", None)
     keyword = rest.pop("keyword", None)
     if isinstance(keyword, dict):
         matched = ", ".join(keyword.get("matched") or []) or "none"
         missing = ", ".join(keyword.get("missing") or [])
-        out.append(f"calibrated keyword evidence: matched {matched}" + (f" (not: {missing})" if missing else "")
-                   + f", {100 * float(keyword.get('coverage', 0)):.0f}% of the query's term weight (logit {keyword.get('logit')})")
-    vector = rest.pop("vector", None)
-    if isinstance(vector, dict):
-        topical = f", the memory's mean similarity to the query {vector['topical']:.3f}" if "topical" in vector else ""
-        out.append(f"calibrated vector evidence: cosine {vector.get('cosine')}{topical} (logit {vector.get('logit')})")
-    boost = rest.pop("dateBoost", None)
-    if boost:
-        out.append(f"a date in the query points at this note: +{boost} logit")
+        out.append(f"keyword evidence alone scores {float(keyword['score']):.2f}: matched {matched}"
+                   + (f" (not: {missing})" if missing else "")
+                   + f", {100 * float(keyword.get('coverage', 0)):.0f}% of the query's term weight")  # fmt: skip
+    meaning = rest.pop("meaning", None)
+    if isinstance(meaning, dict):
+        out.append(f"meaning alone scores {float(meaning['score']):.2f} (similarity {float(meaning['similarity']):.2f})")
+    combined = rest.pop("combined", None)
+    if isinstance(combined, dict):
+        out.append(f"together: {float(combined['score']):.2f}")
+    date = rest.pop("date", None)
+    if isinstance(date, dict):
+        out.append(f"a date in the query points at this note: {float(date['change']):+.2f} → {float(date['score']):.2f}")
+    speaker = rest.pop("speaker", None)
+    if isinstance(speaker, dict) and "change" in speaker:
+        out.append(f"the question asks about the {speaker['asked']}'s words; this is the {speaker['statedBy']}'s: "
+                   f"{float(speaker['change']):+.2f} → {float(speaker['score']):.2f}")  # fmt: skip
     moved = rest.pop("supersession", None)
     if isinstance(moved, dict):
         out.extend(knowledge_update(moved))
+        if "score" in moved:
+            out.append(f"knowledge update: score → {float(moved['score']):.2f}")
     elif moved:
         out.append(f"knowledge update: {moved}")
-    probability = rest.pop("probability", None)
-    logit = rest.pop("logit", None)
-    if probability is not None:
-        out.append(f"estimated probability of relevance {float(probability):.3g} (logit {logit}); the score shows it on the minScore scale")
+    decay = rest.pop("decay", None)
+    if isinstance(decay, dict):
+        out.append(f"age: × {float(decay['multiplier']):.3f} → {float(decay['score']):.2f}")
+    if score is not None:
+        out.append(f"score {float(score):.3f} (0.35 is the edge of relevant: the default minScore)")
     rest.pop("mode", None)
-    rest.pop("decay", None)  # said above, from the note's date
     out.extend(f"{key}: {generic_value(value)}" for key, value in sorted(rest.items()))
     return out
 
