@@ -117,8 +117,9 @@ def test_keyword_only_reads_the_same_index_without_writing_it(demo: Demo, page: 
     page.check("fieldset.modes input[value=keyword-only]")  # app.js re-runs the query
     page.wait_for_url(re.compile(r"mode=keyword-only"))
     assert page.locator(".answer .mode").inner_text() == "keyword-only"
-    vectors = page.locator("table.signals tr", has_text="vector score").locator("td").all_inner_texts()
-    assert vectors and set(vectors) == {"–"}
+    # Keyword evidence only: no hit shows a meaning signal, every one a keyword score and its score.
+    assert page.locator("table.signals tr", has_text="meaning").count() == 0
+    assert page.locator("table.signals tr", has_text="keyword (score alone)").count() == page.locator("li.hit").count() > 0
     assert "close in meaning" not in page.locator("ol.hits").inner_text()
     status = demo.manager.status()
     assert status.search_mode == "hybrid" and status.details["meta"] == meta_before
