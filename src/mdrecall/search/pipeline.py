@@ -110,6 +110,16 @@ class Gathered:
     speaker: Speaker | None = None
 
 
+def cut_off(config: MemoryConfig, keyword_only: bool, requested: float | None) -> float:
+    """The score below which hits are dropped, the same rule in every backend: ``minScore``, or, for
+    a search on keywords alone, ``keywordOnlyMinScore`` (keyword evidence alone separates worse),
+    unless the caller asked for another value than the configured ``minScore``."""
+    q = config.query
+    if requested is not None and requested != q.minScore:
+        return requested
+    return q.keywordOnlyMinScore if keyword_only else q.minScore
+
+
 def candidate_limit(config: MemoryConfig, max_results: int, as_of: datetime | None = None) -> int:
     """How many candidates each retriever (keywords, vectors) returns for one search; twice as many
     for an as-of search, which then leaves out what was written later."""
@@ -373,9 +383,7 @@ def rank_candidates(
         hits.sort(key=lambda h: h.score, reverse=True)
         enforce(hits, links)  # decay must not put a superseded statement back above its replacement
 
-    min_score = plan.min_score
-    if found.mode in ("keyword-only", "file-scan") and min_score == q.minScore:
-        min_score = q.keywordOnlyMinScore  # the configured cut-off, not one a caller asked for
+    min_score = cut_off(config, found.mode in ("keyword-only", "file-scan"), plan.min_score)
     passing = [h for h in hits if h.score >= min_score]
     if not passing and q.temporalDecay.enabled:
         # Decay must not hide the only answer: fall back to hits relevant before decay.
@@ -468,6 +476,6 @@ def _reads_cjk(languages: Sequence[str]) -> bool:
 
 __all__ = [
     "NOTHING_RELEVANT", "NO_CANDIDATES", "Gathered", "Retrieved", "SearchOutcome", "SearchPlan", "VectorSearch",
-    "candidate_limit", "explain", "gather", "rank_candidates", "retrieve", "run_search", "score_candidates",
+    "candidate_limit", "cut_off", "explain", "gather", "rank_candidates", "retrieve", "run_search", "score_candidates",
     "vector_skip_reason",
 ]  # fmt: skip

@@ -43,6 +43,7 @@ from mdrecall.freshness.snapshot import scan_dirs
 from mdrecall.freshness.watcher import MemoryWatcher
 from mdrecall.index.changes import Observed
 from mdrecall.index.syncing import SyncRun
+from mdrecall.search.pipeline import cut_off
 from mdrecall.search.scope import scope_for
 from mdrecall.sources.base import SourceAdapter
 from mdrecall.sources.reading import read_memory_lines
@@ -346,7 +347,8 @@ class QmdMemoryManager(ManagerBase):
             return results.qmd_response([], mode, self.model_name(mode), warnings=[], degraded=False, stale=False,
                                         freshness=self.monitor.freshness(False))  # fmt: skip
         limit = max_results or self.config.query.maxResults
-        floor = self.config.query.minScore if min_score is None else min_score
+        # Keyword scores are the builtin's calibrated ones: the same cut-off rule as its keyword-only search.
+        floor = cut_off(self.config, mode == "search", min_score)
         # While QMD is backing off, not even its index is touched: the builtin keeps itself fresh.
         stale, notes = self.monitor.before_search(session_key) if self.backoff.ready() else (False, [])
         reason: str | None = None

@@ -8,14 +8,18 @@ the warm process (pipelined, one round trip) and merges them:
   hold every keyword, found even when each keyword alone is common;
 * one per keyword (at most ``qmd.maxTerms``): documents that hold some of them.
 
-Score (in [0, 1], comparable across queries; ``query.minScore`` applies): the share of the
-question's keyword weight a document holds, each keyword weighted by its BM25 IDF over QMD's
-document count, ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))`` with ``df`` the number of documents
-its sub-query returned (QMD returns at most 20 per collection, so very common words all weigh
-alike). A document in the all-keywords answer holds every keyword. Then QMD's BM25 order breaks
-ties: ``score = coverage * (0.9 + 0.1 / (1 + rank))``, rank 0 being QMD's best for that sub-query.
-So 1.0 is "every keyword, QMD's top hit", and a document holding only a common word stays below
-the default ``minScore`` (0.35).
+Score: the builtin engine's calibrated keyword score (search/relevance.py), so that one cut-off
+rule holds across backends (keyword-only searches cut at ``query.keywordOnlyMinScore`` while
+``minScore`` is left as configured). Its evidence is what QMD's answers tell: each keyword weighted
+by its BM25 IDF over QMD's document count, ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))`` with ``df``
+the number of documents its sub-query returned (QMD returns at most 20 per collection, so very
+common words all weigh alike); ``coverage``, the share of that weight a document holds (a document
+in the all-keywords answer holds every keyword); ``mass``, the held weight in units of the rarest
+possible term's; ``known``, the share of weight some document holds. Term frequencies and lengths
+are not in QMD's answer: BM25's saturation is taken at one occurrence (``bm25 = coverage``). QMD's
+BM25 order breaks ties between equal scores (rank 0: QMD's best for that sub-query). Documents are
+whole files where the calibration was fitted on ~200-token chunks: scores are estimates, documented
+as such in docs/qmd.md.
 
 QMD returns one hit per document with a short snippet around its best lines; of the snippets the
 sub-queries returned for one document, the one holding the most keyword weight is kept.
@@ -29,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mdrecall.search.relevance import SCALE, KeywordEvidence, keyword_logit
 from mdrecall.text import CJK_CHAR, query_terms, term_stems, word_tokens
 
 _NUMBERED = re.compile(r"^\d+: ?")
@@ -122,6 +127,8 @@ class Ranked:
     matched: list[str] = field(default_factory=list)
     #: keyword -> IDF weight, for placing the cited lines (:func:`best_window`); empty: keep QMD's
     weights: dict[str, float] = field(default_factory=dict)
+    #: QMD's own rank for the document (breaks ties between equal scores).
+    qmd_rank: int = 0
 
 
 def idf(df: int, total: int) -> float:
@@ -141,11 +148,13 @@ def merge_keyword(plan: KeywordPlan, answers: Sequence[list[QmdHit]], total_docs
         return []
     if match == "and" or len(plan.lex) == 1:
         # One sub-query: every hit holds every keyword; QMD's order is the ranking.
-        weights = {t: 1.0 for t in plan.terms}
-        return [Ranked(h, 0.9 + 0.1 / (1 + h.rank), 1.0, list(plan.terms), weights) for h in answers[0]]
+        weights = {t: idf(len(answers[0]), total_docs) for t in plan.terms}
+        held = calibrated(1.0, sum(weights.values()), total_docs, 1.0 if answers[0] else 0.0)
+        return [Ranked(h, held, 1.0, list(plan.terms), weights) for h in answers[0]]
     everything, per_term = answers[0], answers[1:]
     weights = {t: idf(len(hits), total_docs) for t, hits in zip(plan.terms, per_term)}
     total_weight = sum(weights.values()) or 1.0
+    known = sum(weights[t] for t, hits in zip(plan.terms, per_term) if hits) / total_weight
     stems = dict(zip(plan.terms, term_stems(plan.terms)))
     docs: dict[tuple[str, str], dict[str, Any]] = {}
 
@@ -175,9 +184,16 @@ def merge_keyword(plan: KeywordPlan, answers: Sequence[list[QmdHit]], total_docs
             held = sum(weights[t] for t in matched if _holds(low, t, stems[t]))
             if held > best_held:
                 best, best_held = hit, held
-        ranked.append(Ranked(best, coverage * (0.9 + 0.1 / (1 + rank)), coverage, matched, weights))
-    ranked.sort(key=lambda r: (-r.score, r.hit.rank))
+        score = calibrated(coverage, sum(weights[t] for t in matched), total_docs, known)
+        ranked.append(Ranked(best, score, coverage, matched, weights, rank))
+    ranked.sort(key=lambda r: (-r.score, r.qmd_rank))
     return ranked
+
+
+def calibrated(coverage: float, held: float, total_docs: int, known: float) -> float:
+    """The builtin's calibrated keyword score for evidence QMD's answers give (module docstring)."""
+    evidence = KeywordEvidence(coverage=coverage, bm25=coverage, mass=held / idf(0, total_docs), known=known)
+    return round(SCALE.score(keyword_logit(evidence)), 6)
 
 
 def merge_ranked(answer: list[QmdHit]) -> list[Ranked]:

@@ -30,12 +30,22 @@ QmdMode = Literal["search", "vsearch", "query"]
 SEARCH_MODES: dict[str, SearchMode] = {"search": "keyword-only", "vsearch": "vector-only", "query": "hybrid"}
 
 
-def make_hit(path: str, start: int, end: int, score: float, text: str, source: str, mode: str) -> SearchHit:
+def make_hit(path: str, start: int, end: int, score: float, text: str, source: str, mode: str,
+             ranked: Ranked | None = None) -> SearchHit:  # fmt: skip
     score = round(min(1.0, max(0.0, score)), 6)
+    explanation: dict[str, object] | None = None
+    if mode == "search" and ranked is not None and ranked.weights:
+        # The keyword score is the builtin's calibrated one (query.py): said the same way (search/explain.py).
+        matched = set(ranked.matched)
+        explanation = {"score": round(score, 4), "mode": "keyword-only",
+                       "keyword": {"score": round(score, 4), "matched": list(ranked.matched),
+                                   "missing": [t for t in ranked.weights if t not in matched],
+                                   "coverage": round(ranked.coverage, 3)}}  # fmt: skip
     return SearchHit(
         path, start, end, score, text, source, format_citation(path, start, end),
         vector_score=score if mode == "vsearch" else None,
         text_score=score if mode == "search" else None,
+        explanation=explanation,
     )  # fmt: skip
 
 
@@ -110,7 +120,7 @@ def map_hits(
                 first, last, _ = window
                 text = "\n".join(lines[first - 1 : last])
                 start, end = mirrored.jsonl_lines(first, last) if mirrored is not None else (first, last)
-        out.hits.append(make_hit(path, start, end, item.score, text, collection.source, mode))
+        out.hits.append(make_hit(path, start, end, item.score, text, collection.source, mode, item))
     return out
 
 
