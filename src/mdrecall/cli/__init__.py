@@ -40,6 +40,7 @@ COMMANDS: dict[str, str] = {
     "ui": "mdrecall.cli.ui:ui",
     "export": "mdrecall.cli.portable:export",
     "import": "mdrecall.cli.portable:import_",
+    "import-chats": "mdrecall.cli.chats:import_chats",
     "gc": "mdrecall.cli.workspace:gc",
     "plugins": "mdrecall.cli.plugins:plugins",
     "completion": "mdrecall.cli.completion:completion",
