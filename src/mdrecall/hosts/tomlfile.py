@@ -154,9 +154,12 @@ def set_top_key(text: str, name: str, item: Any) -> str:
     for i, existing in enumerate(lines):
         if header_path(existing) is not None:
             at = i
-            while at > 0 and lines[at - 1].lstrip().startswith("#"):
-                at -= 1  # a comment right above a header is about that table
-            return "".join(lines[:at]) + line + ("\n" if at == i else "") + "".join(lines[at:])
+            # After the last top-level line: above the comments and blank lines that lead to the table.
+            while at > 0 and (not lines[at - 1].strip() or lines[at - 1].lstrip().startswith("#")):
+                at -= 1
+            if at > 0:
+                return "".join(lines[:at]) + line + "".join(lines[at:])
+            return line + "\n" + text  # nothing at the top level yet: above everything, a blank line after
     sep = "" if not text or text.endswith("\n") else "\n"
     return text + sep + line
 
@@ -166,4 +169,7 @@ def remove_top_key(text: str, name: str) -> str:
     span = _top_key_span(lines, name)
     if span is None:
         return text
-    return "".join(lines[: span[0]] + lines[span[1] :])
+    start, end = span
+    if start == 0 and end < len(lines) and not lines[end].strip():
+        end += 1  # the blank line set_top_key put between it and the first table
+    return "".join(lines[:start] + lines[end:])
