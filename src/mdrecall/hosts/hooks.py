@@ -182,10 +182,14 @@ def index_missing(workspace: Path, config: MemoryConfig) -> str | None:
 
 
 def _model_missing(config: MemoryConfig, warnings: Sequence[str]) -> str | None:
-    if config.provider == "none":
-        return None
+    """Why the search ran without the embedding model the config asks for (None: it did not).
+
+    ``provider: none`` is keyword-only by choice, and ``auto`` with no model installed by design;
+    a named provider that cannot load, or a query the model failed to embed, is a broken model."""
     for warning in warnings:
-        if warning.startswith("keyword-only"):
+        if warning.startswith("query embedding failed"):
+            return warning
+        if warning.startswith("keyword-only") and config.provider not in ("none", "auto"):
             return warning
     return None
 
@@ -216,6 +220,8 @@ def recall(workspace: Path, config: MemoryConfig, hook: HookInput, opener: Opene
     model = _model_missing(config, response.warnings)
     if model:
         raise Skip(f"the embedding model is unavailable ({model}): nothing injected")
+    if not response.results and response.reason and response.reason.startswith("nothing is indexed"):
+        raise Skip(response.reason)
     own = _real(hook.transcript_path)
     hits = [h for h in response.results if not own or _real(h.path) != own]  # not the conversation itself
     block = format_relevant_memories(hits, max_chars=config.query.maxInjectedChars)
