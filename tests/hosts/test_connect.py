@@ -197,6 +197,9 @@ def test_claude_code_hooks_merge_beside_the_users_own(home: Path, ws: Path, run:
     assert run("disconnect", "claude-code")[0] == 0
     assert settings.read_text(encoding="utf-8") == original
     assert json.loads((home / ".claude.json").read_text()) == {"mcpServers": {}}
+    settings.write_text('{\n  "model": "opus"\n}\n')  # no hooks of the user's: disconnect leaves no empty shell
+    assert run("connect", "claude-code", "-w", ws)[0] == 0 and run("disconnect", "claude-code")[0] == 0
+    assert settings.read_text() == '{\n  "model": "opus"\n}\n'
 
 
 def test_claude_code_project_scope_writes_mcp_json_and_project_settings(home: Path, ws: Path, tmp_path: Path, run: Run) -> None:

@@ -307,6 +307,7 @@ def claude_hooks_change(host: Host, options: Options, *, connect: bool) -> FileC
         hooks = doc.get("hooks")
         if hooks is not None and not isinstance(hooks, dict):
             raise ConnectError(f"{path}: 'hooks' is not an object; nothing was written")
+        had_hooks = bool(hooks)
         for event in CLAUDE_HOOKS:
             current = (hooks or {}).get(event)
             if current is None and not groups.get(event):
@@ -318,7 +319,7 @@ def claude_hooks_change(host: Host, options: Options, *, connect: bool) -> FileC
             if _emptied(current, doc["hooks"][event]):
                 del doc["hooks"][event]
         # An object of hooks that held only ours goes with them (disconnect leaves no empty shell).
-        if not connect and hooks and doc.get("hooks") == {}:
+        if not connect and had_hooks and doc.get("hooks") == {}:
             del doc["hooks"]
         return doc
 

@@ -56,6 +56,8 @@ MIN_PROMPT_CHARS = 5
 #: What of a long prompt is searched (a pasted log would make a slow, unfocused query).
 MAX_QUERY_CHARS = 2000
 DEFAULT_RESULTS = 5
+#: Markup a Markdown reader never sees (mdrecall's provenance, review markers): not for the model either.
+_HTML_COMMENT = re.compile(r"[ \t]*<!--.*?-->", re.DOTALL)
 
 Opener = Callable[[Path, MemoryConfig], MemorySearchManager]
 
@@ -203,7 +205,7 @@ def session_start_context(config: MemoryConfig) -> str:
 def recall(workspace: Path, config: MemoryConfig, hook: HookInput, opener: Opener, *,
            session_key: str | None, max_results: int = DEFAULT_RESULTS) -> str:  # fmt: skip
     """The text to print: the ``<relevant-memories>`` block in the host's format, or ""."""
-    from mdrecall.agent.prompts import format_relevant_memories
+    from mdrecall.agent.prompts import InjectedMemory, format_relevant_memories
 
     if hook.host == "claude-code" and hook.event == "SessionStart":
         return _claude_context("SessionStart", session_start_context(config))
@@ -224,7 +226,9 @@ def recall(workspace: Path, config: MemoryConfig, hook: HookInput, opener: Opene
         raise Skip(response.reason)
     own = _real(hook.transcript_path)
     hits = [h for h in response.results if not own or _real(h.path) != own]  # not the conversation itself
-    block = format_relevant_memories(hits, max_chars=config.query.maxInjectedChars)
+    memories = [InjectedMemory(_HTML_COMMENT.sub("", h.snippet), "session" if h.source == "sessions" else None, h.citation)
+                for h in hits]  # fmt: skip
+    block = format_relevant_memories(memories, max_chars=config.query.maxInjectedChars)
     if not block:
         return ""
     return _claude_context("UserPromptSubmit", block) if hook.host == "claude-code" else block
