@@ -15,7 +15,7 @@ import pytest
 from docs_runner import ROOT, blocks, run
 
 RUN = ["README.md", "docs/quickstart.md", "docs/facts.md", "docs/forgetting.md", "docs/hosts/walkthrough.md"]
-CHECKED = [*RUN, "docs/cli.md", "docs/agents.md"]
+CHECKED = [*RUN, "docs/cli.md", "docs/agents.md", *sorted(f"docs/hosts/{p.name}" for p in (ROOT / "docs" / "hosts").glob("*.md") if p.name != "walkthrough.md")]
 GPU_PACKAGES = re.compile(r"^(nvidia-|torch\b|triton\b|cuda|cupy)", re.I)
 
 
