@@ -251,6 +251,9 @@ def _insert(text: str, container: Node, rendered_entry: str, unit: str) -> str:
     if not container.entries:
         inner = text[container.start + 1 : close]
         if inner.strip():  # only comments inside: keep them, add below
+            if _alone_on_line(text, close):
+                at = _line_start(text, close)
+                return text[:at] + indent + body + "\n" + text[at:]
             return text[:close] + "\n" + indent + body + "\n" + _indent_at(text, container.start) + text[close:]
         return text[: container.start + 1] + "\n" + indent + body + "\n" + _indent_at(text, container.start) + text[close:]
     last = container.entries[-1]
