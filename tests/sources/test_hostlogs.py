@@ -163,3 +163,25 @@ def test_default_locations_follow_the_hosts_environment_variables(monkeypatch: p
     monkeypatch.setenv("CODEX_HOME", str(tmp_path / "cx"))
     assert default_dir("claude-code") == tmp_path / "cc" / "projects"
     assert default_dir("codex") == tmp_path / "cx" / "sessions"
+
+
+def test_forget_scrubs_a_fact_from_a_host_log_like_any_transcript(
+    make_ws: Callable[..., Path], host_dirs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mdrecall.cli import main
+
+    claude, codex = host_dirs
+    ws = make_ws({"MEMORY.md": "# Memory\n"})
+    (ws / ".mdrecall.yaml").write_text(
+        f"provider: none\nstore: {{path: {tmp_path / 'forget.sqlite'}}}\nsources: [memory, sessions]\n"
+        f"sessions:\n  claudeCode: {{enabled: true, dir: {claude}}}\n", encoding="utf-8")  # fmt: skip
+    log = claude / KESTREL
+    size = log.stat().st_size
+    assert main(["index", "-w", str(ws)]) == 0
+    assert main(["forget", "-w", str(ws), "osprey cluster in eu-west-3", "--yes"]) == 0
+    out = capsys.readouterr().out
+    assert f"transcript    {log.as_posix()}: records redacted in place: 1" in out and "verified: no copy left" in out
+    assert "osprey cluster" not in log.read_text() and log.stat().st_size == size  # same length: later lines keep their offsets
+    with open_manager(ws) as m:
+        assert not [h for h in m.search("osprey cluster", min_score=0, session_key="claude-code").results if h.source == "sessions"
+                    and "osprey cluster" in h.snippet]  # fmt: skip
