@@ -388,6 +388,8 @@ def plan(host: Host, options: Options, *, connect: bool) -> list[FileChange]:
     changes = [server_change(host, options, connect=connect)]
     if options.hooks and host.hooks == "claude-code" and (options.settings_file or not options.file):
         changes.append(claude_hooks_change(host, options, connect=connect))
+    elif options.hooks and host.hooks == "claude-code" and connect:
+        changes[0].notes.append("hooks not written: --file names the server's file only; add --settings-file for the hooks")
     if options.hooks and host.hooks == "codex":
         changes[0] = codex_notify_change(options, changes[0], connect=connect)
     return changes
