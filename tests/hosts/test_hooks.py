@@ -150,7 +150,9 @@ def test_bad_input_and_bad_command_lines_fail_open(home: Path, ws: Path, tmp_pat
     cases = [
         (["hook", "recall", "-w", ws], "not json at all", "the input is not JSON"),
         (["hook", "recall", "-w", ws], "[1, 2]", "is a JSON list"),
-        (["hook", "recall", "-w", ws, "--no-such-option"], "{}", "bad hook command line"),
+        (["hook", "recall", "-w", ws, "--no-such-option"], "{}", "No such option '--no-such-option'"),
+        (["hook", "recal", "-w", ws], "{}", "No such command 'recal'"),
+        (["hook"], "{}", "no subcommand"),
         (["hook", "recall", "-w", tmp_path / "gone", "--host", "generic"], "a question long enough", "is not a directory"),
         (["hook", "capture", "-w", ws], claude_input("Stop", transcript_path=""), "no usable transcript_path"),
     ]

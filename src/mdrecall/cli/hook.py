@@ -25,11 +25,44 @@ class _FailOpenCommand(click.Command):
         except click.exceptions.Exit:
             raise
         except click.ClickException as exc:
-            from mdrecall.hosts.hooks import log_line
-
-            log_line(self.name or "hook", "?", f"bad hook command line {' '.join(given)!r}: {exc.format_message()}")
-            ctx.exit(0)
+            _fail_open(ctx, self.name or "hook", given, exc)
             raise  # unreachable: ctx.exit raises
+
+
+class _FailOpenGroup(click.Group):
+    """``mdrecall hook``: a missing or mistyped subcommand is logged and exits 0 too (with the help
+    on stderr, for a person at a terminal)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        given = list(args)
+        try:
+            return super().parse_args(ctx, args)
+        except click.exceptions.Exit:
+            raise
+        except click.ClickException as exc:
+            _fail_open(ctx, "hook", given, exc)
+            raise
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        given = list(args)
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.Exit:
+            raise
+        except click.ClickException as exc:
+            _fail_open(ctx, "hook", given, exc)
+            raise
+
+
+def _fail_open(ctx: click.Context, name: str, given: list[str], exc: click.ClickException) -> None:
+    from mdrecall.hosts.hooks import log_line
+
+    bare = isinstance(exc, click.exceptions.NoArgsIsHelpError)
+    why = "no subcommand (recall, capture or flush)" if bare else exc.format_message()
+    log_line(name, "?", f"bad hook command line {' '.join(given)!r}: {why}")
+    if bare:
+        click.echo(ctx.get_help(), err=True)
+    ctx.exit(0)
 
 
 def _common(func: Any) -> Any:
@@ -74,7 +107,7 @@ def _run(kind: str, workspace: str, overrides: tuple[str, ...], host: str, sessi
                timeout=timeout, write=write)  # fmt: skip
 
 
-@click.group("hook")
+@click.group("hook", cls=_FailOpenGroup)
 def hook() -> None:
     """Commands for a host's hooks (`mdrecall connect` installs them): they read the host's hook JSON
     on stdin, always exit 0 and log failures to <MDRECALL_HOME>/logs/hooks.log."""
