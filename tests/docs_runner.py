@@ -10,7 +10,9 @@ Marker convention (fenced code blocks, the info string after the language):
 
 The script runs in a scratch folder holding a copy of ``examples/`` (so ``-w examples/workspace``
 works), with its own ``MDRECALL_HOME`` whose config says ``provider: none``: the results do not
-depend on which extras the environment has, and no model loads.
+depend on which extras the environment has, and no model loads. ``HOME`` is a folder of the scratch
+space too, so a doc that connects a host (``mdrecall connect claude-code`` writes ``~/.claude.json``)
+edits its own copy, never the machine's.
 """
 
 from __future__ import annotations
@@ -70,6 +72,10 @@ def run(path: Path, bin_dir: Path, scratch: Path, timeout: float = 300) -> subpr
     home.mkdir(exist_ok=True)
     (home / "config.yaml").write_text("provider: none\n", encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.startswith(("MDRECALL_", "VIRTUAL_ENV"))}
-    env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", MDRECALL_HOME=str(home), PYTHONIOENCODING="utf-8")
+    user = scratch / "user"
+    user.mkdir(exist_ok=True)
+    env = {k: v for k, v in env.items() if k not in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "XDG_CONFIG_HOME", "APPDATA")}
+    env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", MDRECALL_HOME=str(home), PYTHONIOENCODING="utf-8",
+               HOME=str(user))  # fmt: skip
     return subprocess.run(["bash", "-euo", "pipefail", "-c", script(path)], cwd=scratch, env=env, capture_output=True,
                           text=True, timeout=timeout)  # fmt: skip

@@ -2,7 +2,7 @@
 
 * No import cycle between modules.
 * The core (everything but the shells and the features) never imports a shell (``cli``, ``mcp``,
-  ``ui``, any ``cli.py``) or a feature (``agent``, ``dreaming``, ``facts``, ``forget``), except that a ``plugin.py`` is
+  ``ui``, any ``cli.py``) or a feature (``agent``, ``dreaming``, ``facts``, ``forget``, ``hosts``), except that a ``plugin.py`` is
   wiring (a backend's): it may import the feature and shell modules whose tools, prompts and commands
   it registers, and no core module imports it (only the plugin manager loads it, by name).
 * Features never import a shell, except their ``plugin.py`` wiring, which registers commands.
@@ -22,7 +22,7 @@ import mdrecall
 
 PACKAGE = Path(mdrecall.__file__).parent
 SHELLS = ("mdrecall.cli", "mdrecall.mcp", "mdrecall.ui", "mdrecall.__main__")
-FEATURES = ("mdrecall.agent", "mdrecall.dreaming", "mdrecall.facts", "mdrecall.forget")
+FEATURES = ("mdrecall.agent", "mdrecall.dreaming", "mdrecall.facts", "mdrecall.forget", "mdrecall.hosts")
 MAX_LINES = 500
 LONG_MODULE_NOTE = "Why this module is long:"
 

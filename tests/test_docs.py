@@ -14,8 +14,8 @@ import pytest
 
 from docs_runner import ROOT, blocks, run
 
-RUN = ["README.md", "docs/quickstart.md", "docs/facts.md", "docs/forgetting.md"]
-CHECKED = [*RUN, "docs/cli.md", "docs/agents.md"]
+RUN = ["README.md", "docs/quickstart.md", "docs/facts.md", "docs/forgetting.md", "docs/hosts/walkthrough.md"]
+CHECKED = [*RUN, "docs/cli.md", "docs/agents.md", *sorted(f"docs/hosts/{p.name}" for p in (ROOT / "docs" / "hosts").glob("*.md") if p.name != "walkthrough.md")]
 GPU_PACKAGES = re.compile(r"^(nvidia-|torch\b|triton\b|cuda|cupy)", re.I)
 
 
@@ -47,6 +47,11 @@ def test_examples_run_as_written(doc: str, tmp_path: Path) -> None:
         assert (tmp_path / "restored" / "MEMORY.md").read_bytes() == (ROOT / "examples/workspace/MEMORY.md").read_bytes()
     elif doc == "docs/quickstart.md":
         assert "staging database" in done.stdout  # the Python agent found what it wrote
+    elif doc == "docs/hosts/walkthrough.md":  # the hook Claude Code runs printed the memory, cited
+        assert "<relevant-memories>" in done.stdout and "port 5433" in done.stdout
+        assert "(Source: memory/" in done.stdout and "release train leaves every second Wednesday" in done.stdout
+        assert not (tmp_path / "user" / ".claude" / "settings.json").exists() or "mdrecall" not in (
+            tmp_path / "user" / ".claude" / "settings.json").read_text()  # disconnect took the hooks away again
     elif doc == "docs/facts.md":  # the Python example printed the history
         assert "2026-03-02 memory/2026-03-02.md#L4 superseded memory/2026-05-01.md#L4" in done.stdout
     else:  # docs/forgetting.md: the JSON report of the forget it ran

@@ -264,9 +264,33 @@ class ReadConfig(_Section):
     maxChars: int = Field(default=12_000, ge=100)
 
 
+class HostLogsConfig(_Section):
+    """A coding agent's own session logs, indexed in place as transcripts (docs/hosts/)."""
+
+    enabled: bool = False
+    # None: the host's documented location (sources/hostlogs.py); else an absolute or ~ path.
+    dir: str | None = None
+
+    @field_validator("dir")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        if value is not None and not Path(value).expanduser().is_absolute():
+            raise ValueError("must be an absolute path or start with ~ (a host's logs live outside the workspace)")
+        return value or None
+
+
+class ClaudeCodeLogsConfig(HostLogsConfig):
+    # Project folders to index (a project's path, or its folder name under projects/); empty: all.
+    projects: list[str] = Field(default_factory=list)
+
+
 class SessionsConfig(_Section):
     # Relative to the workspace.
     dir: str = ".openclaw/sessions"
+    # Claude Code (~/.claude/projects/<project>/<session>.jsonl) and Codex CLI
+    # (~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl) logs; need "sessions" in sources.
+    claudeCode: ClaudeCodeLogsConfig = Field(default_factory=ClaudeCodeLogsConfig)
+    codex: HostLogsConfig = Field(default_factory=HostLogsConfig)
     # Which session keys a searching session may see besides its own: "own" | "all".
     visibility: Literal["own", "all"] = "own"
     # Session keys containing one of these are group/channel conversations: they only ever see
@@ -423,6 +447,13 @@ class MemoryConfig(_Section):
     # Settings of third-party plugins, one mapping per plugin name; each plugin validates its own.
     plugins: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
+    @model_validator(mode="after")
+    def _host_logs_need_sessions(self) -> MemoryConfig:
+        for key in ("claudeCode", "codex"):
+            if getattr(self.sessions, key).enabled and "sessions" not in self.sources:
+                raise ValueError(f"sessions.{key}.enabled needs 'sessions' in sources (sources: [memory, sessions])")
+        return self
+
 
 def global_config_path() -> Path:
     return mdrecall_home() / "config.yaml"
@@ -485,6 +516,8 @@ def _format_validation_error(exc: ValidationError, origin: str) -> str:
         if err["type"] == "extra_forbidden":
             close = difflib.get_close_matches(str(err["loc"][-1]), _section_keys(err["loc"]), n=1)
             lines.append(f"unknown key '{key}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
+        elif not err["loc"]:  # a rule across sections: the message names its keys
+            lines.append(str(err["msg"]).removeprefix("Value error, "))
         else:
             msg = str(err["msg"]).removeprefix("Value error, ")
             lines.append(f"'{key}': {msg} (got {err.get('input')!r})")

@@ -71,6 +71,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "mdrecall.dreaming.plugin",
     "mdrecall.facts.plugin",
     "mdrecall.forget.plugin",
+    "mdrecall.hosts.plugin",
 )
 
 

@@ -23,17 +23,22 @@ CLIENTS = {
 
 def client_config(client: str, workspace: Path, extra: list[str]) -> str:
     """The snippet for ``client`` that starts this very installation: the interpreter's absolute
-    path with ``-m mdrecall``, so it works whether or not ``mdrecall`` is on the client's PATH."""
+    path with ``-m mdrecall``, so it works whether or not ``mdrecall`` is on the client's PATH, and
+    the environment the server needs (``MDRECALL_HOME``), as ``mdrecall connect`` writes it."""
     import json
     import shlex
 
-    command = sys.executable
-    args = ["-m", "mdrecall", "mcp", "-w", str(workspace), *extra]
+    from mdrecall.hosts.connect import DEFAULT_NAME, kept_env, mdrecall_command
+    from mdrecall.hosts.targets import HOSTS, server_entry
+
+    host = HOSTS[client]
+    key = None if "--session-key" in extra else host.session_key
+    entry = server_entry(host, mdrecall_command(), workspace, session_key=key, env=kept_env({}))
+    entry["args"] += extra
     if client == "claude-code":
-        return "claude mcp add memory -- " + " ".join(shlex.quote(a) for a in [command, *args])
-    if client == "vscode":
-        return json.dumps({"servers": {"memory": {"type": "stdio", "command": command, "args": args}}}, indent=2)
-    return json.dumps({"mcpServers": {"memory": {"command": command, "args": args}}}, indent=2)
+        env = [f"--env={k}={v}" for k, v in entry.get("env", {}).items()]
+        return f"claude mcp add {DEFAULT_NAME} " + " ".join(shlex.quote(a) for a in [*env, "--", entry["command"], *entry["args"]])
+    return json.dumps({host.servers_key[0]: {DEFAULT_NAME: entry}}, indent=2)
 
 
 @click.command("mcp")

@@ -426,6 +426,11 @@ def _print_status(status: dict[str, Any]) -> None:
             + (f" ({watcher['error']})" if watcher.get("error") else ""))  # fmt: skip
     for skip in status["skipped"]:
         out(f"skipped:   {skip['path']}: {skip['reason']}")
+    for host, logs in (status.get("hostLogs") or {}).items():  # sources/hostlogs.py: what indexing left out
+        unknown = ", ".join(f"{k} x{v}" for k, v in logs["unknownRecords"].items())
+        left = "; ".join(x for x in (f"unknown records skipped: {unknown}" if unknown else "",
+                                     f"{logs['malformedLines']} malformed line(s)" if logs["malformedLines"] else "") if x)  # fmt: skip
+        out(f"host logs: {host}: {logs['files']} file(s) in {logs['dir']}" + (f" ({left})" if left else ""))
     for warning in status.get("warnings") or []:
         out(f"warning:   {warning}")
     probes = status.get("probes")

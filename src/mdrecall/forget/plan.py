@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from mdrecall.errors import MdrecallError, PathError
 from mdrecall.forget.selection import FileSelection, SelectedLine, shown_text
+from mdrecall.sources.hostlogs import list_host_logs
 from mdrecall.sources.transcripts import list_transcripts, render_transcript
 from mdrecall.sources.workspace import discover_memory_files, read_memory_bytes, rel_path_for, resolve_memory_path
 
@@ -170,6 +171,9 @@ def _transcripts(workspace: Path, config: MemoryConfig, visible: VisibleFn) -> d
         rel = rel_path_for(workspace, path)
         if visible(rel):
             found[rel] = path
+    for _host, path in list_host_logs(config):  # Claude Code / Codex logs, stored by absolute path
+        if visible(path.as_posix()):
+            found[path.as_posix()] = path
     return found
 
 

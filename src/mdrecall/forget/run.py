@@ -139,12 +139,14 @@ def _reindex(manager: MemorySearchManager, report: ForgetReport, *, built: bool)
 
 
 def _source_files(manager: MemorySearchManager) -> list[Path]:
+    from mdrecall.sources.hostlogs import list_host_logs
     from mdrecall.sources.transcripts import list_transcripts
     from mdrecall.sources.workspace import discover_memory_files
 
     out = [Path(f.abspath) for f in discover_memory_files(manager.workspace, manager.config)]
     if "sessions" in manager.config.sources:
         out.extend(path for _key, path in list_transcripts(manager.workspace, manager.config.sessions.dir))
+        out.extend(path for _host, path in list_host_logs(manager.config))
     return out
 
 

@@ -2,7 +2,7 @@
 
 Roots: ``MEMORY.md`` (through its directory, non-recursively), ``memory/`` recursively, each
 ``extraPaths`` entry (directories recursively, ``.md`` files through their parent), and the sessions
-directory when ``"sessions"`` is a source. A root that does not exist yet is watched through its
+directory (plus the enabled hosts' log folders) when ``"sessions"`` is a source. A root that does not exist yet is watched through its
 nearest existing ancestor until it appears.
 """
 
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mdrecall.config import MemoryConfig
+from mdrecall.sources.hostlogs import enabled_hosts, log_dir
 from mdrecall.sources.transcripts import is_transcript_file_name, sessions_root
 from mdrecall.sources.workspace import MEMORY_DIR, ROOT_MEMORY_FILE, extra_path_roots
 
@@ -50,6 +51,7 @@ def watch_roots(workspace: Path, config: MemoryConfig) -> list[WatchRoot]:
             roots.append(WatchRoot(extra, "memory", is_file=extra.name.endswith(".md") and not extra.is_dir()))
     if "sessions" in config.sources:
         roots.append(WatchRoot(sessions_root(workspace, config.sessions.dir), "sessions"))
+        roots.extend(WatchRoot(log_dir(config, kind), "sessions") for kind in enabled_hosts(config))
     return roots
 
 

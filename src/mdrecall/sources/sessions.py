@@ -8,6 +8,10 @@ chunked, stored or embedded.
 A transcript grows one line per message. Automatic syncs (on search, on the interval) re-index it
 only once the appended tail reaches ``sync.sessions.deltaBytes`` or ``deltaMessages`` lines
 (:meth:`SessionSource.defer_growth`); explicit syncs, session starts and rebuilds always index it.
+
+Claude Code and Codex CLI logs (``sessions.claudeCode`` / ``sessions.codex``) are transcripts of this
+source too, read where the host writes them and stored under their absolute path
+(:mod:`mdrecall.sources.hostlogs`); the session key ``claude-code`` / ``codex`` sees them.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mdrecall.config import MemoryConfig
+from mdrecall.sources import hostlogs
 from mdrecall.sources.base import SourceAdapter
 from mdrecall.sources.transcripts import list_transcripts, render_transcript, sessions_root
 from mdrecall.sources.workspace import MemoryFile, rel_path_for
@@ -28,15 +33,21 @@ class SessionSource(SourceAdapter):
     def __init__(self, workspace: Path, config: MemoryConfig) -> None:
         self.workspace = workspace
         self.config = config
+        self.census = hostlogs.Census(hostlogs.census_path(workspace))
 
     def discover(self) -> list[MemoryFile]:
-        return [
+        files = [
             MemoryFile(str(path), rel_path_for(self.workspace, path), self.source)
             for _key, path in list_transcripts(self.workspace, self.config.sessions.dir)
         ]
+        files += [MemoryFile(str(path), path.as_posix(), self.source) for _kind, path in hostlogs.list_host_logs(self.config)]
+        return files
 
     def render(self, file: MemoryFile, text: str) -> tuple[list[str], list[int]]:
         rendered = render_transcript(text, redact=True)
+        kind = hostlogs.host_of(file.rel_path, self.config)
+        if kind is not None:
+            self.census.record(file.rel_path, kind, rendered.unknown_records, rendered.skipped_lines)
         return rendered.lines, list(rendered.line_map)
 
     def below_thresholds(self, appended_bytes: int, appended_lines: int) -> bool:
@@ -74,6 +85,9 @@ def delta_reached(delta_bytes: int, delta_messages: int, appended_bytes: int, ap
 
 def session_key_of(rel_path: str, config: MemoryConfig) -> str | None:
     """The session key of a stored transcript path, or None for anything else."""
+    host = hostlogs.host_of(rel_path, config)
+    if host is not None:
+        return host
     prefix = Path(config.sessions.dir).as_posix().strip("/") + "/"
     if not rel_path.startswith(prefix):
         return None
@@ -83,7 +97,10 @@ def session_key_of(rel_path: str, config: MemoryConfig) -> str | None:
 
 def transcripts_prefix(session_key: str, config: MemoryConfig) -> str:
     """The stored-path prefix of one session's transcripts (what ``session_key_of`` maps back to the
-    key); "" for a key no stored path can have."""
+    key); "" for a key no stored path can have. ``claude-code`` / ``codex``: that host's logs, while indexed."""
+    host = hostlogs.host_prefix(session_key, config)
+    if host is not None:
+        return host
     if not session_key or "/" in session_key or session_key in (".", ".."):
         return ""
     return Path(config.sessions.dir).as_posix().strip("/") + f"/{session_key}/transcripts/"

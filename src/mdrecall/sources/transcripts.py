@@ -4,7 +4,8 @@ Layout: ``<workspace>/<sessions.dir>/<sessionKey>/transcripts/*.jsonl`` (``sessi
 ``.openclaw/sessions``), one JSON object per line. Two record shapes are accepted:
 
 * OpenClaw: ``{"type": "message", "message": {"role", "content", "timestamp"}}``
-* flat:     ``{"role", "content", "timestamp"}``
+* flat:     ``{"role", "content", "timestamp"}`` (also the older Codex CLI layout)
+* Claude Code and Codex CLI session logs (:mod:`mdrecall.sources.hostlogs`)
 
 Only user and assistant text is kept (string content, or the ``text`` blocks of a block list); tool
 calls and results, images, system wrappers, cron and heartbeat traffic are dropped. Each message is
@@ -13,7 +14,8 @@ messages are wrapped. ``line_map[i]`` is the 1-based JSONL line that rendered li
 a chunk covering rendered lines a..b cites JSONL lines ``line_map[a-1]..line_map[b-1]``.
 
 Transcripts are written by other programs and are often truncated mid-line or mis-encoded, so nothing
-in here raises on bad input: bad lines are skipped and counted.
+in here raises on bad input: bad lines are skipped and counted, and so are host log records of a
+type :mod:`mdrecall.sources.hostlogs` does not know.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from mdrecall.sources.hostlogs import clean_host_text, read_host_record
 from mdrecall.sources.redact import redact_secrets
 
 SESSIONS_SOURCE = "sessions"
@@ -81,6 +84,8 @@ class RenderedTranscript:
     timestamps: list[int | None] = field(default_factory=list)
     # JSONL lines that were not valid JSON objects (truncated writes, garbage).
     skipped_lines: int = 0
+    # Host log records of a type not known (``"claude-code:<type>"``): skipped, counted per type.
+    unknown_records: dict[str, int] = field(default_factory=dict)
 
     @property
     def lines(self) -> list[str]:
@@ -126,7 +131,9 @@ def _content_text(content: Any) -> str:
         parts = [
             block["text"]
             for block in content
-            if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str)
+            # "text" everywhere; "input_text"/"output_text" in Codex CLI logs
+            if isinstance(block, dict) and block.get("type") in ("text", "input_text", "output_text")
+            and isinstance(block.get("text"), str)
         ]
         return "\n".join(parts)
     return ""
@@ -149,7 +156,8 @@ def _message_of(record: dict[str, Any]) -> tuple[str, Any, Any] | None:
         msg = record
         ts = record.get("timestamp")
     else:
-        return None
+        host = read_host_record(record)
+        return host.message if host is not None else None
     role = msg.get("role")
     if role not in _ROLE_PREFIX:
         return None
@@ -229,6 +237,7 @@ def render_transcript(raw: bytes | str, *, redact: bool = True) -> RenderedTrans
     line_map: list[int] = []
     timestamps: list[int | None] = []
     skipped = 0
+    unknown: dict[str, int] = {}
     dreaming = False
     # Lines end at "\n" only: str.splitlines() also breaks at U+2028/U+2029/U+0085 (and \x0b, \x1c…),
     # which JavaScript's JSON writer leaves unescaped inside strings; splitting there would drop the
@@ -249,9 +258,14 @@ def render_transcript(raw: bytes | str, *, redact: bool = True) -> RenderedTrans
             break
         parsed = _message_of(record)
         if parsed is None:
+            host = read_host_record(record)
+            if host is not None and host.unknown is not None:
+                name = f"{host.kind}:{host.unknown}"
+                unknown[name] = unknown.get(name, 0) + 1
             continue
         role, content, ts = parsed
         body = _content_text(content)
+        body = (clean_host_text(role, body) or "") if body else ""
         if not body:
             continue
         clean = sanitize_message(role, body) if redact else _WHITESPACE.sub(" ", body).strip() or None
@@ -271,6 +285,7 @@ def render_transcript(raw: bytes | str, *, redact: bool = True) -> RenderedTrans
         message_count=len(timestamps),
         timestamps=timestamps,
         skipped_lines=skipped,
+        unknown_records=unknown,
     )
 
 
