@@ -41,7 +41,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import quality
 from mdrecall.search import relevance as rel
-from mdrecall.search.budget import lengths_for
+from mdrecall.search.filelines import lengths_for
 from mdrecall.search.pipeline import SearchPlan, gather
 from mdrecall.search.scope import scope_for
 from mdrecall.search.speaker import asked_speaker

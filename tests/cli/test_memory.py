@@ -189,11 +189,11 @@ def test_search_marks_matching_lines_and_formats(ws: Path, home: Path, monkeypat
     assert cli(home, monkeypatch, "search", "database", *common, "--json", "--explain") == 0
     hit = json.loads(capsys.readouterr().out)["results"][0]
     assert hit["explain"]["matchedTerms"] == ["database"]
-    assert hit["explain"]["signals"]["keyword"] > 0 and "vector" not in hit["explain"]["signals"]
+    assert 0 < hit["explain"]["keyword"]["score"] <= 1 and "meaning" not in hit["explain"]
     assert hit["explain"]["stale"] is False and hit["explain"]["mode"] == "keyword-only"
 
     assert cli(home, monkeypatch, "search", "database", *common, "--explain") == 0
-    assert "why: keyword" in capsys.readouterr().out
+    assert "why: score " in capsys.readouterr().out
 
 
 def test_search_corpus_and_now(ws: Path, home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

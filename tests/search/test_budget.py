@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from mdrecall.search.budget import FileLineLengths, Hit, cited_cost, message_map, narrowed, pack
+from mdrecall.search.budget import Hit, cited_cost, message_map, narrowed, pack
+from mdrecall.search.filelines import FileLineLengths
 
 
 def _hit(rowid: int, path: str, start: int, lines: list[str], weights: list[float], source: str = "memory") -> Hit:

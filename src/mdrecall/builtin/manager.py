@@ -35,8 +35,8 @@ from mdrecall.index.identity import EMBEDDING_KEYS, identity_mismatch
 from mdrecall.index.recovery import IndexHandle
 from mdrecall.index.syncing import LAST_SYNC_KEY, IndexSyncer, SyncRun
 from mdrecall.search.asof import search_times
-from mdrecall.search.budget import lengths_for
 from mdrecall.search.dating import times_for
+from mdrecall.search.filelines import lengths_for
 from mdrecall.search.pipeline import SearchPlan, VectorSearch, run_search
 from mdrecall.search.scope import scope_for
 from mdrecall.search.vector import InProcessVectors, stored_vector_search

@@ -28,12 +28,13 @@ if TYPE_CHECKING:
 from mdrecall.config import MemoryConfig
 from mdrecall.search import relevance as rel
 from mdrecall.search.asof import known_then
-from mdrecall.search.budget import FileLineLengths, Hit, LineLengths, message_map, pack
+from mdrecall.search.budget import Hit, message_map, pack
 from mdrecall.search.corpus import CandidateCorpus, Corpus, index_corpus
 from mdrecall.search.dates import date_logit, query_dates
 from mdrecall.search.dating import FileTimes
 from mdrecall.search.decay import decay_multiplier
 from mdrecall.search.explain import explain
+from mdrecall.search.filelines import FileLineLengths, LineLengths
 from mdrecall.search.fusion import rrf_fusion
 from mdrecall.search.keyword import Candidate, keyword_search, scan_search
 from mdrecall.search.markup import ChunkRow, MarkupSource, collect

@@ -49,8 +49,8 @@ from mdrecall.index.identity import EMBEDDING_KEYS, identity_mismatch
 from mdrecall.index.indexer import Indexer, SyncContext
 from mdrecall.index.syncing import LAST_SYNC_KEY, SyncRun
 from mdrecall.search.asof import search_times
-from mdrecall.search.budget import lengths_for
 from mdrecall.search.dating import times_for
+from mdrecall.search.filelines import lengths_for
 from mdrecall.search.pipeline import SearchPlan, candidate_limit, rank_candidates, vector_skip_reason
 from mdrecall.search.scope import scope_for
 from mdrecall.sources.base import SourceAdapter

@@ -1,0 +1,123 @@
+"""What each line of an indexed file costs a reader and who spoke it, read from the file itself.
+
+The budget (search/budget.py) counts what a citation really covers: a Markdown line's characters, a
+transcript line's message content. Who spoke a line (search/speaker.py) is read here too: a piece
+of a long reply split over several chunks does not start with its speaker, the file's line does.
+Cached per file by (mtime, size); only the files the index already holds are asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mdrecall.search.speaker import Speaker, markdown_speaker
+
+#: (path, source) -> the length of each line as a reader of the citation gets it (a Markdown line's
+#: characters; a transcript line's message content), or None when the file cannot be read.
+LineLengths = Callable[[str, str], "Sequence[int] | None"]
+
+
+class FileLineLengths:
+    """Line lengths of indexed files, read from the workspace and cached by (mtime, size).
+
+    Only the files the index already holds are asked for (a hit's path): relative paths inside the
+    workspace, or the absolute paths of configured extra folders.
+    """
+
+    def __init__(self, workspace: Path, max_files: int = 256) -> None:
+        self.root = workspace.resolve()
+        self._cache: OrderedDict[str, tuple[tuple[int, int], FileLines]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._max = max_files
+
+    def __call__(self, path: str, source: str) -> list[int] | None:
+        found = self._lines(path)
+        return found.lengths if found is not None else None
+
+    def speakers(self, path: str, source: str) -> list[Speaker | None] | None:
+        """Who spoke each line of the file (search/speaker.py), None when it cannot be read."""
+        found = self._lines(path)
+        return found.speakers if found is not None else None
+
+    def _lines(self, path: str) -> FileLines | None:
+        candidate = Path(path)
+        full = candidate if candidate.is_absolute() else self.root / candidate
+        try:
+            if not candidate.is_absolute() and not full.resolve().is_relative_to(self.root):
+                return None
+            st = os.stat(full)
+        except (OSError, ValueError):
+            return None
+        stamp = (st.st_mtime_ns, st.st_size)
+        with self._lock:
+            cached = self._cache.get(path)
+            if cached is not None and cached[0] == stamp:
+                self._cache.move_to_end(path)
+                return cached[1]
+        try:
+            text = full.read_bytes().decode("utf-8", errors="replace")
+        except OSError:
+            return None
+        jsonl = path.endswith(".jsonl")
+        found: FileLines = FileLines([], [])
+        for line in text.replace("\r\n", "\n").split("\n"):
+            length, speaker = _read_line(line, jsonl)
+            found.lengths.append(length)
+            found.speakers.append(speaker)
+        with self._lock:
+            self._cache[path] = (stamp, found)
+            if len(self._cache) > self._max:
+                self._cache.popitem(last=False)
+        return found
+
+
+@dataclass(slots=True)
+class FileLines:
+    """Per line of a file: its length as a reader of a citation gets it, and who spoke it."""
+
+    lengths: list[int]
+    speakers: list[Speaker | None]
+
+
+def _read_line(line: str, jsonl: bool) -> tuple[int, Speaker | None]:
+    if not jsonl:
+        return len(line), markdown_speaker(line)
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return len(line), None
+    if isinstance(record, dict):
+        inner = record.get("message")
+        message: dict[str, Any] = inner if isinstance(inner, dict) else record
+        role = message.get("role")
+        speaker: Speaker | None = role if role in ("user", "assistant") else None
+        content = message.get("content", "")
+        if isinstance(content, str):
+            return len(content), speaker
+        return len(json.dumps(content)), speaker
+    return len(line), None
+
+
+_SHARED: dict[Path, FileLineLengths] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def lengths_for(workspace: Path) -> FileLineLengths:
+    """One cache per workspace, shared by every manager of it in this process."""
+    with _SHARED_LOCK:
+        found = _SHARED.get(workspace)
+        if found is None:
+            found = _SHARED[workspace] = FileLineLengths(workspace)
+        return found
+
+
+
+
+__all__ = ["FileLineLengths", "FileLines", "LineLengths", "lengths_for"]
