@@ -45,7 +45,7 @@ from mdrecall.sources.reading import read_memory_lines
 from mdrecall.sources.sessions import SessionSource
 from mdrecall.store import WriterLock, default_store_path
 from mdrecall.store.db import IndexDB, StoreOptions
-from mdrecall.types import ProbeResult, ProgressCallback, ReadResult, SearchResponse, Status, SyncReport
+from mdrecall.types import ProbeResult, ProgressCallback, ReadResult, SearchRequest, SearchResponse, Status, SyncReport
 
 
 class BuiltinMemoryManager(ManagerBase):
@@ -200,31 +200,16 @@ class BuiltinMemoryManager(ManagerBase):
         return max(candidates) if candidates else None
 
     # -- search -----------------------------------------------------------------------------------
-    def search(
-        self,
-        query: str,
-        max_results: int | None = None,
-        min_score: float | None = None,
-        session_key: str | None = None,
-        sources: Sequence[str] | None = None,
-        now: datetime | None = None,
-        as_of: datetime | None = None,
-    ) -> SearchResponse:
+    def run_search(self, request: SearchRequest) -> SearchResponse:
         if self._closed:
             raise MdrecallError("manager is closed")
-        return self.index.recovering(lambda: self._search(query, max_results, min_score, session_key, sources, now, as_of))
+        return self.index.recovering(lambda: self._search(request))
 
-    def _search(
-        self,
-        query: str,
-        max_results: int | None,
-        min_score: float | None,
-        session_key: str | None,
-        sources: Sequence[str] | None,
-        now: datetime | None,
-        as_of: datetime | None,
-    ) -> SearchResponse:
-        now, as_of = search_times(now, as_of)
+    def _search(self, request: SearchRequest) -> SearchResponse:
+        query, max_results, min_score, session_key, sources = (
+            request.query, request.max_results, request.min_score, request.session_key, request.sources
+        )
+        now, as_of = search_times(request.now, request.as_of)
         selection = self.providers.selection
         provider = selection.provider
         stale, notes = self.monitor.before_search(session_key)

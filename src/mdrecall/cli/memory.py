@@ -26,8 +26,9 @@ from mdrecall.cli.options import (
     session_key_option,
     workspace_options,
 )
-from mdrecall.contract import search_as_of
+from mdrecall.contract import search_memory
 from mdrecall.errors import MdrecallError, PathError
+from mdrecall.types import SearchRequest
 
 if TYPE_CHECKING:
     from mdrecall.contract import MemorySearchManager
@@ -129,8 +130,9 @@ def search(
             raise MdrecallError("session transcripts are not indexed in this workspace (add sessions to the sources setting)")
         load_model(manager, quiet=fmt != "text")
         sources = None if corpus == "all" else [corpus]
-        response = search_as_of(manager, query, max_results=max_results, min_score=min_score, session_key=session_key,
+        request = SearchRequest(query, max_results=max_results, min_score=min_score, session_key=session_key,
                                 sources=sources, now=now, as_of=as_of)  # fmt: skip
+        response = search_memory(manager, request)
         reason = _why_nothing(manager, response, session_key, min_score) if not response.results else None
     if fmt == "json":
         data = response.to_dict(camel=True)
