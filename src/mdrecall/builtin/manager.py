@@ -47,6 +47,9 @@ from mdrecall.store import WriterLock, default_store_path
 from mdrecall.store.db import IndexDB, StoreOptions
 from mdrecall.types import ProbeResult, ProgressCallback, ReadResult, SearchRequest, SearchResponse, Status, SyncReport
 
+#: How long ``close()`` waits for a sync running in another thread to stop at its next file.
+CLOSE_WAIT_S = 10.0
+
 
 class BuiltinMemoryManager(ManagerBase):
     backend = "builtin"
@@ -84,6 +87,11 @@ class BuiltinMemoryManager(ManagerBase):
         if self._closed:
             return
         self._closed = True
+        # A sync still running in another thread (an MCP server's first index) stops at its next
+        # file, keeping every file it finished, instead of holding the close for the whole index.
+        self._syncer.cancel.set()
+        if self._sync_mutex.acquire(timeout=CLOSE_WAIT_S):
+            self._sync_mutex.release()
         self._run_close_hooks()  # background writers (recall tracking) drain first
         self.monitor.stop()
         self.index.close()

@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 import click
 
-from mdrecall.cli.options import parse_overrides
+from mdrecall.cli.options import INTERRUPTED, parse_overrides
 from mdrecall.errors import ConfigError, MdrecallError, PathError
 
-__all__ = ["COMMANDS", "cli", "main", "parse_overrides"]
+__all__ = ["COMMANDS", "INTERRUPTED", "cli", "main", "parse_overrides"]
 
 #: Built-in commands: name -> "module:attribute", in the order ``--help`` lists them.
 COMMANDS: dict[str, str] = {
@@ -100,11 +102,38 @@ def _stdout_gone() -> None:
         pass
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    # The first Ctrl-C stops the command: KeyboardInterrupt unwinds it, so what is finished is kept
+    # and the index is closed. A second one ends the process at once (the default action) instead
+    # of interrupting that clean-up with Python's "Exception ignored in: <module 'threading'>".
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    raise KeyboardInterrupt
+
+
+def _catch_interrupts() -> Any:
+    """Install :func:`_interrupt` for SIGINT where Python's own handler is; the handler it replaced."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is not signal.default_int_handler:
+        return None  # ignored (a background job), or someone else's handler: theirs to keep
+    signal.signal(signal.SIGINT, _interrupt)
+    return previous
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # Our own process: no "Loading weights" bar from transformers on every command (a library user's
     # progress bars are theirs to decide, so this is set here and not in the provider).
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     args = list(sys.argv[1:] if argv is None else argv)
+    previous = _catch_interrupts()
+    code = _run(args)
+    if previous is not None and code != INTERRUPTED:
+        signal.signal(signal.SIGINT, previous)  # in-process callers (tests) get theirs back
+    return code
+
+
+def _run(args: list[str]) -> int:
     try:
         try:
             result: Any = cli.main(args=args, prog_name="mdrecall", standalone_mode=False)
@@ -121,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except click.exceptions.Abort:
         click.echo("interrupted", err=True)
-        return 130
+        return INTERRUPTED
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
@@ -136,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
-        return 130
+        return INTERRUPTED
     if isinstance(result, int):
         return result
     return 0

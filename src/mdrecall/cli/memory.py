@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from mdrecall.cli.options import (
+    INTERRUPTED,
     ProgressLine,
     as_of_option,
+    command_hint,
     dumps,
     echo_json,
     json_option,
@@ -45,7 +47,17 @@ def index(workspace: str, overrides: tuple[str, ...], force: bool, as_json: bool
     bar = ProgressLine()
     with open_cli_manager(workspace, overrides) as manager:
         load_model(manager, quiet=quiet or as_json)
-        report = manager.sync(force=force, progress=None if quiet or as_json else bar)
+        try:
+            report = manager.sync(force=force, progress=None if quiet or as_json else bar)
+        except KeyboardInterrupt:
+            bar.done()
+            if force:
+                click.echo("interrupted: the rebuild was dropped; the index is as it was", err=True)
+            else:
+                kept = manager.status().files
+                again = command_hint(workspace, overrides, "index")
+                click.echo(f"interrupted: the {kept} file(s) indexed so far are kept; `{again}` indexes the rest", err=True)
+            raise click.exceptions.Exit(INTERRUPTED) from None
         bar.done()
         status = manager.status()
     if as_json:

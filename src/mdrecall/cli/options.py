@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -23,6 +24,9 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: The exit code of a command stopped by Ctrl-C (128 + SIGINT, as shells report it).
+INTERRUPTED = 130
+
 
 def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
     """``["query.maxResults=5", "provider=none"]`` → a nested mapping (values parsed as YAML)."""
@@ -40,6 +44,71 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
             node = node.setdefault(part, {})
         node[parts[-1]] = value
     return out
+
+
+def _is_current_directory(workspace: str) -> bool:
+    try:
+        return Path(workspace).expanduser().resolve() == Path.cwd().resolve()
+    except OSError:
+        return False
+
+
+def command_hint(workspace: str, overrides: Sequence[str], *words: str) -> str:
+    """``mdrecall WORDS ...`` as it must be typed to act on the same memory: with ``-w`` when the
+    workspace is not the current directory and with this command's ``-c`` overrides, quoted for a
+    POSIX shell. Every hint a command prints is built here, so it runs as printed."""
+    import shlex
+
+    parts = ["mdrecall", *words]
+    if not _is_current_directory(workspace):
+        parts += ["-w", workspace]
+    for item in overrides:
+        parts += ["-c", item]
+    return shlex.join(parts)
+
+
+_HINT = re.compile(r"`(mdrecall(?: [^`]*)?)`")
+
+
+def carry_options(text: str, workspace: str, overrides: Sequence[str]) -> str:
+    """``text`` with each `` `mdrecall COMMAND ...` `` it names completed by :func:`command_hint`
+    (for commands that take ``-w``): the core's fixes (doctor, status, search) say `mdrecall index`,
+    which would act on the current directory when run as printed from elsewhere."""
+    if "`mdrecall" not in text or (_is_current_directory(workspace) and not overrides):
+        return text
+
+    def complete(match: re.Match[str]) -> str:
+        import shlex
+
+        try:
+            words = shlex.split(match.group(1))[1:]
+        except ValueError:
+            return match.group(0)
+        if not words or "-w" in words or "--workspace" in words or not _takes_workspace(words):
+            return match.group(0)
+        return f"`{command_hint(workspace, overrides, *words)}`"
+
+    return _HINT.sub(complete, text)
+
+
+def _takes_workspace(words: Sequence[str]) -> bool:
+    """Whether ``mdrecall WORDS`` is a command with ``-w/--workspace`` (looked up in the group)."""
+    current = click.get_current_context(silent=True)
+    if current is None:
+        return False
+    ctx = current.find_root()
+    root = ctx.command
+    command: click.Command | None = root
+    for word in words:
+        if not isinstance(command, click.Group) or word.startswith("-"):
+            break
+        try:
+            command = command.get_command(ctx, word)
+        except Exception:
+            return False
+        if command is None:
+            return False
+    return command is not root and command is not None and any(p.name == "workspace" for p in command.params)
 
 
 def _existing_workspace(ctx: click.Context, param: click.Parameter, value: str) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mdrecall import threads
-from mdrecall.embeddings.base import ProviderBase
+from mdrecall.embeddings.base import BatchDoneFn, ProgressFn, ProviderBase
 from mdrecall.errors import EmbeddingError, ProviderUnavailableError
 
 DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
@@ -174,6 +174,22 @@ class LocalEmbeddingProvider(ProviderBase):
             except Exception as exc:
                 raise EmbeddingError(f"local model failed to embed: {exc}") from exc
         return self._encode(texts)
+
+    def embed_documents_batched(
+        self, texts: Sequence[str], progress: ProgressFn | None = None, on_batch: BatchDoneFn | None = None
+    ) -> list[list[float]]:
+        """In batches of ``local.batchSize`` texts, each reported as it finishes: the indexer writes
+        the files a batch completes, so an interrupted first index keeps them."""
+        vectors: list[list[float]] = []
+        step = max(1, self._batch_size)
+        for start in range(0, len(texts), step):
+            batch = self.embed_documents(texts[start : start + step])
+            vectors.extend(batch)
+            if on_batch is not None:
+                on_batch(list(range(start, start + len(batch))), batch)
+            if progress is not None:
+                progress(len(vectors), len(texts))
+        return vectors
 
     def embed_query(self, text: str) -> list[float]:
         if self._numpy_encoder is not None:

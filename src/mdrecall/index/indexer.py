@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from pathlib import Path
 from mdrecall.config import MemoryConfig
 from mdrecall.crashpoints import crash_point
 from mdrecall.embeddings.base import EmbeddingProvider
-from mdrecall.errors import PathError
+from mdrecall.errors import PathError, SyncInterrupted
 from mdrecall.index.changes import UNREADABLE, Observed, skip_still_holds
 from mdrecall.index.chunking import Chunk, chunk_id, chunk_lines, chunk_markdown, fit_to_model, heading_trails
 from mdrecall.sources.base import SourceAdapter
@@ -90,6 +91,12 @@ class SyncContext:
     provider: EmbeddingProvider | None
     provider_key: str
     model: str
+    #: Set to stop the sync at the next file (a closing manager): every file finished is kept.
+    cancel: threading.Event | None = None
+
+    def check(self) -> None:
+        if self.cancel is not None and self.cancel.is_set():
+            raise SyncInterrupted("the sync was stopped (the manager is closing); the files finished are kept")
 
 
 def _read_text(path: Path, max_bytes: int, lenient: bool = False) -> tuple[str | None, bytes | None, str | None]:
@@ -398,26 +405,39 @@ class Indexer:
                 unique.setdefault(item.embed_key(i), item.embed_input(i))
         hashes = list(unique)
         vectors: dict[str, bytes] = {}
+        waiting = list(group)  # files not written yet, in order
+
+        def write_ready() -> None:
+            # Every file whose chunks all have vectors now is written at once: an interrupted sync
+            # (Ctrl-C, a closing server) keeps it, and the next sync embeds only what is left.
+            while waiting and all(waiting[0].embed_key(i) in vectors for i in waiting[0].missing):
+                item = waiting.pop(0)
+                for i in item.missing:
+                    item.vectors[i] = vectors[item.embed_key(i)]
+                item.missing.clear()
+                self._write(item, report)
+
+        def batch_done(indexes: list[int], batch: Sequence[Sequence[float]]) -> None:
+            blobs = [(hashes[i], vector_to_blob(v)) for i, v in zip(indexes, batch)]
+            self._cache(blobs)  # a failure later in the group wastes no paid calls
+            vectors.update(blobs)
+            self.ctx.check()
+            write_ready()
+
         if hashes:
             texts = [unique[h] for h in hashes]
             raw_vectors = provider.embed_documents_batched(
                 texts,
                 lambda done, _total: self._emit(embedded + done, total, "Embedding chunks…"),
-                on_batch=lambda indexes, vecs: self._cache_batch([hashes[i] for i in indexes], vecs),
+                on_batch=batch_done,
             )
             if len(raw_vectors) != len(texts):
                 raise RuntimeError(f"provider {provider.id} returned {len(raw_vectors)} vectors for {len(texts)} texts")
-            for h, vec in zip(hashes, raw_vectors):
-                vectors[h] = vector_to_blob(vec)
+            missed = [(h, vector_to_blob(vec)) for h, vec in zip(hashes, raw_vectors) if h not in vectors]
+            self._cache(missed)  # a provider that did not report its batches
+            vectors.update(missed)
             report.chunks_embedded += len(hashes)
-            if self.config.cache.enabled:
-                with self.db.transaction():
-                    self.db.cache_put(provider.id, provider.model, self.ctx.provider_key, list(vectors.items()))
-        for item in group:
-            for i in item.missing:
-                item.vectors[i] = vectors[item.embed_key(i)]
-            item.missing.clear()
-            self._write(item, report)
+        write_ready()
         embedded += sum(len(item.chunks) for item in group)
         self._emit(min(embedded, total), total, "Embedding chunks…")
         return embedded
@@ -425,16 +445,15 @@ class Indexer:
     def _fts_text(self, text: str) -> str:
         return fts_index_text(text) if self.config.query.fts.tokenizer == "unicode61" else text
 
-    def _cache_batch(self, hashes: list[str], vectors: Sequence[Sequence[float]]) -> None:
-        """Cache each finished request at once, so a failure later in the group wastes no paid calls."""
+    def _cache(self, items: list[tuple[str, bytes]]) -> None:
         provider = self.ctx.provider
-        if provider is None or not self.config.cache.enabled:
+        if provider is None or not items or not self.config.cache.enabled:
             return
-        items = [(h, vector_to_blob(v)) for h, v in zip(hashes, vectors)]
         with self.db.transaction():
             self.db.cache_put(provider.id, provider.model, self.ctx.provider_key, items)
 
     def _write(self, item: PendingFile, report: SyncReport) -> None:
+        self.ctx.check()
         provider = self.ctx.provider
         space = VectorSpace(provider.id, provider.model, self.ctx.provider_key) if provider is not None else None
         rows = []

@@ -40,7 +40,7 @@ from mdrecall.agent.plugin import MemoryCapability, create_memory_capability
 from mdrecall.agent.registry import plugin_tools_for
 from mdrecall.agent.specs import MEMORY_GET, MEMORY_SEARCH, MEMORY_STATUS, MEMORY_WRITE
 from mdrecall.config import load_config
-from mdrecall.errors import MdrecallError
+from mdrecall.errors import MdrecallError, SyncInterrupted
 from mdrecall.http_guard import TOKEN_ENV, HttpSecurity, RequestGuard
 from mdrecall.mcp import DEFAULT_HOST, DEFAULT_PATH, DEFAULT_PORT
 
@@ -263,6 +263,8 @@ def warm_up(capability: MemoryCapability) -> threading.Thread:
             manager = capability.runtime.manager()
             log.info("initial sync: %s", manager.sync().to_dict())
             log.info("embedding provider: %s", manager.probe_embedding_availability().to_dict())
+        except SyncInterrupted as exc:  # the server is closing: what was indexed is kept
+            log.info("initial sync stopped: %s", exc)
         except Exception as exc:  # keep serving; memory_search will explain
             log.warning("memory warm-up failed: %s: %s", type(exc).__name__, exc)
 
@@ -332,5 +334,7 @@ def serve(options: ServeOptions) -> int:
         uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")).run()
         return 0
     finally:
-        warm.join(timeout=30)
+        # Closing stops a first index still running at its next file (every finished file is
+        # kept), so a client that exits, or Ctrl-C, does not wait for the whole index.
         capability.close()
+        warm.join(timeout=5)
