@@ -27,7 +27,14 @@ from mdrecall.contract import ManagerBase
 from mdrecall.crashpoints import crash_point
 from mdrecall.embeddings.base import EmbeddingProvider
 from mdrecall.errors import EmbeddingError, MdrecallError
-from mdrecall.freshness.monitor import BUSY_OTHER_PROCESS, BUSY_OTHER_THREAD, READ_ONLY, Comparison, FreshnessMonitor
+from mdrecall.freshness.monitor import (
+    BUSY_OTHER_PROCESS,
+    BUSY_OTHER_THREAD,
+    MAY_MISS,
+    READ_ONLY,
+    Comparison,
+    FreshnessMonitor,
+)
 from mdrecall.freshness.snapshot import scan_dirs
 from mdrecall.freshness.watcher import MemoryWatcher
 from mdrecall.index.changes import Observed, pending_changes
@@ -37,7 +44,8 @@ from mdrecall.index.syncing import LAST_SYNC_KEY, IndexSyncer, SyncRun
 from mdrecall.search.asof import search_times
 from mdrecall.search.budget import lengths_for
 from mdrecall.search.dating import times_for
-from mdrecall.search.pipeline import SearchPlan, VectorSearch, run_search
+from mdrecall.search.filescan import merge_hits, scan_unindexed
+from mdrecall.search.pipeline import NOTHING_RELEVANT, SearchPlan, VectorSearch, run_search
 from mdrecall.search.scope import scope_for
 from mdrecall.search.vector import InProcessVectors, stored_vector_search
 from mdrecall.sources.base import SourceAdapter
@@ -286,13 +294,37 @@ class BuiltinMemoryManager(ManagerBase):
             if not db.caps.fts_available:
                 degraded.append(f"no keyword index: {db.caps.fts_error}")
             outcome = run_search(db, self.config, plan, embed, vector_fn, degraded, provider.languages if provider else None)
+            unindexed, deleted = self.monitor.unindexed() if stale and "memory" in wanted else ([], [])
+            indexed = {path: row.hash for path, row in db.files().items()} if unindexed else {}
         response.results = outcome.results
         response.mode = outcome.mode
         response.degraded = outcome.degraded
         response.warnings.extend(outcome.warnings)
         response.reason = outcome.reason
+        if unindexed or deleted:
+            self._add_unindexed(response, plan, unindexed, deleted, indexed)
         self._notify_search(text, response, session_key, now)
         return response
+
+    def _add_unindexed(self, response: SearchResponse, plan: SearchPlan, unindexed: list[str], deleted: list[str],
+                       indexed: dict[str, str]) -> None:  # fmt: skip
+        """An answer the index could not be refreshed for: the memory files it does not hold yet, read
+        directly (search/filescan.py), merged in; hits of files changed or deleted since, left out."""
+        scan = scan_unindexed(self.workspace, self.config, unindexed, plan, indexed)
+        replaced = set(deleted) | scan.read
+        response.results = merge_hits(response.results, scan.hits, replaced, plan.max_results,
+                                      self.config.query.maxInjectedChars)  # fmt: skip
+        if scan.read or scan.left:
+            response.warnings[:] = [w.replace(MAY_MISS, "read directly instead") if not scan.left else w
+                                    for w in response.warnings]  # fmt: skip
+            response.warnings.append(scan.note())
+        if response.results:
+            response.reason = None
+            response.warnings[:] = [w for w in response.warnings if not w.startswith(f"{NOTHING_RELEVANT}:")]
+            if unindexed and not indexed:  # nothing indexed yet: every hit came from the files themselves
+                response.mode = "file-scan"
+        elif scan.candidates:
+            response.reason = NOTHING_RELEVANT
 
     def _vector_search_fn(self, db: IndexDB) -> tuple[VectorSearch, str | None]:
         """The KNN for the next search, and why it is degraded (None when it is not): the in-memory

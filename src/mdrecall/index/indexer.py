@@ -2,8 +2,8 @@
 
 Cost model: an unchanged file costs one ``stat`` (mtime+size match) or one read+hash (touched but
 identical). A changed file is re-chunked; only chunks whose text hash has no cached embedding are
-embedded, in large batches. Each file's rows are replaced in one transaction, after all of its
-embeddings exist, so an interrupted sync never leaves a half-written file: the next sync redoes it.
+embedded, in large batches. Each file's rows are replaced in one transaction as soon as all of its
+embeddings exist, so an interrupted sync keeps every finished file and never leaves a half-written one.
 
 Trusting mtime+size has one hole: file timestamps come from a coarse clock, so a file rewritten with
 the same size within the same clock tick as our read keeps its mtime, and the change would never be
@@ -122,6 +122,34 @@ def _decode_text(raw: bytes, max_bytes: int, lenient: bool = False) -> tuple[str
         return raw.decode("utf-8"), raw, None
     except UnicodeDecodeError as exc:
         return None, raw, f"not valid UTF-8 (byte {exc.start})"
+
+
+def read_memory_text(
+    workspace: Path,
+    config: MemoryConfig,
+    file: MemoryFile,
+    roots: Sequence[str],
+    *,
+    names_inside: Callable[[os.stat_result], int] | None = None,
+) -> tuple[str | None, bytes | None, str | None]:
+    """(text, raw bytes, skip reason) of a memory file, read as ``memory_get`` reads it: through one
+    descriptor checked after opening (sources.workspace.read_memory_bytes), so a file swapped for a
+    link or hard-linked to one outside the memory paths (``roots``) since discovery is skipped, never
+    indexed; secrets redacted, lines kept in place (so citations hold)."""
+    max_bytes = config.limits.maxFileBytes
+    real = os.path.realpath(file.abspath)
+    if not any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in roots):
+        return None, None, "links outside the allowed memory paths"
+    if not real.endswith(".md"):
+        return None, None, "links to a file that is not Markdown"  # as memory_get refuses it
+    try:
+        raw = read_memory_bytes(workspace, config, real, max_bytes, names_inside=names_inside)
+    except PathError as exc:
+        return None, None, str(exc)
+    except OSError as exc:
+        return None, None, f"{UNREADABLE}: {exc.strerror or exc}"
+    text, raw_bytes, reason = _decode_text(raw, max_bytes)
+    return (redact_markdown(text) if text is not None else None), raw_bytes, reason
 
 
 #: ``on_text(file, text)``: the exact text a file is about to be chunked from.
@@ -296,26 +324,9 @@ class Indexer:
         return PendingFile(file, FileRow(file.rel_path, file.source, digest, mtime, size), chunks, line_map, contexts)
 
     def _read_memory(self, file: MemoryFile) -> tuple[str | None, bytes | None, str | None]:
-        """A memory file, read as ``memory_get`` reads it: through one descriptor checked after opening
-        (sources.workspace.read_memory_bytes), so a file swapped for a link or hard-linked to one outside
-        the memory paths since discovery is skipped, never indexed."""
-        max_bytes = self.config.limits.maxFileBytes
         if self._roots is None:
             self._roots = [str(r) for r in allowed_roots(self.workspace, self.config)]
-        real = os.path.realpath(file.abspath)
-        if not any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in self._roots):
-            return None, None, "links outside the allowed memory paths"
-        if not real.endswith(".md"):
-            return None, None, "links to a file that is not Markdown"  # as memory_get refuses it
-        try:
-            raw = read_memory_bytes(self.workspace, self.config, real, max_bytes, names_inside=self._names_inside)
-        except PathError as exc:
-            return None, None, str(exc)
-        except OSError as exc:
-            return None, None, f"{UNREADABLE}: {exc.strerror or exc}"
-        text, raw_bytes, reason = _decode_text(raw, max_bytes)
-        # Secrets never reach chunks, FTS rows or embeddings; lines stay put, so citations do too.
-        return (redact_markdown(text) if text is not None else None), raw_bytes, reason
+        return read_memory_text(self.workspace, self.config, file, self._roots, names_inside=self._names_inside)
 
     def _names_inside(self, st: os.stat_result) -> int:
         """How many discovered memory files name this inode (one stat pass, only once a hard link is seen)."""
@@ -485,4 +496,4 @@ def seed_cache_from(db: IndexDB, old_path: Path) -> None:
     db.seed_cache_from(old_path)
 
 
-__all__ = ["EMBED_GROUP", "Indexer", "SyncContext", "TextObserver", "seed_cache_from"]
+__all__ = ["EMBED_GROUP", "Indexer", "SyncContext", "TextObserver", "read_memory_text", "seed_cache_from"]
