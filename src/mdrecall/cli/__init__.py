@@ -66,6 +66,16 @@ class LazyGroup(click.Group):
         self._register_plugin_commands()
         return [*COMMANDS, *sorted(name for name in self.commands if name not in COMMANDS)]
 
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        name = click.utils.make_str(args[0])
+        if not name.startswith("-") and not ctx.resilient_parsing and self.get_command(ctx, name) is None:
+            import difflib
+
+            close = difflib.get_close_matches(name, self.list_commands(ctx), n=2)
+            hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            raise click.UsageError(f"No such command {name!r}.{hint}", ctx)
+        return super().resolve_command(ctx, args)
+
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self.commands:
             return self.commands[cmd_name]
@@ -100,6 +110,19 @@ def _stdout_gone() -> None:
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError):
         pass
+
+
+#: Set to see the traceback of an unexpected error instead of its one-line summary.
+DEBUG_ENV = "MDRECALL_DEBUG"
+
+
+def _show_usage_error(exc: click.UsageError) -> None:
+    """Two lines: what was wrong, and the help that says how to do it (Click's own adds the usage
+    synopsis and a blank line)."""
+    click.echo(f"Error: {exc.format_message()}", err=True)
+    ctx = exc.ctx
+    if ctx is not None and ctx.command.get_help_option(ctx) is not None:
+        click.echo(f"Try '{ctx.command_path} {ctx.help_option_names[0]}' for help.", err=True)
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -146,7 +169,7 @@ def _run(args: list[str]) -> int:
         click.echo(exc.ctx.get_help() if exc.ctx else str(exc), err=True)
         return 2
     except click.UsageError as exc:
-        exc.show()
+        _show_usage_error(exc)
         return 2
     except click.exceptions.Abort:
         click.echo("interrupted", err=True)
@@ -166,6 +189,16 @@ def _run(args: list[str]) -> int:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         return INTERRUPTED
+    except OSError as exc:  # a file or folder the system refused: say which and why, as cp or git do
+        where = f": {exc.filename}" if exc.filename else ""
+        click.echo(f"mdrecall: {exc.strerror or exc}{where}", err=True)
+        return 1
+    except Exception as exc:
+        if os.environ.get(DEBUG_ENV):
+            raise
+        # A bug, not a slip: one line for the user, the traceback on request.
+        click.echo(f"mdrecall: unexpected error: {type(exc).__name__}: {exc} (set {DEBUG_ENV}=1 to see where)", err=True)
+        return 1
     if isinstance(result, int):
         return result
     return 0

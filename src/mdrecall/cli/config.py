@@ -66,6 +66,12 @@ def show(workspace: str, overrides: tuple[str, ...], as_json: bool, changed: boo
     return 0
 
 
+def _yaml_problem(exc: Exception) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"{getattr(exc, 'problem', None) or 'cannot be read'}{where}"
+
+
 def _diff(value: dict[str, Any], default: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, item in value.items():
@@ -104,8 +110,10 @@ def validate(workspace: str, overrides: tuple[str, ...], files: tuple[str, ...],
                 if not isinstance(section, dict):
                     raise ConfigError(f"{name}: 'memory' must be a mapping")
                 parse_config(section, origin=name)
-            except (OSError, yaml.YAMLError, ConfigError) as exc:
-                errors.append(str(exc) if isinstance(exc, ConfigError) else f"{name}: {exc}")
+            except OSError as exc:
+                errors.append(f"{name}: {exc.strerror or exc}")
+            except (yaml.YAMLError, ConfigError) as exc:
+                errors.append(str(exc) if isinstance(exc, ConfigError) else f"{name}: not valid YAML ({_yaml_problem(exc)})")
     else:
         checked = [str(p) for p in config_files(workspace)] + (["overrides"] if overrides else [])
         try:

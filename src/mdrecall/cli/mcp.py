@@ -40,7 +40,7 @@ def client_config(client: str, workspace: Path, extra: list[str]) -> str:
 @workspace_options
 @click.option("--http", is_flag=True, help="serve streamable HTTP instead of stdio")
 @click.option("--host", default=None, help=f"interface to bind with --http (default {DEFAULT_HOST})")
-@click.option("--port", type=int, default=None, help=f"port for --http (default {DEFAULT_PORT})")
+@click.option("--port", type=click.IntRange(1, 65535), default=None, help=f"port for --http (default {DEFAULT_PORT})")
 @click.option("--path", default=None, help=f"URL path of the MCP endpoint (default {DEFAULT_PATH})")
 @click.option("--token", default=None, help=f"require 'Authorization: Bearer TOKEN' on HTTP (or set {TOKEN_ENV})")
 @click.option("--session-key", envvar="MDRECALL_SESSION_KEY", default=None, help="session key of the requester (transcript visibility; or set MDRECALL_SESSION_KEY)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -18,9 +19,11 @@ from mdrecall.cli.options import (
     INTERRUPTED,
     ProgressLine,
     as_of_option,
+    carry_options,
     command_hint,
     dumps,
     echo_json,
+    init_hint,
     json_option,
     load_model,
     now_option,
@@ -79,7 +82,7 @@ def index(workspace: str, overrides: tuple[str, ...], force: bool, as_json: bool
     for skip in status.skipped:
         click.echo(f"  skipped {skip.path}: {skip.reason}")
     if not status.files and not status.skipped:
-        click.echo("  note: no memory files here (MEMORY.md, memory/*.md): `mdrecall init` writes a skeleton", err=True)
+        click.echo(f"  note: no memory files here (MEMORY.md, memory/*.md): `{init_hint(workspace)}` writes a skeleton", err=True)
     return 0
 
 
@@ -158,9 +161,9 @@ def search(
         return 0 if response.results else 1
     for warning in response.warnings:
         if warning != reason:  # "nothing relevant: ..." is printed once, as the reason
-            click.echo(f"note: {warning}", err=True)
+            click.echo(f"note: {carry_options(warning, workspace, overrides)}", err=True)
     if not response.results:
-        click.echo(f"no matching memories: {reason}", err=True)
+        click.echo(f"no matching memories: {carry_options(reason or '', workspace, overrides)}", err=True)
         return 1
     if fmt == "files":
         for path in dict.fromkeys(hit.path for hit in response.results):
@@ -335,6 +338,8 @@ def get(workspace: str, overrides: tuple[str, ...], path: str, from_line: int | 
         raise click.UsageError(_cli_names(str(exc))) from None
     with open_cli_manager(workspace, overrides) as manager:
         result = manager.read_file(path, from_line=from_line, lines=lines)
+    if result.from_line > max(result.total_lines, 1):
+        raise click.UsageError(f"{result.path} has {result.total_lines} line(s); line {result.from_line} is past its end")
     if as_json:
         echo_json(result.to_dict())
         return 0
@@ -342,7 +347,8 @@ def get(workspace: str, overrides: tuple[str, ...], path: str, from_line: int | 
         raise MdrecallError(f"{result.path} is not UTF-8 text (a binary file?); not printing it (--json shows it escaped)")
     click.echo(result.text)
     if result.next_from is not None:
-        click.echo(f"\n… more below: mdrecall get {result.path} --from {result.next_from}", err=True)
+        more = command_hint(workspace, overrides, "get", result.path, "--from", str(result.next_from))
+        click.echo(f"\n… more below: {more}", err=True)
     elif result.line_cut:
         click.echo(f"\n… line {result.from_line} is longer than read.maxChars and was cut: read {result.path} itself "
                    "for the whole line", err=True)
@@ -366,12 +372,14 @@ def status(workspace: str, overrides: tuple[str, ...], as_json: bool, deep: bool
     if as_json:
         click.echo(dumps(data))
         return 0
-    _print_status(data)
+    _print_status(data, lambda text: carry_options(text, workspace, overrides))
     return 0
 
 
-def _print_status(status: dict[str, Any]) -> None:
-    out = click.echo
+def _print_status(status: dict[str, Any], hint: Callable[[str], str] = str) -> None:
+    def out(text: str) -> None:
+        click.echo(hint(text))
+
     out(f"workspace: {status['workspaceDir']}")
     out(f"backend:   {status['backend']}")
     out(f"index:     {status['dbPath']}")

@@ -35,14 +35,26 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
-            raise ConfigError(f"config override {item!r} must look like KEY=VALUE")
+            raise ConfigError(f"config override {item!r} must look like KEY=VALUE, e.g. -c query.maxResults=5")
         key, raw = item.split("=", 1)
-        value = yaml.safe_load(raw) if raw else ""
-        node = out
         parts = key.strip().split(".")
+        if not all(part.strip() for part in parts):
+            raise ConfigError(f"config override {item!r}: {key.strip()!r} is not a key (e.g. query.maxResults)")
+        try:
+            value = yaml.safe_load(raw) if raw else ""
+        except yaml.YAMLError as exc:
+            problem = getattr(exc, "problem", None) or "cannot be read"
+            raise ConfigError(
+                f"-c {key.strip()}: {raw!r} is not a valid YAML value ({problem}); quote a string in the value, "
+                f"e.g. -c '{key.strip()}=\"...\"'"
+            ) from None
+        node = out
         for part in parts[:-1]:
-            node = node.setdefault(part, {})
-        node[parts[-1]] = value
+            child = node.setdefault(part.strip(), {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"config overrides set {part.strip()!r} both to a value and to keys inside it")
+            node = child
+        node[parts[-1].strip()] = value
     return out
 
 
@@ -59,12 +71,22 @@ def command_hint(workspace: str, overrides: Sequence[str], *words: str) -> str:
     POSIX shell. Every hint a command prints is built here, so it runs as printed."""
     import shlex
 
-    parts = ["mdrecall", *words]
-    if not _is_current_directory(workspace):
-        parts += ["-w", workspace]
+    return shlex.join(["mdrecall", *words, *_carried(workspace, overrides)])
+
+
+def _carried(workspace: str, overrides: Sequence[str]) -> list[str]:
+    """The options a hint must carry to act on the same memory with the same configuration."""
+    parts = [] if _is_current_directory(workspace) else ["-w", workspace]
     for item in overrides:
         parts += ["-c", item]
-    return shlex.join(parts)
+    return parts
+
+
+def init_hint(workspace: str) -> str:
+    """``mdrecall init [DIR]``: the command that creates this workspace's skeleton, as typed from here."""
+    import shlex
+
+    return "mdrecall init" if _is_current_directory(workspace) else shlex.join(["mdrecall", "init", workspace])
 
 
 _HINT = re.compile(r"`(mdrecall(?: [^`]*)?)`")
@@ -86,7 +108,7 @@ def carry_options(text: str, workspace: str, overrides: Sequence[str]) -> str:
             return match.group(0)
         if not words or "-w" in words or "--workspace" in words or not _takes_workspace(words):
             return match.group(0)
-        return f"`{command_hint(workspace, overrides, *words)}`"
+        return f"`{match.group(1)} {shlex.join(_carried(workspace, overrides))}`"  # its own quoting kept
 
     return _HINT.sub(complete, text)
 
@@ -114,7 +136,7 @@ def _takes_workspace(words: Sequence[str]) -> bool:
 def _existing_workspace(ctx: click.Context, param: click.Parameter, value: str) -> str:
     path = Path(value).expanduser()
     if not path.is_dir():
-        hint = " (create it with `mdrecall init`)" if not path.exists() else ""
+        hint = f" (create it with `{init_hint(value)}`)" if not path.exists() else ""
         raise click.BadParameter(f"workspace {path} is not a directory{hint}", ctx=ctx, param=param)
     return value
 
@@ -252,6 +274,7 @@ def _keep_shared_index(root: Path, configured: MemoryConfig, config: MemoryConfi
 
     if identity(configured) == identity(config):
         return config
+    _check_provider_names(config)  # before an index of its own is named: a typo must not leave one behind
     if config.backend != "builtin":
         # A shared store (Postgres rows, a QMD or LanceDB index) has no index "beside" it: keyword-only
         # reads it as it is; another model would rewrite it, which a one-shot command must not do.
@@ -268,6 +291,19 @@ def _keep_shared_index(root: Path, configured: MemoryConfig, config: MemoryConfi
         key = hashlib.sha256(identity(config).encode()).hexdigest()[:12]
         store = config.store.model_copy(update={"path": str(shared.with_name(f"{shared.stem}.override-{key}.sqlite"))})
     return config.model_copy(update={"store": store})
+
+
+def _check_provider_names(config: MemoryConfig) -> None:
+    import difflib
+
+    from mdrecall.embeddings.registry import known_providers
+
+    known = known_providers()
+    for key, name in (("provider", config.provider), ("fallback", config.fallback)):
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"unknown embedding provider {key}={name!r}{hint}; known: {', '.join(known)}")
 
 
 def open_cli_manager(workspace: str, overrides: Sequence[str], **updates: Any) -> MemorySearchManager:

@@ -8,6 +8,7 @@ from datetime import datetime
 import click
 
 from mdrecall.cli.options import (
+    command_hint,
     echo_json,
     json_option,
     load_cli_config,
@@ -55,7 +56,8 @@ def remember(workspace: str, overrides: tuple[str, ...], text: str, target: str 
     verb = "created" if written.created else "appended to"
     click.echo(f"{verb} {written.path}: {written.citation}")
     if out.get("warning"):
-        click.echo(f"note: {out['warning']}; the next `mdrecall index` or search picks it up", err=True)
+        later = command_hint(workspace, overrides, "index")
+        click.echo(f"note: {out['warning']}; the next `{later}` or search picks it up", err=True)
     if written.redacted:
         click.echo(f"note: {written.redacted} secret(s) redacted before writing", err=True)
     return 0

@@ -41,7 +41,7 @@ from mdrecall.agent.registry import plugin_tools_for
 from mdrecall.agent.specs import MEMORY_GET, MEMORY_SEARCH, MEMORY_STATUS, MEMORY_WRITE
 from mdrecall.config import load_config
 from mdrecall.errors import MdrecallError, SyncInterrupted
-from mdrecall.http_guard import TOKEN_ENV, HttpSecurity, RequestGuard
+from mdrecall.http_guard import TOKEN_ENV, HttpSecurity, RequestGuard, check_can_listen
 from mdrecall.mcp import DEFAULT_HOST, DEFAULT_PATH, DEFAULT_PORT
 
 log = logging.getLogger("mdrecall.mcp")
@@ -302,6 +302,7 @@ def serve(options: ServeOptions) -> int:
                 extra_origins=[*settings.allowedOrigins, *options.allow_origins],
                 allow_unauthenticated=options.allow_unauthenticated,
             )
+            check_can_listen(host, port, "mdrecall mcp --http")
             app = build_http_app(capability, security, session_key=session_key, path=path)
         else:
             server = build_server(capability, session_key=session_key)
@@ -331,7 +332,10 @@ def serve(options: ServeOptions) -> int:
             file=sys.stderr,
             flush=True,
         )
-        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")).run()
+        try:
+            uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")).run()
+        except SystemExit as exc:  # uvicorn's own start-up failure, already logged by it
+            raise MdrecallError(f"the MCP server could not start (exit {exc.code})") from None
         return 0
     finally:
         # Closing stops a first index still running at its next file (every finished file is
