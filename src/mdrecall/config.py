@@ -30,6 +30,7 @@ from mdrecall.backends.lancedb.settings import LanceDBSettings
 from mdrecall.backends.postgres.settings import PostgresSettings
 from mdrecall.backends.qmd.settings import QmdSettings
 from mdrecall.errors import ConfigError
+from mdrecall.masking import is_secret_key
 from mdrecall.types import MemorySource
 
 SectionT = TypeVar("SectionT", bound=BaseModel)
@@ -480,7 +481,8 @@ def _format_validation_error(exc: ValidationError, origin: str) -> str:
             lines.append(f"unknown key '{key}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
         else:
             msg = str(err["msg"]).removeprefix("Value error, ")
-            lines.append(f"'{key}': {msg} (got {err.get('input')!r})")
+            got = "***" if any(is_secret_key(part) for part in err["loc"]) else repr(err.get("input"))
+            lines.append(f"'{key}': {msg} (got {got})")
     return f"invalid mdrecall config ({origin}): " + "; ".join(lines)
 
 
