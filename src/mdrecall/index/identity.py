@@ -24,9 +24,10 @@ KEYWORD_ONLY_KEY = provider_key({"provider": "none", "model": "fts-only"})
 
 
 #: What the index holds for the same bytes: bump it when that changes (redaction, transcript
-#: rendering), so existing indexes are rebuilt instead of keeping what the old code stored (a secret
-#: redaction now removes, a sender id now stripped). Part of the scope hash.
-CONTENT_VERSION = 2
+#: rendering, remember's provenance comments left out), so existing indexes are rebuilt instead of
+#: keeping what the old code stored (a secret redaction now removes, a sender id now stripped).
+#: Part of the scope hash.
+CONTENT_VERSION = 3
 
 
 def scope_hash(workspace: Path, config: MemoryConfig) -> str:

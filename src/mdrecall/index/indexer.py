@@ -39,6 +39,7 @@ from mdrecall.index.changes import UNREADABLE, Observed, skip_still_holds
 from mdrecall.index.chunking import Chunk, chunk_id, chunk_lines, chunk_markdown, fit_to_model, heading_trails
 from mdrecall.sources.base import SourceAdapter
 from mdrecall.sources.redact import redact_markdown
+from mdrecall.sources.remember import strip_provenance
 from mdrecall.sources.workspace import MemoryFile, allowed_roots, discover_memory_files, read_memory_bytes
 from mdrecall.store.db import ChunkRow, FileRow, IndexDB, SkipRecord, VectorSpace, vector_to_blob
 from mdrecall.store.protocol import IndexStore
@@ -134,8 +135,8 @@ def read_memory_text(
 ) -> tuple[str | None, bytes | None, str | None]:
     """(text, raw bytes, skip reason) of a memory file, read as ``memory_get`` reads it: through one
     descriptor checked after opening (sources.workspace.read_memory_bytes), so a file swapped for a
-    link or hard-linked to one outside the memory paths (``roots``) since discovery is skipped, never
-    indexed; secrets redacted, lines kept in place (so citations hold)."""
+    link or hard-linked outside the memory paths (``roots``) is skipped, never indexed; secrets
+    redacted and provenance comments left out, lines kept in place (so citations hold)."""
     max_bytes = config.limits.maxFileBytes
     real = os.path.realpath(file.abspath)
     if not any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in roots):
@@ -149,7 +150,7 @@ def read_memory_text(
     except OSError as exc:
         return None, None, f"{UNREADABLE}: {exc.strerror or exc}"
     text, raw_bytes, reason = _decode_text(raw, max_bytes)
-    return (redact_markdown(text) if text is not None else None), raw_bytes, reason
+    return (strip_provenance(redact_markdown(text)) if text is not None else None), raw_bytes, reason
 
 
 #: ``on_text(file, text)``: the exact text a file is about to be chunked from.
