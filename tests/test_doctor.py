@@ -98,7 +98,7 @@ def test_no_provider_and_model_missing(make_ws: Callable[..., Path], cfg: Callab
     config = cfg(provider="auto", local={"model": str(tmp_path / "no-such-model")})
     with open_manager(make_ws(NOTES), config) as m:
         m.sync()
-        assert check(m, "no-provider", "keyword-only", "mdrecall[local]").severity == "warning"
+        assert check(m, "no-provider", "keyword-only", "[local]' && ").severity == "warning"
         check(m, "model-missing", "no-such-model", "local.model")
 
 

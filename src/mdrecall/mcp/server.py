@@ -51,11 +51,13 @@ META_SESSION_KEY = "mdrecall/sessionKey"
 
 
 def _require_mcp() -> None:
+    from mdrecall.extras import install_hint
+
     try:
         import mcp  # noqa: F401
     except ImportError:
         raise MdrecallError(
-            "the MCP server needs the 'mcp' package: pip install 'mdrecall[mcp]'"
+            f"the MCP server needs the 'mcp' package: {install_hint('mcp')}"
         ) from None
 
 

@@ -32,7 +32,9 @@ def require_ui() -> None:
         import starlette  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError:
-        raise MdrecallError("the web inspector needs Starlette, uvicorn and Jinja2: pip install 'mdrecall[ui]'") from None
+        from mdrecall.extras import install_hint
+
+        raise MdrecallError(f"the web inspector needs Starlette, uvicorn and Jinja2: {install_hint('ui')}") from None
 
 
 def build_app(manager: Any, security: HttpSecurity, *, sessions: Any = None, errors: Any = None) -> Any:
