@@ -256,7 +256,7 @@ class BuiltinMemoryManager(ManagerBase):
             return response
 
         degraded: list[str] = []
-        if provider is None:
+        if provider is None and self.config.provider != "none":  # provider: none is keyword-only by choice
             degraded.append(f"keyword-only: {selection.unavailable_reason}")
         scope = scope_for(self.config, None if set(wanted) == set(configured) else wanted, session_key)
         plan = SearchPlan(

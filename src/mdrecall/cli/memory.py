@@ -33,6 +33,7 @@ from mdrecall.cli.options import (
 )
 from mdrecall.contract import search_memory
 from mdrecall.errors import MdrecallError, PathError
+from mdrecall.timefmt import shown
 from mdrecall.types import SearchRequest
 
 if TYPE_CHECKING:
@@ -394,7 +395,7 @@ def _print_status(status: dict[str, Any], hint: Callable[[str], str] = str) -> N
     fallback = status.get("fallback")
     if isinstance(fallback, dict) and fallback.get("reason"):
         route = " -> ".join(str(fallback[k]) for k in ("from", "to") if fallback.get(k))
-        when = f" (at {fallback['at']})" if fallback.get("at") else ""
+        when = f" (at {shown(fallback['at'])})" if fallback.get("at") else ""
         out(f"fallback:  {route + ': ' if route else ''}{fallback['reason']}{when}")
     vec = status.get("vector")
     if vec:
@@ -411,7 +412,7 @@ def _print_status(status: dict[str, Any], hint: Callable[[str], str] = str) -> N
     elif status.get("rebuildNeeded") and status.get("meta"):
         out(f"freshness: index must be rebuilt ({status['rebuildNeeded']}) — run `mdrecall index`")
     else:
-        out(f"freshness: {'clean' if status['clean'] else 'not indexed yet — run `mdrecall index`'} (last sync {status['lastSyncAt'] or 'never'})")
+        out(f"freshness: {'clean' if status['clean'] else 'not indexed yet — run `mdrecall index`'} (last sync {shown(status['lastSyncAt'])})")
     watcher = status.get("watcher")
     if watcher:
         out(f"watcher:   {'running' if watcher.get('running') else 'not running'}"

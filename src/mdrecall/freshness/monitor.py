@@ -84,7 +84,7 @@ class Monitored(Protocol):
 
 
 def _iso(epoch: float | None) -> str | None:
-    return datetime.fromtimestamp(epoch, UTC).isoformat() if epoch else None
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds") if epoch else None  # people read it too
 
 
 class FreshnessMonitor:

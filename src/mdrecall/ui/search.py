@@ -263,5 +263,12 @@ async def search_page(request: Request) -> Response:
         mode=mode, index_mode=index_mode, mode_reasons=status.mode_reasons if status is not None else [], extra=extra,
         transcripts_hidden="sessions" in sources_available and session_key is None
         and ui.config.sessions.visibility == "own",
-        default_min=ui.config.query.minScore,
+        default_min=default_min_score(ui.config, response.mode if response is not None else mode),
     )
+
+
+def default_min_score(config: Any, mode: str | None) -> float:
+    """The cut-off a search in ``mode`` applies when none is given: keyword-only and file-scan
+    answers use ``query.keywordOnlyMinScore`` (0.1), the others ``query.minScore`` (0.35)."""
+    q = config.query
+    return float(q.keywordOnlyMinScore if mode in ("keyword-only", "file-scan") else q.minScore)
