@@ -48,6 +48,37 @@ COMMANDS: dict[str, str] = {
 }
 
 
+#: How ``mdrecall --help`` groups the commands: (section, built-in and bundled commands). A command
+#: not named here is listed under "Backends" when a backend's module registers it, else "Plugins".
+SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Core commands", ("init", "index", "search", "get", "history", "remember", "forget", "status")),
+    ("Serving agents and people", ("mcp", "ui", "watch")),
+    ("Dreaming (promotion into MEMORY.md)", ("promote", "dream")),
+    ("Maintenance", ("doctor", "config", "export", "import", "gc", "plugins", "completion")),
+    ("Backends", ("ltm", "migrate-store", "postgres")),
+)
+
+EXAMPLES = """Examples:
+
+\b
+  mdrecall init ~/agent && cd ~/agent       MEMORY.md, memory/, .mdrecall.yaml
+  mdrecall remember "Deploys need a green canary for 30 minutes."
+  mdrecall search "how do we deploy?"       hybrid search, results cited
+  mdrecall get 'memory/2026-11-05.md#L3-L7' the lines a result cites
+  mdrecall search -w ~/agent -c provider=none "db port"
+  mdrecall mcp --print-config claude-desktop
+  mdrecall doctor                           what is wrong, and the fix
+"""
+
+
+def _section_of(name: str, command: click.Command) -> str:
+    for title, names in SECTIONS:
+        if name in names:
+            return title
+    module = getattr(command.callback, "__module__", None) or type(command).__module__
+    return "Backends" if module.startswith("mdrecall.backends.") else "Plugins"
+
+
 class LazyGroup(click.Group):
     """A group whose built-in commands load on use; plugin commands are registered on first need."""
 
@@ -65,6 +96,24 @@ class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         self._register_plugin_commands()
         return [*COMMANDS, *sorted(name for name in self.commands if name not in COMMANDS)]
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands in sections (core, serving, dreaming, maintenance, backends, plugins), each
+        with its whole first sentence, wrapped rather than cut."""
+        order = {name: i for i, name in enumerate(n for _, names in SECTIONS for n in names)}
+        sections: dict[str, list[tuple[str, str]]] = {title: [] for title, _ in SECTIONS}
+        names = sorted(self.list_commands(ctx), key=lambda n: (order.get(n, len(order)), n))
+        width = max((len(n) for n in names), default=0)
+        for name in names:
+            command = self.get_command(ctx, name)
+            if command is None or command.hidden:
+                continue
+            summary = command.get_short_help_str(limit=300)
+            sections.setdefault(_section_of(name, command), []).append((name.ljust(width), summary))
+        for title, rows in sections.items():
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows, col_max=width + 2)
 
     def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
         name = click.utils.make_str(args[0])
@@ -92,13 +141,17 @@ class LazyGroup(click.Group):
     name="mdrecall",
     cls=LazyGroup,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog=EXAMPLES,
 )
 @click.version_option(version=None, package_name="mdrecall", prog_name="mdrecall", message="%(prog)s %(version)s")
 def cli() -> None:
     """Long-term memory for AI agents, from Markdown files.
 
-    Start with `mdrecall init`, then `mdrecall index` and `mdrecall search "question"`;
-    `mdrecall doctor` says what is wrong and how to fix it. Shell completion: `mdrecall completion --help`.
+    Markdown files are the truth (MEMORY.md, memory/*.md); mdrecall indexes them and answers searches
+    with citations, from this command, an MCP server, a web page or Python. Every command takes -w
+    WORKSPACE (default: $MDRECALL_WORKSPACE, else the current directory), -c KEY=VALUE config overrides
+    and --json; `mdrecall COMMAND -h` says more. Exit codes: 0 done, 1 nothing found or failed, 2 bad
+    usage or config, 3 promotion refused, 130 interrupted (docs/cli.md).
     """
 
 

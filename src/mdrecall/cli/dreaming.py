@@ -194,7 +194,7 @@ def promote(
 @click.option("--dry-run", is_flag=True, help="report what would happen; write nothing")
 @click.option("--report", "report_file", metavar="FILE", default=None, help="also write a Markdown report of the pass to FILE")
 def dream(workspace: str, overrides: tuple[str, ...], as_json: bool, now_text: str | None, dry_run: bool, report_file: str | None) -> int:
-    """One light → deep promotion sweep (cron-friendly)."""
+    """One promotion pass, then exit: refresh recalled facts, promote the approved ones, stage the rest (cron-friendly)."""
     workspace_root, memory_config, cfg, now = _load(workspace, overrides, now_text)
     report = run_dream(workspace_root, memory_config, now, dry_run=dry_run, report_path=report_file)
     if as_json:

@@ -68,7 +68,12 @@ def mcp(
     read_only: bool,
     client: str | None,
 ) -> int:
-    """Serve memory_search / memory_get / memory_write to MCP clients (stdio by default, --http for streamable HTTP).
+    """Serve the memory tools to MCP clients (stdio by default, --http for streamable HTTP).
+
+    \b
+    Tools: memory_search, memory_get, memory_status, memory_history,
+    memory_write and memory_forget_lines (these two not with --read-only),
+    and the backend's own (lancedb: memory_store, memory_recall, memory_forget).
 
     Over stdio the MCP client starts this command; with --http it listens on 127.0.0.1:8765/mcp.
     """

@@ -138,7 +138,9 @@ def search(
     fmt: str,
     as_json: bool,
 ) -> int:
-    """Search memory. Exit 1 when nothing matches (the reason is printed)."""
+    """Search memory by keywords and meaning; every result cites its lines (path#Lx-Ly).
+
+    Exit 1 when nothing matches (the reason is printed)."""
     query, max_results, min_score, corpus = _validated_search(query, max_results, min_score, corpus)
     fmt = "json" if as_json else fmt
     with open_cli_manager(workspace, overrides) as manager:

@@ -32,8 +32,10 @@ from mdrecall.cli.options import (
 @json_option
 def remember(workspace: str, overrides: tuple[str, ...], text: str, target: str | None, heading: str | None,
              no_index: bool, now: datetime | None, as_json: bool) -> int:  # fmt: skip
-    """Write TEXT into memory ("-" reads it from standard input). Secrets are redacted; the entry
-    carries when it was written. It is indexed at once (searchable now) unless --no-index."""
+    """Write TEXT into memory: today's daily note, or --target FILE ("-" reads standard input).
+
+    Secrets are redacted; the entry carries when it was written. It is indexed at once (searchable
+    now) unless --no-index."""
     from mdrecall.sources.remember import RememberError
     from mdrecall.sources.remember import remember as write_memory
 
