@@ -59,12 +59,6 @@ def show(workspace: str, overrides: tuple[str, ...], as_json: bool, changed: boo
     return 0
 
 
-def _yaml_problem(exc: Exception) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-    return f"{getattr(exc, 'problem', None) or 'cannot be read'}{where}"
-
-
 def _diff(value: dict[str, Any], default: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, item in value.items():
@@ -88,7 +82,7 @@ def validate(workspace: str, overrides: tuple[str, ...], files: tuple[str, ...],
     Exit 0 when valid, 2 with the key and file of each error otherwise."""
     import yaml
 
-    from mdrecall.config import parse_config
+    from mdrecall.config import parse_config, yaml_problem
 
     errors: list[str] = []
     checked: list[str] = []
@@ -106,7 +100,7 @@ def validate(workspace: str, overrides: tuple[str, ...], files: tuple[str, ...],
             except OSError as exc:
                 errors.append(f"{name}: {exc.strerror or exc}")
             except (yaml.YAMLError, ConfigError) as exc:
-                errors.append(str(exc) if isinstance(exc, ConfigError) else f"{name}: not valid YAML ({_yaml_problem(exc)})")
+                errors.append(str(exc) if isinstance(exc, ConfigError) else f"{name}: not valid YAML ({yaml_problem(exc)})")
     else:
         checked = [str(p) for p in config_files(workspace)] + (["overrides"] if overrides else [])
         try:
