@@ -8,6 +8,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from .conftest import subprocess_env
 
 
@@ -81,3 +83,14 @@ def test_a_search_loads_only_what_it_uses(tmp_path: Path) -> None:
     for unused in ("mdrecall.cli.portable", "mdrecall.portable", "mdrecall.mcp.server", "mdrecall.cli.dreaming",
                    "mdrecall.cli.workspace", "mdrecall.doctor", "rich", "torch", "sentence_transformers"):  # fmt: skip
         assert unused not in modules, unused
+
+
+def test_mcp_help_and_the_readme_name_every_tool_mcp_serves(mdrecall: Callable[..., tuple[int, str, str]]) -> None:
+    pytest.importorskip("mcp")
+    from mdrecall.mcp.server import served_tools
+
+    code, out, _ = mdrecall("mcp", "--help")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    agents = readme.split("### Agents (MCP)")[1].split("```")[0]
+    for tool in served_tools("builtin"):
+        assert tool in out and f"`{tool}`" in agents, tool
