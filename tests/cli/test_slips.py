@@ -43,6 +43,8 @@ SLIPS: list[tuple[list[str], int, str]] = [
     (["search", "-w", "TMP/notes.txt", "x"], 2, "is not a directory"),
     (["init", "TMP/notes.txt"], 2, "exists and is not a directory"),
     (["status", "-w", "WS", "-c", "store.path=/proc/no-such-dir/index.sqlite"], 1, "cannot create"),
+    (["search", "-w", "WS", "-c", "store.path=TMP/notes.txt", "x"], 1, "is not an mdrecall index"),  # left alone
+    (["status", "-w", "WS", "-c", "store.path=TMP/broken-ws"], 1, "is a folder"),
     (["search", "-w", "TMP/broken-ws", "x"], 2, "config error"),
     # lines that are not there, paths that are not memory
     (["get", "-w", "WS", "MEMORY.md#L500-L510"], 2, "MEMORY.md has 4 line(s); line 500 is past its end"),
@@ -112,4 +114,6 @@ def test_each_slip_is_a_short_message_and_a_documented_exit_code(tmp_path: Path,
     # Nothing lost or left behind: the notes as they were, no export half-written, no index of a typo.
     assert (ws / "MEMORY.md").read_text(encoding="utf-8") == memory
     assert sorted(p.name for p in scratch.iterdir()) == ["binary.jsonl", "broken-ws", "broken.yaml", "notes.txt"]
+    assert (scratch / "notes.txt").read_text(encoding="utf-8") == "just some notes\n"
+    assert [p.name for p in (scratch / "broken-ws").iterdir()] == [".mdrecall.yaml"]
     assert not list(home.glob("index/*override*"))
