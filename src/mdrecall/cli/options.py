@@ -76,7 +76,8 @@ def command_hint(workspace: str, overrides: Sequence[str], *words: str) -> str:
 
 def _carried(workspace: str, overrides: Sequence[str]) -> list[str]:
     """The options a hint must carry to act on the same memory with the same configuration."""
-    parts = [] if _is_current_directory(workspace) else ["-w", workspace]
+    # ~ expanded: a quoted '~/agent' would not be expanded by the shell that runs the hint.
+    parts = [] if _is_current_directory(workspace) else ["-w", str(Path(workspace).expanduser())]
     for item in overrides:
         parts += ["-c", item]
     return parts
@@ -86,7 +87,9 @@ def init_hint(workspace: str) -> str:
     """``mdrecall init [DIR]``: the command that creates this workspace's skeleton, as typed from here."""
     import shlex
 
-    return "mdrecall init" if _is_current_directory(workspace) else shlex.join(["mdrecall", "init", workspace])
+    if _is_current_directory(workspace):
+        return "mdrecall init"
+    return shlex.join(["mdrecall", "init", str(Path(workspace).expanduser())])
 
 
 _HINT = re.compile(r"`(mdrecall(?: [^`]*)?)`")
