@@ -397,7 +397,7 @@ def _print_status(status: dict[str, Any], hint: Callable[[str], str] = str) -> N
     fallback = status.get("fallback")
     if isinstance(fallback, dict) and fallback.get("reason"):
         route = " -> ".join(str(fallback[k]) for k in ("from", "to") if fallback.get(k))
-        when = f" (at {shown(fallback['at'])})" if fallback.get("at") else ""
+        when = f" — at {shown(fallback['at'])}" if fallback.get("at") else ""
         out(f"fallback:  {route + ': ' if route else ''}{fallback['reason']}{when}")
     vec = status.get("vector")
     if vec:
