@@ -222,6 +222,7 @@ PUBLIC_API = [
     "ReadResult",
     "Remembered",
     "SearchHit",
+    "SearchRequest",
     "SearchResponse",
     "SkippedFile",
     "Status",

@@ -46,7 +46,9 @@ def _cli(args: list[str], home: Path, **kwargs: Any) -> subprocess.CompletedProc
 
 
 def _one_clear_line(stderr: str) -> str:
-    lines = [line for line in stderr.strip().split("\n") if line and not line.startswith("Scanning")]
+    # Progress lines (printed every 2 s off a terminal, so on a slow machine) are not the message.
+    progress = ("Scanning", "Indexing memory files…", "Embedding chunks…")
+    lines = [line for line in stderr.strip().split("\n") if line and not line.startswith(progress)]
     assert len(lines) == 1 and "Traceback" not in stderr, stderr
     assert lines[0].startswith("mdrecall: cannot write the index at "), lines[0]
     return lines[0]

@@ -98,7 +98,7 @@ def test_no_provider_and_model_missing(make_ws: Callable[..., Path], cfg: Callab
     config = cfg(provider="auto", local={"model": str(tmp_path / "no-such-model")})
     with open_manager(make_ws(NOTES), config) as m:
         m.sync()
-        assert check(m, "no-provider", "keyword-only", "mdrecall[local]").severity == "warning"
+        assert check(m, "no-provider", "keyword-only", "[local]' && ").severity == "warning"
         check(m, "model-missing", "no-such-model", "local.model")
 
 
@@ -210,7 +210,10 @@ def test_rebuild_running(make_ws: Callable[..., Path], cfg: Callable[..., dict[s
 
 def test_index_recovered(make_ws: Callable[..., Path], cfg: Callable[..., dict[str, Any]], tmp_path: Path) -> None:
     ws = make_ws(NOTES)
-    (tmp_path / "index.sqlite").write_bytes(os.urandom(64 * 1024))  # a damaged index file
+    with open_manager(ws, cfg()) as m:
+        m.sync()
+    # A damaged index file (an index mdrecall wrote: a file it never wrote is refused instead).
+    (tmp_path / "index.sqlite").write_bytes(os.urandom(64 * 1024))
     with open_manager(ws, cfg()) as m:
         check(m, "index-recovered", "moved to", "rebuilt")
 

@@ -203,11 +203,11 @@ def _tear_pages(db_path: Path) -> None:
 def test_corrupt_index_is_moved_aside_and_rebuilt(make_ws: Callable[..., Path], cfg: Callable[..., dict], tmp_path: Path, damage: str) -> None:
     ws = make_ws(NOTES)
     db_path = tmp_path / "index.sqlite"
-    if damage == "garbage":
+    with open_manager(ws, cfg()) as m:
+        m.sync()
+    if damage == "garbage":  # the whole file, header included (a file mdrecall never wrote is refused instead)
         db_path.write_bytes(os.urandom(64 * 1024))
     else:
-        with open_manager(ws, cfg()) as m:
-            m.sync()
         _tear_pages(db_path)
     with open_manager(ws, cfg()) as m:
         recovered = m.status().details["recovered"]
@@ -215,6 +215,28 @@ def test_corrupt_index_is_moved_aside_and_rebuilt(make_ws: Callable[..., Path], 
         assert _paths(m.search("which database do we use?"))[0] == "MEMORY.md"
         assert m.status().files == len(NOTES)
     assert list(tmp_path.glob("index.sqlite.corrupt-*"))
+
+
+@pytest.mark.parametrize("kind", ["notes", "folder"])
+def test_a_store_path_that_is_not_an_index_is_refused_and_left_alone(make_ws: Callable[..., Path], cfg: Callable[..., dict],
+                                                                     tmp_path: Path, kind: str) -> None:  # fmt: skip
+    from mdrecall.errors import StoreError
+
+    ws = make_ws(NOTES)
+    target = tmp_path / ("notes.txt" if kind == "notes" else "indexes")
+    if kind == "notes":
+        target.write_text("my own notes, not a database\n", encoding="utf-8")
+    else:
+        (target / "keep.md").parent.mkdir()
+        (target / "keep.md").write_text("kept\n", encoding="utf-8")
+    for _ in range(2):  # the refusal leaves nothing behind that would make a second run think it is ours
+        with pytest.raises(StoreError, match="mdrecall does not move or overwrite it"):
+            open_manager(ws, cfg(store={"path": str(target)}))
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(target.name)) == [target.name]
+    if kind == "notes":
+        assert target.read_text(encoding="utf-8") == "my own notes, not a database\n"
+    else:
+        assert [p.name for p in target.iterdir()] == ["keep.md"]
 
 
 def test_damage_the_open_probe_misses_is_found_by_the_background_check(

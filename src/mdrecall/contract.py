@@ -11,12 +11,21 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Unpack, cast, runtime_checkable
 
-from mdrecall.types import ProbeResult, ProgressCallback, ReadResult, SearchResponse, Status, SyncReport
+from mdrecall.types import (
+    ProbeResult,
+    ProgressCallback,
+    ReadResult,
+    SearchOptions,
+    SearchRequest,
+    SearchResponse,
+    Status,
+    SyncReport,
+)
 
 if TYPE_CHECKING:
     from mdrecall.config import MemoryConfig
@@ -32,46 +41,67 @@ ReadListener = Callable[[str, int, int, datetime], None]
 AS_OF_UNSUPPORTED = "as-of search is not supported by the {backend} backend: these results are what it knows now"
 
 
-def supports_as_of(manager: MemorySearchManager) -> bool:
-    """Does ``manager.search`` take ``as_of``? (Backends written before it was in the contract do not.)"""
-    import inspect  # only as-of searches ask
+def _search_parameters(manager: MemorySearchManager) -> Mapping[str, Any] | None:
+    import inspect  # only for backends that override search (start-up time)
 
     try:
-        parameters = inspect.signature(manager.search).parameters
+        return inspect.signature(manager.search).parameters
     except (TypeError, ValueError, AttributeError):
-        return False
+        return None
+
+
+def _takes_request(manager: MemorySearchManager) -> bool:
+    """Whether ``manager.search`` takes a :class:`SearchRequest` (every backend but those written
+    before it, whose ``search(query, max_results, ...)`` names its options one by one)."""
+    if isinstance(manager, ManagerBase) and type(manager).search is ManagerBase.search:
+        return True
+    parameters = _search_parameters(manager)
+    return parameters is not None and "max_results" not in parameters
+
+
+def supports_as_of(manager: MemorySearchManager) -> bool:
+    """Does ``manager.search`` take ``as_of``? (Backends written before it was in the contract do not.)"""
+    if _takes_request(manager):
+        return True
+    import inspect
+
+    parameters = _search_parameters(manager) or {}
     return "as_of" in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
 
 
-def search_as_of(
-    manager: MemorySearchManager,
-    query: str,
-    *,
-    max_results: int | None = None,
-    min_score: float | None = None,
-    session_key: str | None = None,
-    sources: Sequence[str] | None = None,
-    now: datetime | None = None,
-    as_of: datetime | None = None,
-) -> SearchResponse:
-    """``manager.search`` with ``as_of`` where the backend takes it; a backend that does not answers
-    as of now, and the response says so (``AS_OF_UNSUPPORTED``) instead of failing."""
-    if as_of is None:
-        return manager.search(query, max_results, min_score, session_key, sources, now)
+def search_memory(manager: MemorySearchManager, request: SearchRequest) -> SearchResponse:
+    """Run ``request`` on any backend. A backend written before :class:`SearchRequest` (its own
+    ``search(query, max_results, ...)``) is called as it always was; one written before ``as_of``
+    answers as of now, and the response says so (``AS_OF_UNSUPPORTED``) instead of failing."""
+    if _takes_request(manager):
+        return manager.search(request)
+    # Positionally, as every version before SearchRequest called it.
+    legacy: Any = manager
+    r = request
+    if r.as_of is None:
+        return cast(SearchResponse, legacy.search(r.query, r.max_results, r.min_score, r.session_key, r.sources, r.now))
     if supports_as_of(manager):
-        return manager.search(query, max_results, min_score, session_key, sources, now, as_of=as_of)
-    response = manager.search(query, max_results, min_score, session_key, sources, now or as_of)
+        return cast(SearchResponse, legacy.search(r.query, r.max_results, r.min_score, r.session_key, r.sources, r.now,
+                                                  as_of=r.as_of))  # fmt: skip
+    response = cast(SearchResponse, legacy.search(r.query, r.max_results, r.min_score, r.session_key, r.sources, r.now or r.as_of))
     response.warnings.append(AS_OF_UNSUPPORTED.format(backend=getattr(manager, "backend", "custom")))
     return response
+
+
+def search_as_of(manager: MemorySearchManager, query: str, **options: Unpack[SearchOptions]) -> SearchResponse:
+    """:func:`search_memory` with the request's fields as keywords (kept for callers of older versions)."""
+    return search_memory(manager, SearchRequest(query, **options))
 
 
 @runtime_checkable
 class MemorySearchManager(Protocol):
     """One workspace's memory, whatever stores it.
 
-    ``search(..., as_of=T)`` answers "as known then": only what was written by ``T``
-    (docs/facts.md); a backend that cannot tell says so in the response's warnings. Callers that
-    may hold a backend written before ``as_of`` existed use :func:`search_as_of`.
+    ``search`` takes a :class:`~mdrecall.types.SearchRequest`, or a query and the request's other
+    fields as keywords (``search("q", max_results=5)``). ``as_of=T`` answers "as known then": only
+    what was written by ``T`` (docs/facts.md); a backend that cannot tell says so in the response's
+    warnings. Callers that may hold a backend written before ``SearchRequest`` use
+    :func:`search_memory`.
     """
 
     #: The backend's name, as ``config.backend`` selects it.
@@ -79,16 +109,7 @@ class MemorySearchManager(Protocol):
     workspace: Path
     config: MemoryConfig
 
-    def search(
-        self,
-        query: str,
-        max_results: int | None = None,
-        min_score: float | None = None,
-        session_key: str | None = None,
-        sources: Sequence[str] | None = None,
-        now: datetime | None = None,
-        as_of: datetime | None = None,
-    ) -> SearchResponse: ...
+    def search(self, query: str | SearchRequest, **options: Unpack[SearchOptions]) -> SearchResponse: ...
 
     def read_file(self, rel_path: str, from_line: int | None = None, lines: int | None = None) -> ReadResult: ...
 
@@ -122,7 +143,9 @@ class MemorySearchManager(Protocol):
 class ManagerBase(ABC):
     """The backend-independent half of :class:`MemorySearchManager`.
 
-    A backend implements the abstract methods, calls :meth:`_notify_search` / :meth:`_notify_read`
+    A backend implements :meth:`run_search` (one :class:`~mdrecall.types.SearchRequest` in, a
+    response out; :meth:`search` builds the request from whatever the caller passed) and the
+    abstract methods, calls :meth:`_notify_search` / :meth:`_notify_read`
     after each search and read, and runs :meth:`_run_close_hooks` first thing in ``close()``.
     """
 
@@ -191,18 +214,17 @@ class ManagerBase(ABC):
             except Exception as exc:
                 log.warning("mdrecall: close hook failed: %s", exc)
 
+    # -- search -----------------------------------------------------------------------------------
+    def search(self, query: str | SearchRequest, **options: Unpack[SearchOptions]) -> SearchResponse:
+        """Search memory: a :class:`~mdrecall.types.SearchRequest`, or a query and its options."""
+        return self.run_search(SearchRequest.of(query, **options))
+
+    def run_search(self, request: SearchRequest) -> SearchResponse:
+        """The backend's search. Not abstract only so that a backend written before
+        :class:`SearchRequest`, which overrides :meth:`search` itself, still opens."""
+        raise NotImplementedError(f"{type(self).__name__} implements neither run_search(request) nor search(...)")
+
     # -- the backend's part -----------------------------------------------------------------------
-    @abstractmethod
-    def search(
-        self,
-        query: str,
-        max_results: int | None = None,
-        min_score: float | None = None,
-        session_key: str | None = None,
-        sources: Sequence[str] | None = None,
-        now: datetime | None = None,
-        as_of: datetime | None = None,
-    ) -> SearchResponse: ...
 
     @abstractmethod
     def read_file(self, rel_path: str, from_line: int | None = None, lines: int | None = None) -> ReadResult: ...
@@ -230,21 +252,11 @@ class ManagerBase(ABC):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    async def asearch(
-        self,
-        query: str,
-        max_results: int | None = None,
-        min_score: float | None = None,
-        session_key: str | None = None,
-        sources: Sequence[str] | None = None,
-        now: datetime | None = None,
-        as_of: datetime | None = None,
-    ) -> SearchResponse:
+    async def asearch(self, query: str | SearchRequest, **options: Unpack[SearchOptions]) -> SearchResponse:
         import asyncio  # only the async API needs it (~10 ms at start otherwise)
 
-        # Through search_as_of: a subclass written before ``as_of`` existed keeps working.
-        return await asyncio.to_thread(search_as_of, self, query, max_results=max_results, min_score=min_score,
-                                       session_key=session_key, sources=sources, now=now, as_of=as_of)
+        # Through search_memory: a subclass written before SearchRequest or ``as_of`` keeps working.
+        return await asyncio.to_thread(search_memory, self, SearchRequest.of(query, **options))
 
     async def aread_file(self, rel_path: str, from_line: int | None = None, lines: int | None = None) -> ReadResult:
         import asyncio  # only the async API needs it (~10 ms at start otherwise)

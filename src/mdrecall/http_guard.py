@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mdrecall.errors import ConfigError
+from mdrecall.errors import ConfigError, MdrecallError
 
 TOKEN_ENV = "MDRECALL_MCP_TOKEN"
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -34,6 +34,28 @@ _ORIGIN = re.compile(
     r"(?::(?P<port>[0-9]{1,5}))?"
 )
 _SINGLE_HEADERS = {"host": 421, "origin": 403, "authorization": 401}
+
+
+def check_can_listen(host: str, port: int, what: str) -> None:
+    """Bind ``host:port`` once and let go, before anything is loaded or printed: a port already in
+    use is one clear error (MdrecallError) instead of the server's own log line and exit code."""
+    import errno
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise MdrecallError(f"cannot listen on {host}:{port}: {exc.strerror or exc} (check --host)") from None
+    family, kind, proto, _name, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server itself binds
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise MdrecallError(f"port {port} on {host} is already in use (another {what}?): choose "
+                                    "another with --port") from None  # fmt: skip
+            raise MdrecallError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 def is_loopback_host(host: str) -> bool:

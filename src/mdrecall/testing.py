@@ -34,6 +34,7 @@ from mdrecall.types import (
     ProgressCallback,
     ReadResult,
     SearchHit,
+    SearchRequest,
     SearchResponse,
     Status,
     SyncReport,
@@ -109,16 +110,8 @@ class FakeBackend(ManagerBase):
                     yield file.rel_path, start, number - 1, "\n".join(lines[start - 1 : number - 1])
                     start = None
 
-    def search(
-        self,
-        query: str,
-        max_results: int | None = None,
-        min_score: float | None = None,
-        session_key: str | None = None,
-        sources: Sequence[str] | None = None,
-        now: datetime | None = None,
-        as_of: datetime | None = None,
-    ) -> SearchResponse:
+    def run_search(self, request: SearchRequest) -> SearchResponse:
+        query, max_results, min_score = request.query, request.max_results, request.min_score
         words = {w for w in _WORD.findall(query.lower()) if len(w) > 2}
         threshold = self.config.query.minScore if min_score is None else min_score
         hits = []
@@ -129,9 +122,9 @@ class FakeBackend(ManagerBase):
                 hits.append(SearchHit(path, start, end, score, text, "memory", format_citation(path, start, end)))
         hits.sort(key=lambda h: h.score, reverse=True)
         response = SearchResponse(hits[: max_results or self.config.query.maxResults], "keyword-only", "none", "fake")
-        if as_of is not None:  # a test double: it keeps no dates
+        if request.as_of is not None:  # a test double: it keeps no dates
             response.warnings.append(AS_OF_UNSUPPORTED.format(backend=self.backend))
-        self._notify_search(query, response, session_key, now or datetime.now())
+        self._notify_search(query, response, request.session_key, request.now or datetime.now())
         return response
 
     def read_file(self, rel_path: str, from_line: int | None = None, lines: int | None = None) -> ReadResult:

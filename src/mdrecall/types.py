@@ -6,9 +6,10 @@ Attributes are snake_case; ``to_dict()`` gives the JSON shape the CLI, the agent
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
+from datetime import datetime
+from typing import Any, Literal, TypedDict
 
 MemorySource = Literal["memory", "sessions"]
 SearchMode = Literal["hybrid", "vector-only", "keyword-only", "file-scan"]
@@ -17,6 +18,56 @@ SearchMode = Literal["hybrid", "vector-only", "keyword-only", "file-scan"]
 def format_citation(path: str, start_line: int, end_line: int) -> str:
     """``path#L3`` for one line, ``path#L3-L7`` for a range (what ``read_file`` accepts back)."""
     return f"{path}#L{start_line}" if start_line == end_line else f"{path}#L{start_line}-L{end_line}"
+
+
+class SearchOptions(TypedDict, total=False):
+    """The keyword arguments ``manager.search(query, ...)`` takes: :class:`SearchRequest`'s fields."""
+
+    max_results: int | None
+    min_score: float | None
+    session_key: str | None
+    sources: Sequence[str] | None
+    now: datetime | None
+    as_of: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    """One search: what is asked and how it may be answered, as one value every backend receives.
+
+    ``manager.search(SearchRequest("q", max_results=5))`` and ``manager.search("q", max_results=5)``
+    are the same search; a new option is a new field here, not a new argument in every backend.
+    """
+
+    query: str
+    #: Most results (None: ``query.maxResults``).
+    max_results: int | None = None
+    #: Drop results scoring below this (None: ``query.minScore``).
+    min_score: float | None = None
+    #: Who is asking: that session's transcripts are visible (docs/sessions.md).
+    session_key: str | None = None
+    #: Which sources may answer (``memory``, ``sessions``); None: every configured one.
+    sources: Sequence[str] | None = None
+    #: Answer as of this time: temporal decay is measured from it (None: now).
+    now: datetime | None = None
+    #: Answer "as known then": only what was written by this time (docs/facts.md); None: everything.
+    as_of: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if self.sources is not None and not isinstance(self.sources, tuple):
+            object.__setattr__(self, "sources", tuple(self.sources))
+
+    @classmethod
+    def of(cls, query: str | SearchRequest, **options: Any) -> SearchRequest:
+        """``query`` as a request (options replace its fields); an unknown option is a TypeError."""
+        if isinstance(query, SearchRequest):
+            return replace(query, **options) if options else query
+        return cls(query, **options)
+
+    def options(self) -> SearchOptions:
+        """Every field but the query, as ``search``'s keyword arguments."""
+        out: Any = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "query"}
+        return out  # the fields are SearchOptions' keys (tests/test_types.py checks they match)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from .conftest import subprocess_env
 
 
@@ -17,11 +19,21 @@ def test_version_and_help(mdrecall: Callable[..., tuple[int, str, str]]) -> None
     code, out, _ = mdrecall("--version")
     assert code == 0 and out.strip() == f"mdrecall {__version__}"
     code, out, _ = mdrecall("--help")
-    listed = [line.split()[0] for line in out.split("Commands:")[1].splitlines() if line.strip()]
-    assert {"init", "index", "search", "get", "remember", "status", "doctor", "config", "export", "import", "gc",
-            "completion", "mcp", "watch", "plugins", "promote", "dream"} <= set(listed)  # fmt: skip
+    assert code == 0
+
+    def section(title: str) -> set[str]:
+        body = out.split(f"\n{title}:\n")[1].split("\n\n")[0]
+        return {line.split()[0] for line in body.splitlines() if line.startswith("  ") and not line.startswith("   ")}
+
+    assert section("Core commands") == {"init", "index", "search", "get", "history", "remember", "forget", "status"}
+    assert section("Serving agents and people") == {"mcp", "ui", "watch"}
+    assert section("Maintenance") >= {"doctor", "config", "export", "import", "gc", "plugins", "completion"}
+    assert section("Backends") >= {"ltm", "migrate-store", "postgres"}  # the bundled backends' commands
+    assert "..." not in out.split("Core commands:")[1]  # summaries are wrapped, never cut
+    assert 'mdrecall search "how do we deploy?"' in out.split("Examples:")[1]
     assert mdrecall()[0] == 2  # no command: usage
-    assert mdrecall("serch", "x")[0] == 2
+    code, _, err = mdrecall("serch", "x")
+    assert code == 2 and "Did you mean 'search'?" in err and len(err.strip().splitlines()) == 2
 
 
 def test_completion_script_and_live_completion(tmp_path: Path, mdrecall: Callable[..., tuple[int, str, str]]) -> None:
@@ -71,3 +83,14 @@ def test_a_search_loads_only_what_it_uses(tmp_path: Path) -> None:
     for unused in ("mdrecall.cli.portable", "mdrecall.portable", "mdrecall.mcp.server", "mdrecall.cli.dreaming",
                    "mdrecall.cli.workspace", "mdrecall.doctor", "rich", "torch", "sentence_transformers"):  # fmt: skip
         assert unused not in modules, unused
+
+
+def test_mcp_help_and_the_readme_name_every_tool_mcp_serves(mdrecall: Callable[..., tuple[int, str, str]]) -> None:
+    pytest.importorskip("mcp")
+    from mdrecall.mcp.server import served_tools
+
+    code, out, _ = mdrecall("mcp", "--help")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    agents = readme.split("### Agents (MCP)")[1].split("```")[0]
+    for tool in served_tools("builtin"):
+        assert tool in out and f"`{tool}`" in agents, tool

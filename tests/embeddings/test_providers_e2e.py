@@ -221,6 +221,16 @@ def test_ten_thousand_chunk_reindex_makes_no_embedding_requests(tmp_path: Path, 
             assert len(server.requests) == before
 
 
+def _chunks_per_file(db: Path) -> dict[str, int]:
+    import apsw
+
+    conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return {str(path): int(n) for path, n in conn.execute("SELECT path, count(*) FROM chunks GROUP BY path")}
+    finally:
+        conn.close()
+
+
 def test_sync_interrupted_mid_batch_resumes_without_loss_or_duplicates(workspace: Path, tmp_path: Path, clock: FakeClock) -> None:
     with MistralServer() as server, MistralServer() as reference_server:
         def config(srv: MistralServer, db: str) -> dict[str, Any]:
@@ -238,12 +248,16 @@ def test_sync_interrupted_mid_batch_resumes_without_loss_or_duplicates(workspace
         with open_manager(workspace, config=config(server, "i.sqlite")) as m:
             with pytest.raises(Exception, match="Input rejected"):
                 m.sync()
-            assert m.status().chunks == 0  # nothing half-written
+            # The files finished before the failure are kept, each whole: nothing half-written.
+            kept, whole = _chunks_per_file(tmp_path / "i.sqlite"), _chunks_per_file(tmp_path / "ref.sqlite")
+            assert kept and len(kept) < expected.files
+            assert all(whole[path] == count for path, count in kept.items())
             resumed = m.sync()
             status = m.status()
             assert status.chunks == expected.chunks and status.files == expected.files
             assert status.details["cache"]["entries"] == expected.details["cache"]["entries"]
-            assert resumed.chunks_written == expected.chunks
+            assert resumed.files_unchanged == len(kept)  # carried on from the files kept
+            assert resumed.chunks_written == expected.chunks - sum(kept.values())
             assert [(r.path, r.start_line) for r in m.search("Which worker leaks temp files?").results] == expected_hits
 
 

@@ -65,17 +65,18 @@ def test_an_interrupted_first_index_keeps_what_it_finished(workspace: Path, tmp_
         with open_manager(workspace, _config(tmp_path, "gated")) as m:
             with pytest.raises(EmbeddingError):
                 m.sync()
-            # The live index holds its identity and every embedding made before the failure.
+            # The live index holds its identity, every embedding made before the failure and every
+            # file those completed, written as each was finished.
             status = m.status()
             assert status.details["meta"] is not None and status.details["cache"]["entries"] == 5
-            assert status.details["cache"]["unused"] == 5  # embedded, cached, no file written yet
+            assert status.files == 5 and status.details["cache"]["unused"] == 0
         # The same model back: the next sync carries on where the first stopped (no rebuild from
         # nothing), and what was embedded is not paid for twice.
         flaky.allow, flaky.fail = 100, False
         with open_manager(workspace, _config(tmp_path, "gated")) as m:
             report = m.sync()
             assert not report.full_rebuild and report.rebuild_reason is None
-            assert report.cache_hits == 5 and report.chunks_embedded == 12 - 5
+            assert report.files_unchanged == 5 and report.chunks_embedded == 12 - 5
             assert m.status().files == 12 and m.search("topic1", min_score=0).results
 
 

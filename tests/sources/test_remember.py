@@ -40,6 +40,36 @@ def test_writes_todays_note_with_provenance_and_a_citation_read_file_accepts(
         assert m.search("green canary deploys").results[0].path == "memory/2026-11-05.md"
 
 
+def test_an_entry_goes_under_the_section_it_names_never_under_the_last_one(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict[str, Any]]
+) -> None:
+    from mdrecall.cli.workspace import MEMORY_SKELETON
+
+    ws = make_ws({"MEMORY.md": MEMORY_SKELETON})
+
+    def section(text: str, heading: str | None = None) -> str:
+        written = remember(ws, text, target="MEMORY.md", now=NOW, heading=heading)
+        lines = (ws / "MEMORY.md").read_text(encoding="utf-8").split("\n")
+        assert lines[written.start_line - 1] == written.text  # the citation points at the entry
+        return next(lines[i] for i in range(written.start_line - 1, -1, -1) if lines[i].startswith("## "))
+
+    assert section("Decision: Postgres 16 for the billing store.") == "## Decisions"
+    assert section("Decided to deploy on Tuesdays only.") == "## Decisions"
+    assert section("Prefers oolong tea in the afternoon.") == "## Preferences"
+    assert section("The CI runs on Buildkite.") == "## Remembered"  # nothing named: not under the last heading
+    assert section("Dana owns the roadmap.", heading="People") == "## People"
+    assert section("Staging is rebuilt nightly.") == "## Remembered"
+    assert section("Bob owns on-call.", heading="Team") == "## Team"  # asked for: made
+    text = (ws / "MEMORY.md").read_text(encoding="utf-8")
+    assert text.count("## Remembered") == 1 and text.count("## Decisions") == 1
+    assert text.startswith(MEMORY_SKELETON.split("## Decisions")[0])  # the user's own text is kept as it was
+    with open_manager(ws, cfg()) as m:
+        m.sync()
+        hit = m.search("billing store Postgres").results[0]
+    # The provenance comment costs an agent nothing: not in snippets (memory_get still shows the file).
+    assert hit.path == "MEMORY.md" and "Postgres 16" in hit.snippet and "mdrecall:remembered" not in hit.snippet
+
+
 def test_time_zone_decides_the_day(make_ws: Callable[..., Path]) -> None:
     late = datetime(2026, 11, 5, 23, 30, tzinfo=UTC)
     assert daily_note_path(late, "Asia/Tokyo") == "memory/2026-11-06.md"

@@ -57,3 +57,15 @@ def test_the_fixes_are_doctors(served: tuple[str, Any, Path]) -> None:
     page = httpx.get(url + "/health").text
     assert set(re.findall(r'data-state="([\w-]+)"', page)) == expected
     assert "Fix: " in page
+
+
+def test_a_keyword_only_answer_by_choice_is_not_degraded_and_times_are_for_people(served: tuple[str, Any, Path]) -> None:
+    url, _manager, _ws = served
+    page = httpx.get(url + "/search", params={"q": "zebra xylophone quasar"}).text
+    answer = page.split('aria-label="how this answer was produced"')[1]
+    assert 'data-mode="keyword-only"' in answer and "degraded" not in answer  # provider: none is a choice
+    assert "Nothing scored above the minimum score (0.1)" in page  # keyword-only's cut-off, not minScore 0.35
+    assert 'placeholder="0.1"' in page
+    # Local time to the second and how long ago; no raw ISO time with microseconds.
+    assert re.search(r"last sync \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \((just now|\d+ min ago)\)", answer), answer
+    assert not re.search(r"\d\d:\d\d:\d\d\.\d{6}", page + httpx.get(url + "/health").text)

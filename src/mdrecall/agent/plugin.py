@@ -35,7 +35,8 @@ from mdrecall.agent.prompts import build_memory_prompt_section, format_relevant_
 from mdrecall.agent.tools import MemoryTools
 from mdrecall.backends import open_manager
 from mdrecall.config import CitationsMode, MemoryConfig, load_config
-from mdrecall.contract import MemorySearchManager
+from mdrecall.contract import MemorySearchManager, search_memory
+from mdrecall.types import SearchRequest
 
 ManagerOpener = Callable[[Path, Mapping[str, Any] | None], MemorySearchManager]
 
@@ -165,10 +166,9 @@ class MemoryCapability:
         if len(query.strip()) < 5:
             return ""
         try:
-            response = self.runtime.manager().search(
-                query, max_results=max_results, min_score=min_score,
-                session_key=session_key if session_key is not None else self.tools.session_key,
-            )  # fmt: skip
+            key = session_key if session_key is not None else self.tools.session_key
+            request = SearchRequest(query, max_results=max_results, min_score=min_score, session_key=key)
+            response = search_memory(self.runtime.manager(), request)
         except Exception:
             return ""
         budget = max_chars if max_chars is not None else self.runtime.config.query.maxInjectedChars

@@ -56,9 +56,9 @@ from mdrecall.agent.specs import (
     ToolSpec,
 )
 from mdrecall.config import CitationsMode, MemoryConfig
-from mdrecall.contract import MemorySearchManager, search_as_of
+from mdrecall.contract import MemorySearchManager, search_memory
 from mdrecall.errors import ConfigError, EmbeddingError, PathError, ProviderUnavailableError, StoreError
-from mdrecall.types import format_citation
+from mdrecall.types import SearchRequest, format_citation
 
 # Argument parsing moved to agent/arguments.py; re-exported for callers that imported it from here.
 __all__ = [
@@ -341,8 +341,9 @@ class MemoryTools:
             }
         sources = {"memory": ["memory"], "sessions": ["sessions"], "all": None}[corpus]
         try:
-            response = search_as_of(manager, query, max_results=max_results, min_score=min_score, session_key=requester,
+            request = SearchRequest(query, max_results=max_results, min_score=min_score, session_key=requester,
                                     sources=sources, as_of=as_of)  # fmt: skip
+            response = search_memory(manager, request)
         except Exception as exc:
             return unavailable_result(exc)
 

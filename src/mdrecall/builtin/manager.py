@@ -27,7 +27,14 @@ from mdrecall.contract import ManagerBase
 from mdrecall.crashpoints import crash_point
 from mdrecall.embeddings.base import EmbeddingProvider
 from mdrecall.errors import EmbeddingError, MdrecallError
-from mdrecall.freshness.monitor import BUSY_OTHER_PROCESS, BUSY_OTHER_THREAD, READ_ONLY, Comparison, FreshnessMonitor
+from mdrecall.freshness.monitor import (
+    BUSY_OTHER_PROCESS,
+    BUSY_OTHER_THREAD,
+    MAY_MISS,
+    READ_ONLY,
+    Comparison,
+    FreshnessMonitor,
+)
 from mdrecall.freshness.snapshot import scan_dirs
 from mdrecall.freshness.watcher import MemoryWatcher
 from mdrecall.index.changes import Observed, pending_changes
@@ -37,7 +44,8 @@ from mdrecall.index.syncing import LAST_SYNC_KEY, IndexSyncer, SyncRun
 from mdrecall.search.asof import search_times
 from mdrecall.search.dating import times_for
 from mdrecall.search.filelines import lengths_for
-from mdrecall.search.pipeline import SearchPlan, VectorSearch, run_search
+from mdrecall.search.filescan import merge_hits, scan_unindexed
+from mdrecall.search.pipeline import NOTHING_RELEVANT, SearchPlan, VectorSearch, run_search
 from mdrecall.search.scope import scope_for
 from mdrecall.search.vector import InProcessVectors, stored_vector_search
 from mdrecall.sources.base import SourceAdapter
@@ -45,7 +53,10 @@ from mdrecall.sources.reading import read_memory_lines
 from mdrecall.sources.sessions import SessionSource
 from mdrecall.store import WriterLock, default_store_path
 from mdrecall.store.db import IndexDB, StoreOptions
-from mdrecall.types import ProbeResult, ProgressCallback, ReadResult, SearchResponse, Status, SyncReport
+from mdrecall.types import ProbeResult, ProgressCallback, ReadResult, SearchRequest, SearchResponse, Status, SyncReport
+
+#: How long ``close()`` waits for a sync running in another thread to stop at its next file.
+CLOSE_WAIT_S = 10.0
 
 
 class BuiltinMemoryManager(ManagerBase):
@@ -84,6 +95,11 @@ class BuiltinMemoryManager(ManagerBase):
         if self._closed:
             return
         self._closed = True
+        # A sync still running in another thread (an MCP server's first index) stops at its next
+        # file, keeping every file it finished, instead of holding the close for the whole index.
+        self._syncer.cancel.set()
+        if self._sync_mutex.acquire(timeout=CLOSE_WAIT_S):
+            self._sync_mutex.release()
         self._run_close_hooks()  # background writers (recall tracking) drain first
         self.monitor.stop()
         self.index.close()
@@ -200,31 +216,16 @@ class BuiltinMemoryManager(ManagerBase):
         return max(candidates) if candidates else None
 
     # -- search -----------------------------------------------------------------------------------
-    def search(
-        self,
-        query: str,
-        max_results: int | None = None,
-        min_score: float | None = None,
-        session_key: str | None = None,
-        sources: Sequence[str] | None = None,
-        now: datetime | None = None,
-        as_of: datetime | None = None,
-    ) -> SearchResponse:
+    def run_search(self, request: SearchRequest) -> SearchResponse:
         if self._closed:
             raise MdrecallError("manager is closed")
-        return self.index.recovering(lambda: self._search(query, max_results, min_score, session_key, sources, now, as_of))
+        return self.index.recovering(lambda: self._search(request))
 
-    def _search(
-        self,
-        query: str,
-        max_results: int | None,
-        min_score: float | None,
-        session_key: str | None,
-        sources: Sequence[str] | None,
-        now: datetime | None,
-        as_of: datetime | None,
-    ) -> SearchResponse:
-        now, as_of = search_times(now, as_of)
+    def _search(self, request: SearchRequest) -> SearchResponse:
+        query, max_results, min_score, session_key, sources = (
+            request.query, request.max_results, request.min_score, request.session_key, request.sources
+        )
+        now, as_of = search_times(request.now, request.as_of)
         selection = self.providers.selection
         provider = selection.provider
         stale, notes = self.monitor.before_search(session_key)
@@ -255,7 +256,7 @@ class BuiltinMemoryManager(ManagerBase):
             return response
 
         degraded: list[str] = []
-        if provider is None:
+        if provider is None and self.config.provider != "none":  # provider: none is keyword-only by choice
             degraded.append(f"keyword-only: {selection.unavailable_reason}")
         scope = scope_for(self.config, None if set(wanted) == set(configured) else wanted, session_key)
         plan = SearchPlan(
@@ -293,13 +294,37 @@ class BuiltinMemoryManager(ManagerBase):
             if not db.caps.fts_available:
                 degraded.append(f"no keyword index: {db.caps.fts_error}")
             outcome = run_search(db, self.config, plan, embed, vector_fn, degraded, provider.languages if provider else None)
+            unindexed, deleted = self.monitor.unindexed() if stale and "memory" in wanted else ([], [])
+            indexed = {path: row.hash for path, row in db.files().items()} if unindexed else {}
         response.results = outcome.results
         response.mode = outcome.mode
         response.degraded = outcome.degraded
         response.warnings.extend(outcome.warnings)
         response.reason = outcome.reason
+        if unindexed or deleted:
+            self._add_unindexed(response, plan, unindexed, deleted, indexed)
         self._notify_search(text, response, session_key, now)
         return response
+
+    def _add_unindexed(self, response: SearchResponse, plan: SearchPlan, unindexed: list[str], deleted: list[str],
+                       indexed: dict[str, str]) -> None:  # fmt: skip
+        """An answer the index could not be refreshed for: the memory files it does not hold yet, read
+        directly (search/filescan.py), merged in; hits of files changed or deleted since, left out."""
+        scan = scan_unindexed(self.workspace, self.config, unindexed, plan, indexed)
+        replaced = set(deleted) | scan.read
+        response.results = merge_hits(response.results, scan.hits, replaced, plan.max_results,
+                                      self.config.query.maxInjectedChars)  # fmt: skip
+        if scan.read or scan.left:
+            response.warnings[:] = [w.replace(MAY_MISS, "read directly instead") if not scan.left else w
+                                    for w in response.warnings]  # fmt: skip
+            response.warnings.append(scan.note())
+        if response.results:
+            response.reason = None
+            response.warnings[:] = [w for w in response.warnings if not w.startswith(f"{NOTHING_RELEVANT}:")]
+            if unindexed and not indexed:  # nothing indexed yet: every hit came from the files themselves
+                response.mode = "file-scan"
+        elif scan.candidates:
+            response.reason = NOTHING_RELEVANT
 
     def _vector_search_fn(self, db: IndexDB) -> tuple[VectorSearch, str | None]:
         """The KNN for the next search, and why it is degraded (None when it is not): the in-memory

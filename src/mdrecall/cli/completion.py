@@ -14,7 +14,7 @@ _INSTALL = {
 @click.command("completion")
 @click.argument("shell", type=click.Choice(sorted(_INSTALL)))
 def completion(shell: str) -> int:
-    """Print the completion script for SHELL. Install it with:
+    """Print the shell completion script for SHELL (bash, zsh or fish). Install it with:
 
     \b
       bash: eval "$(mdrecall completion bash)"   (in ~/.bashrc)

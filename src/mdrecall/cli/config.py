@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -9,9 +10,7 @@ import click
 
 from mdrecall.cli.options import dumps, json_option, load_cli_config, workspace_options
 from mdrecall.errors import ConfigError
-
-#: Keys whose values are never printed.
-SECRET_KEYS = ("apikey", "token", "password", "secret")
+from mdrecall.masking import masked, masked_override
 
 
 def config_files(workspace: str) -> list[Path]:
@@ -21,16 +20,6 @@ def config_files(workspace: str) -> list[Path]:
     root = Path(workspace).expanduser()
     candidates = [global_config_path(), *(workspace_config_paths(root) if root.is_dir() else [])]
     return [p for p in candidates if p.is_file()]
-
-
-def masked(value: Any) -> Any:
-    """``value`` with secrets (API keys, tokens, passwords) replaced by ``***``."""
-    if isinstance(value, dict):
-        return {k: ("***" if v and any(s in k.lower() for s in SECRET_KEYS) and isinstance(v, str) else masked(v))
-                for k, v in value.items()}  # fmt: skip
-    if isinstance(value, list):
-        return [masked(v) for v in value]
-    return value
 
 
 @click.group("config")
@@ -52,16 +41,20 @@ def show(workspace: str, overrides: tuple[str, ...], as_json: bool, changed: boo
     cfg["sync"]["watch"] = None  # set per command (off for one-shot commands); not the file's value
     if changed:
         defaults = MemoryConfig().model_dump(mode="json", by_alias=True)
+        defaults["sync"]["watch"] = None
         cfg = _diff(cfg, defaults)
-        cfg.get("sync", {}).pop("watch", None)
     files = [str(p) for p in config_files(workspace)]
-    data = {"files": files, "overrides": list(overrides), "config": masked(cfg)}
+    shown = [masked_override(item) for item in overrides]
+    data = {"files": files, "overrides": shown, "config": masked(cfg)}
     if as_json:
         click.echo(dumps(data))
         return 0
     click.echo("# files read (later wins): " + (", ".join(files) or "none (defaults)"))
     if overrides:
-        click.echo("# overrides: " + " ".join(overrides))
+        click.echo("# overrides: " + " ".join(shlex.quote(item) for item in shown))
+    if changed and not cfg:
+        click.echo("# nothing differs from the defaults")
+        return 0
     click.echo(yaml.safe_dump(masked(cfg), sort_keys=False, allow_unicode=True).rstrip())
     return 0
 
@@ -89,7 +82,7 @@ def validate(workspace: str, overrides: tuple[str, ...], files: tuple[str, ...],
     Exit 0 when valid, 2 with the key and file of each error otherwise."""
     import yaml
 
-    from mdrecall.config import parse_config
+    from mdrecall.config import parse_config, yaml_problem
 
     errors: list[str] = []
     checked: list[str] = []
@@ -104,8 +97,10 @@ def validate(workspace: str, overrides: tuple[str, ...], files: tuple[str, ...],
                 if not isinstance(section, dict):
                     raise ConfigError(f"{name}: 'memory' must be a mapping")
                 parse_config(section, origin=name)
-            except (OSError, yaml.YAMLError, ConfigError) as exc:
-                errors.append(str(exc) if isinstance(exc, ConfigError) else f"{name}: {exc}")
+            except OSError as exc:
+                errors.append(f"{name}: {exc.strerror or exc}")
+            except (yaml.YAMLError, ConfigError) as exc:
+                errors.append(str(exc) if isinstance(exc, ConfigError) else f"{name}: not valid YAML ({yaml_problem(exc)})")
     else:
         checked = [str(p) for p in config_files(workspace)] + (["overrides"] if overrides else [])
         try:

@@ -7,7 +7,14 @@ from typing import Any
 
 import click
 
-from mdrecall.cli.options import echo_json, json_option, load_cli_config, session_key_option, workspace_options
+from mdrecall.cli.options import (
+    carry_options,
+    echo_json,
+    json_option,
+    load_cli_config,
+    session_key_option,
+    workspace_options,
+)
 
 _MARK = {"error": "✗", "warning": "!", "info": "·"}
 _COLOR = {"error": "red", "warning": "yellow", "info": "blue"}
@@ -70,8 +77,8 @@ def doctor(workspace: str, overrides: tuple[str, ...], session_key: str | None, 
         click.echo("ok: nothing needs attention" + (" (notes below)" if findings else ""))
     for f in findings:
         mark = _MARK[f.severity]
-        head = f"{mark} {f.severity}: {f.message}  [{f.state}]"
+        head = f"{mark} {f.severity}: {carry_options(f.message, workspace, overrides)}  [{f.state}]"
         click.echo(click.style(head, fg=_COLOR[f.severity]) if color else head)
         if f.fix:
-            click.echo(f"    fix: {f.fix}")
+            click.echo(f"    fix: {carry_options(f.fix, workspace, overrides)}")
     return worst

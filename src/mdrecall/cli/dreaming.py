@@ -20,7 +20,7 @@ from typing import Any, Literal, TypeVar
 
 import click
 
-from mdrecall.cli.options import json_option, load_cli_config, workspace_options, workspace_path
+from mdrecall.cli.options import command_hint, json_option, load_cli_config, workspace_options, workspace_path
 from mdrecall.config import DreamingConfig, MemoryConfig
 from mdrecall.dreaming.clock import ensure_aware
 from mdrecall.dreaming.paths import queue_path
@@ -180,7 +180,8 @@ def promote(
             for s in staged.dropped:
                 click.echo(f"  not staged: {_short(s.text, 60)} — {s.reason}")
             if staged.added or staged.kept:
-                click.echo("review it: mark [x] to approve or [-] to reject, edit text freely, then `mdrecall promote --apply`")
+                then = command_hint(workspace, overrides, "promote", "--apply")
+                click.echo(f"review it: mark [x] to approve or [-] to reject, edit text freely, then `{then}`")
     if as_json:
         click.echo(json.dumps(out, ensure_ascii=False, indent=2))
     return code
@@ -193,7 +194,7 @@ def promote(
 @click.option("--dry-run", is_flag=True, help="report what would happen; write nothing")
 @click.option("--report", "report_file", metavar="FILE", default=None, help="also write a Markdown report of the pass to FILE")
 def dream(workspace: str, overrides: tuple[str, ...], as_json: bool, now_text: str | None, dry_run: bool, report_file: str | None) -> int:
-    """One light → deep promotion sweep (cron-friendly)."""
+    """One promotion pass, then exit: refresh recalled facts, promote the approved ones, stage the rest (cron-friendly)."""
     workspace_root, memory_config, cfg, now = _load(workspace, overrides, now_text)
     report = run_dream(workspace_root, memory_config, now, dry_run=dry_run, report_path=report_file)
     if as_json:

@@ -9,13 +9,12 @@ memory, an empty or too broad text).
 
 from __future__ import annotations
 
-import shlex
 import sys
 from typing import TYPE_CHECKING
 
 import click
 
-from mdrecall.cli.options import echo_json, load_model, open_cli_manager, workspace_options
+from mdrecall.cli.options import command_hint, echo_json, load_model, open_cli_manager, workspace_options
 
 if TYPE_CHECKING:
     from mdrecall.forget.plan import ForgetPlan
@@ -60,7 +59,9 @@ def forget(workspace: str, overrides: tuple[str, ...], target: str, as_text: boo
                 _warnings(plan.warnings)
             return 1
         if dry_run or (token is not None and token != plan.token) or not (yes or token or _ask(plan, as_json)):
-            return _not_applied(plan, target, dry_run=dry_run, changed=token is not None and token != plan.token, as_json=as_json)
+            again = command_hint(workspace, overrides, "forget", target, *(["--text"] if as_text else []),
+                                 "--confirm", plan.token)  # fmt: skip
+            return _not_applied(plan, again, dry_run=dry_run, changed=token is not None and token != plan.token, as_json=as_json)
         load_model(manager, quiet=as_json)  # re-indexing what is left of the files embeds it
         report = apply_plan(manager, plan)
     if as_json:
@@ -82,8 +83,8 @@ def _interactive() -> bool:
     return sys.stdin.isatty() and sys.stdout.isatty()
 
 
-def _not_applied(plan: ForgetPlan, target: str, *, dry_run: bool, changed: bool, as_json: bool) -> int:
-    again = f"mdrecall forget {shlex.quote(target)} --confirm {plan.token}"
+def _not_applied(plan: ForgetPlan, again: str, *, dry_run: bool, changed: bool, as_json: bool) -> int:
+    """``again``: the command that forgets exactly these lines, as it runs from here."""
     if as_json:
         echo_json({**plan.to_dict(), "dryRun": dry_run, "applied": False, "action": "changed" if changed else "confirm",
                    "confirmWith": again})  # fmt: skip

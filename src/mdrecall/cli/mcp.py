@@ -45,7 +45,7 @@ def client_config(client: str, workspace: Path, extra: list[str]) -> str:
 @workspace_options
 @click.option("--http", is_flag=True, help="serve streamable HTTP instead of stdio")
 @click.option("--host", default=None, help=f"interface to bind with --http (default {DEFAULT_HOST})")
-@click.option("--port", type=int, default=None, help=f"port for --http (default {DEFAULT_PORT})")
+@click.option("--port", type=click.IntRange(1, 65535), default=None, help=f"port for --http (default {DEFAULT_PORT})")
 @click.option("--path", default=None, help=f"URL path of the MCP endpoint (default {DEFAULT_PATH})")
 @click.option("--token", default=None, help=f"require 'Authorization: Bearer TOKEN' on HTTP (or set {TOKEN_ENV})")
 @click.option("--session-key", envvar="MDRECALL_SESSION_KEY", default=None, help="session key of the requester (transcript visibility; or set MDRECALL_SESSION_KEY)")
@@ -73,7 +73,12 @@ def mcp(
     read_only: bool,
     client: str | None,
 ) -> int:
-    """Serve memory_search / memory_get / memory_write to MCP clients (stdio by default, --http for streamable HTTP).
+    """Serve the memory tools to MCP clients (stdio by default, --http for streamable HTTP).
+
+    \b
+    Tools: memory_search, memory_get, memory_status, memory_history,
+    memory_write and memory_forget_lines (these two not with --read-only),
+    and the backend's own (lancedb: memory_store, memory_recall, memory_forget).
 
     Over stdio the MCP client starts this command; with --http it listens on 127.0.0.1:8765/mcp.
     """

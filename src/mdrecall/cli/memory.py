@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from mdrecall.cli.options import (
+    INTERRUPTED,
     ProgressLine,
     as_of_option,
+    carry_options,
+    command_hint,
     dumps,
     echo_json,
+    init_hint,
     json_option,
     load_model,
     now_option,
@@ -26,8 +31,10 @@ from mdrecall.cli.options import (
     session_key_option,
     workspace_options,
 )
-from mdrecall.contract import search_as_of
+from mdrecall.contract import search_memory
 from mdrecall.errors import MdrecallError, PathError
+from mdrecall.timefmt import shown
+from mdrecall.types import SearchRequest
 
 if TYPE_CHECKING:
     from mdrecall.contract import MemorySearchManager
@@ -44,7 +51,17 @@ def index(workspace: str, overrides: tuple[str, ...], force: bool, as_json: bool
     bar = ProgressLine()
     with open_cli_manager(workspace, overrides) as manager:
         load_model(manager, quiet=quiet or as_json)
-        report = manager.sync(force=force, progress=None if quiet or as_json else bar)
+        try:
+            report = manager.sync(force=force, progress=None if quiet or as_json else bar)
+        except KeyboardInterrupt:
+            bar.done()
+            if force:
+                click.echo("interrupted: the rebuild was dropped; the index is as it was", err=True)
+            else:
+                kept = manager.status().files
+                again = command_hint(workspace, overrides, "index")
+                click.echo(f"interrupted: the {kept} file(s) indexed so far are kept; `{again}` indexes the rest", err=True)
+            raise click.exceptions.Exit(INTERRUPTED) from None
         bar.done()
         status = manager.status()
     if as_json:
@@ -66,7 +83,7 @@ def index(workspace: str, overrides: tuple[str, ...], force: bool, as_json: bool
     for skip in status.skipped:
         click.echo(f"  skipped {skip.path}: {skip.reason}")
     if not status.files and not status.skipped:
-        click.echo("  note: no memory files here (MEMORY.md, memory/*.md): `mdrecall init` writes a skeleton", err=True)
+        click.echo(f"  note: no memory files here (MEMORY.md, memory/*.md): `{init_hint(workspace)}` writes a skeleton", err=True)
     return 0
 
 
@@ -123,7 +140,9 @@ def search(
     fmt: str,
     as_json: bool,
 ) -> int:
-    """Search memory. Exit 1 when nothing matches (the reason is printed)."""
+    """Search memory by keywords and meaning; every result cites its lines (path#Lx-Ly).
+
+    Exit 1 when nothing matches (the reason is printed)."""
     query, max_results, min_score, corpus = _validated_search(query, max_results, min_score, corpus)
     fmt = "json" if as_json else fmt
     if debug_scores:
@@ -133,8 +152,9 @@ def search(
             raise MdrecallError("session transcripts are not indexed in this workspace (add sessions to the sources setting)")
         load_model(manager, quiet=fmt != "text")
         sources = None if corpus == "all" else [corpus]
-        response = search_as_of(manager, query, max_results=max_results, min_score=min_score, session_key=session_key,
+        request = SearchRequest(query, max_results=max_results, min_score=min_score, session_key=session_key,
                                 sources=sources, now=now, as_of=as_of)  # fmt: skip
+        response = search_memory(manager, request)
         reason = _why_nothing(manager, response, session_key, min_score) if not response.results else None
     if fmt == "json":
         data = response.to_dict(camel=True)
@@ -148,9 +168,9 @@ def search(
         return 0 if response.results else 1
     for warning in response.warnings:
         if warning != reason:  # "nothing relevant: ..." is printed once, as the reason
-            click.echo(f"note: {warning}", err=True)
+            click.echo(f"note: {carry_options(warning, workspace, overrides)}", err=True)
     if not response.results:
-        click.echo(f"no matching memories: {reason}", err=True)
+        click.echo(f"no matching memories: {carry_options(reason or '', workspace, overrides)}", err=True)
         return 1
     if fmt == "files":
         for path in dict.fromkeys(hit.path for hit in response.results):
@@ -351,6 +371,8 @@ def get(workspace: str, overrides: tuple[str, ...], path: str, from_line: int | 
         raise click.UsageError(_cli_names(str(exc))) from None
     with open_cli_manager(workspace, overrides) as manager:
         result = manager.read_file(path, from_line=from_line, lines=lines)
+    if result.from_line > max(result.total_lines, 1):
+        raise click.UsageError(f"{result.path} has {result.total_lines} line(s); line {result.from_line} is past its end")
     if as_json:
         echo_json(result.to_dict())
         return 0
@@ -358,7 +380,8 @@ def get(workspace: str, overrides: tuple[str, ...], path: str, from_line: int | 
         raise MdrecallError(f"{result.path} is not UTF-8 text (a binary file?); not printing it (--json shows it escaped)")
     click.echo(result.text)
     if result.next_from is not None:
-        click.echo(f"\n… more below: mdrecall get {result.path} --from {result.next_from}", err=True)
+        more = command_hint(workspace, overrides, "get", result.path, "--from", str(result.next_from))
+        click.echo(f"\n… more below: {more}", err=True)
     elif result.line_cut:
         click.echo(f"\n… line {result.from_line} is longer than read.maxChars and was cut: read {result.path} itself "
                    "for the whole line", err=True)
@@ -382,12 +405,14 @@ def status(workspace: str, overrides: tuple[str, ...], as_json: bool, deep: bool
     if as_json:
         click.echo(dumps(data))
         return 0
-    _print_status(data)
+    _print_status(data, lambda text: carry_options(text, workspace, overrides))
     return 0
 
 
-def _print_status(status: dict[str, Any]) -> None:
-    out = click.echo
+def _print_status(status: dict[str, Any], hint: Callable[[str], str] = str) -> None:
+    def out(text: str) -> None:
+        click.echo(hint(text))
+
     out(f"workspace: {status['workspaceDir']}")
     out(f"backend:   {status['backend']}")
     out(f"index:     {status['dbPath']}")
@@ -402,7 +427,7 @@ def _print_status(status: dict[str, Any]) -> None:
     fallback = status.get("fallback")
     if isinstance(fallback, dict) and fallback.get("reason"):
         route = " -> ".join(str(fallback[k]) for k in ("from", "to") if fallback.get(k))
-        when = f" (at {fallback['at']})" if fallback.get("at") else ""
+        when = f" — at {shown(fallback['at'])}" if fallback.get("at") else ""
         out(f"fallback:  {route + ': ' if route else ''}{fallback['reason']}{when}")
     vec = status.get("vector")
     if vec:
@@ -419,7 +444,7 @@ def _print_status(status: dict[str, Any]) -> None:
     elif status.get("rebuildNeeded") and status.get("meta"):
         out(f"freshness: index must be rebuilt ({status['rebuildNeeded']}) — run `mdrecall index`")
     else:
-        out(f"freshness: {'clean' if status['clean'] else 'not indexed yet — run `mdrecall index`'} (last sync {status['lastSyncAt'] or 'never'})")
+        out(f"freshness: {'clean' if status['clean'] else 'not indexed yet — run `mdrecall index`'} (last sync {shown(status['lastSyncAt'])})")
     watcher = status.get("watcher")
     if watcher:
         out(f"watcher:   {'running' if watcher.get('running') else 'not running'}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -23,6 +24,9 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: The exit code of a command stopped by Ctrl-C (128 + SIGINT, as shells report it).
+INTERRUPTED = 130
+
 
 def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
     """``["query.maxResults=5", "provider=none"]`` → a nested mapping (values parsed as YAML)."""
@@ -31,21 +35,111 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
-            raise ConfigError(f"config override {item!r} must look like KEY=VALUE")
+            raise ConfigError(f"config override {item!r} must look like KEY=VALUE, e.g. -c query.maxResults=5")
         key, raw = item.split("=", 1)
-        value = yaml.safe_load(raw) if raw else ""
-        node = out
         parts = key.strip().split(".")
+        if not all(part.strip() for part in parts):
+            raise ConfigError(f"config override {item!r}: {key.strip()!r} is not a key (e.g. query.maxResults)")
+        try:
+            value = yaml.safe_load(raw) if raw else ""
+        except yaml.YAMLError as exc:
+            problem = getattr(exc, "problem", None) or "cannot be read"
+            raise ConfigError(
+                f"-c {key.strip()}: {raw!r} is not a valid YAML value ({problem}); quote a string in the value, "
+                f"e.g. -c '{key.strip()}=\"...\"'"
+            ) from None
+        node = out
         for part in parts[:-1]:
-            node = node.setdefault(part, {})
-        node[parts[-1]] = value
+            child = node.setdefault(part.strip(), {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"config overrides set {part.strip()!r} both to a value and to keys inside it")
+            node = child
+        node[parts[-1].strip()] = value
     return out
+
+
+def _is_current_directory(workspace: str) -> bool:
+    try:
+        return Path(workspace).expanduser().resolve() == Path.cwd().resolve()
+    except OSError:
+        return False
+
+
+def command_hint(workspace: str, overrides: Sequence[str], *words: str) -> str:
+    """``mdrecall WORDS ...`` as it must be typed to act on the same memory: with ``-w`` when the
+    workspace is not the current directory and with this command's ``-c`` overrides, quoted for a
+    POSIX shell. Every hint a command prints is built here, so it runs as printed."""
+    import shlex
+
+    return shlex.join(["mdrecall", *words, *_carried(workspace, overrides)])
+
+
+def _carried(workspace: str, overrides: Sequence[str]) -> list[str]:
+    """The options a hint must carry to act on the same memory with the same configuration."""
+    # ~ expanded: a quoted '~/agent' would not be expanded by the shell that runs the hint.
+    parts = [] if _is_current_directory(workspace) else ["-w", str(Path(workspace).expanduser())]
+    for item in overrides:
+        parts += ["-c", item]
+    return parts
+
+
+def init_hint(workspace: str) -> str:
+    """``mdrecall init [DIR]``: the command that creates this workspace's skeleton, as typed from here."""
+    import shlex
+
+    if _is_current_directory(workspace):
+        return "mdrecall init"
+    return shlex.join(["mdrecall", "init", str(Path(workspace).expanduser())])
+
+
+_HINT = re.compile(r"`(mdrecall(?: [^`]*)?)`")
+
+
+def carry_options(text: str, workspace: str, overrides: Sequence[str]) -> str:
+    """``text`` with each `` `mdrecall COMMAND ...` `` it names completed by :func:`command_hint`
+    (for commands that take ``-w``): the core's fixes (doctor, status, search) say `mdrecall index`,
+    which would act on the current directory when run as printed from elsewhere."""
+    if "`mdrecall" not in text or (_is_current_directory(workspace) and not overrides):
+        return text
+
+    def complete(match: re.Match[str]) -> str:
+        import shlex
+
+        try:
+            words = shlex.split(match.group(1))[1:]
+        except ValueError:
+            return match.group(0)
+        if not words or "-w" in words or "--workspace" in words or not _takes_workspace(words):
+            return match.group(0)
+        return f"`{match.group(1)} {shlex.join(_carried(workspace, overrides))}`"  # its own quoting kept
+
+    return _HINT.sub(complete, text)
+
+
+def _takes_workspace(words: Sequence[str]) -> bool:
+    """Whether ``mdrecall WORDS`` is a command with ``-w/--workspace`` (looked up in the group)."""
+    current = click.get_current_context(silent=True)
+    if current is None:
+        return False
+    ctx = current.find_root()
+    root = ctx.command
+    command: click.Command | None = root
+    for word in words:
+        if not isinstance(command, click.Group) or word.startswith("-"):
+            break
+        try:
+            command = command.get_command(ctx, word)
+        except Exception:
+            return False
+        if command is None:
+            return False
+    return command is not root and command is not None and any(p.name == "workspace" for p in command.params)
 
 
 def _existing_workspace(ctx: click.Context, param: click.Parameter, value: str) -> str:
     path = Path(value).expanduser()
     if not path.is_dir():
-        hint = " (create it with `mdrecall init`)" if not path.exists() else ""
+        hint = f" (create it with `{init_hint(value)}`)" if not path.exists() else ""
         raise click.BadParameter(f"workspace {path} is not a directory{hint}", ctx=ctx, param=param)
     return value
 
@@ -183,6 +277,7 @@ def _keep_shared_index(root: Path, configured: MemoryConfig, config: MemoryConfi
 
     if identity(configured) == identity(config):
         return config
+    _check_provider_names(config)  # before an index of its own is named: a typo must not leave one behind
     if config.backend != "builtin":
         # A shared store (Postgres rows, a QMD or LanceDB index) has no index "beside" it: keyword-only
         # reads it as it is; another model would rewrite it, which a one-shot command must not do.
@@ -199,6 +294,19 @@ def _keep_shared_index(root: Path, configured: MemoryConfig, config: MemoryConfi
         key = hashlib.sha256(identity(config).encode()).hexdigest()[:12]
         store = config.store.model_copy(update={"path": str(shared.with_name(f"{shared.stem}.override-{key}.sqlite"))})
     return config.model_copy(update={"store": store})
+
+
+def _check_provider_names(config: MemoryConfig) -> None:
+    import difflib
+
+    from mdrecall.embeddings.registry import known_providers
+
+    known = known_providers()
+    for key, name in (("provider", config.provider), ("fallback", config.fallback)):
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"unknown embedding provider {key}={name!r}{hint}; known: {', '.join(known)}")
 
 
 def open_cli_manager(workspace: str, overrides: Sequence[str], **updates: Any) -> MemorySearchManager:

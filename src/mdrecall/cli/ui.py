@@ -25,7 +25,7 @@ def inspector_config_for(workspace: str, overrides: tuple[str, ...]) -> object:
 @workspace_options
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="interface to bind; anything but loopback needs a token")  # fmt: skip
-@click.option("--port", type=int, default=8777, show_default=True, help="port to listen on")
+@click.option("--port", type=click.IntRange(1, 65535), default=8777, show_default=True, help="port to listen on")
 @click.option("--token", default=None,
               help="token the page asks for (default: $MDRECALL_UI_TOKEN or a random one, in the printed URL)")  # fmt: skip
 @click.option("--no-token", is_flag=True, help="no token (loopback only): anyone on this machine can open the page")

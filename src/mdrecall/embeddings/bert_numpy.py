@@ -146,8 +146,16 @@ class NumpyBertEncoder:
         def run(i: int) -> None:
             out[i] = self._forward(encoded[i].ids)
 
-        for future in [self._executor(count).submit(run, i) for i in order]:
-            future.result()
+        futures = [self._executor(count).submit(run, i) for i in order]
+        try:
+            for future in futures:
+                future.result()
+        except BaseException:
+            # Ctrl-C (or a failed text): drop the texts not started, or the pool's threads would
+            # embed every one of them before the process could exit.
+            for future in futures:
+                future.cancel()
+            raise
         return out
 
     def _executor(self, count: int) -> ThreadPoolExecutor:

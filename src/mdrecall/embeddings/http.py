@@ -340,7 +340,9 @@ def require_httpx() -> Any:
     try:
         import httpx
     except ImportError as exc:
-        raise ProviderUnavailableError("httpx is not installed: pip install 'mdrecall[remote]'") from exc
+        from mdrecall.extras import install_hint
+
+        raise ProviderUnavailableError(f"httpx is not installed: {install_hint('remote')}") from exc
     return httpx
 
 

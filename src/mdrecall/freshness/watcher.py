@@ -108,7 +108,9 @@ class MemoryWatcher:
         try:
             import watchfiles  # noqa: F401
         except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ImportError("file watching needs watchfiles: pip install 'mdrecall[watch]'") from exc
+            from mdrecall.extras import package_hint
+
+            raise ImportError(f"file watching needs watchfiles: {package_hint('watchfiles')}") from exc
         self._stop.clear()
         self.stats.started_at = time.time()
         if "sessions" in self.config.sources:

@@ -24,9 +24,9 @@ KEYWORD_ONLY_KEY = provider_key({"provider": "none", "model": "fts-only"})
 
 
 #: What the index holds for the same bytes: bump it when that changes (redaction, transcript
-#: rendering), so existing indexes are rebuilt instead of keeping what the old code stored (a secret
-#: redaction now removes, a sender id now stripped; 3: transcript chunks store the message of each
-#: line). Part of the scope hash.
+#: rendering, remember's provenance comments left out, transcript chunks storing the message of each
+#: line), so existing indexes are rebuilt instead of keeping what the old code stored (a secret
+#: redaction now removes, a sender id now stripped). Part of the scope hash.
 CONTENT_VERSION = 3
 
 

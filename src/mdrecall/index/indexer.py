@@ -2,8 +2,8 @@
 
 Cost model: an unchanged file costs one ``stat`` (mtime+size match) or one read+hash (touched but
 identical). A changed file is re-chunked; only chunks whose text hash has no cached embedding are
-embedded, in large batches. Each file's rows are replaced in one transaction, after all of its
-embeddings exist, so an interrupted sync never leaves a half-written file: the next sync redoes it.
+embedded, in large batches. Each file's rows are replaced in one transaction as soon as all of its
+embeddings exist, so an interrupted sync keeps every finished file and never leaves a half-written one.
 
 Trusting mtime+size has one hole: file timestamps come from a coarse clock, so a file rewritten with
 the same size within the same clock tick as our read keeps its mtime, and the change would never be
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,11 +34,12 @@ from pathlib import Path
 from mdrecall.config import MemoryConfig
 from mdrecall.crashpoints import crash_point
 from mdrecall.embeddings.base import EmbeddingProvider
-from mdrecall.errors import PathError
+from mdrecall.errors import PathError, SyncInterrupted
 from mdrecall.index.changes import UNREADABLE, Observed, skip_still_holds
 from mdrecall.index.chunking import Chunk, chunk_id, chunk_lines, chunk_markdown, encode_numbers, fit_to_model, heading_trails
 from mdrecall.sources.base import SourceAdapter
 from mdrecall.sources.redact import redact_markdown
+from mdrecall.sources.remember import strip_provenance
 from mdrecall.sources.workspace import MemoryFile, allowed_roots, discover_memory_files, read_memory_bytes
 from mdrecall.store.db import ChunkRow, FileRow, IndexDB, SkipRecord, VectorSpace, vector_to_blob
 from mdrecall.store.protocol import IndexStore
@@ -90,6 +92,12 @@ class SyncContext:
     provider: EmbeddingProvider | None
     provider_key: str
     model: str
+    #: Set to stop the sync at the next file (a closing manager): every file finished is kept.
+    cancel: threading.Event | None = None
+
+    def check(self) -> None:
+        if self.cancel is not None and self.cancel.is_set():
+            raise SyncInterrupted("the sync was stopped (the manager is closing); the files finished are kept")
 
 
 def _read_text(path: Path, max_bytes: int, lenient: bool = False) -> tuple[str | None, bytes | None, str | None]:
@@ -115,6 +123,34 @@ def _decode_text(raw: bytes, max_bytes: int, lenient: bool = False) -> tuple[str
         return raw.decode("utf-8"), raw, None
     except UnicodeDecodeError as exc:
         return None, raw, f"not valid UTF-8 (byte {exc.start})"
+
+
+def read_memory_text(
+    workspace: Path,
+    config: MemoryConfig,
+    file: MemoryFile,
+    roots: Sequence[str],
+    *,
+    names_inside: Callable[[os.stat_result], int] | None = None,
+) -> tuple[str | None, bytes | None, str | None]:
+    """(text, raw bytes, skip reason) of a memory file, read as ``memory_get`` reads it: through one
+    descriptor checked after opening (sources.workspace.read_memory_bytes), so a file swapped for a
+    link or hard-linked outside the memory paths (``roots``) is skipped, never indexed; secrets
+    redacted and provenance comments left out, lines kept in place (so citations hold)."""
+    max_bytes = config.limits.maxFileBytes
+    real = os.path.realpath(file.abspath)
+    if not any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in roots):
+        return None, None, "links outside the allowed memory paths"
+    if not real.endswith(".md"):
+        return None, None, "links to a file that is not Markdown"  # as memory_get refuses it
+    try:
+        raw = read_memory_bytes(workspace, config, real, max_bytes, names_inside=names_inside)
+    except PathError as exc:
+        return None, None, str(exc)
+    except OSError as exc:
+        return None, None, f"{UNREADABLE}: {exc.strerror or exc}"
+    text, raw_bytes, reason = _decode_text(raw, max_bytes)
+    return (strip_provenance(redact_markdown(text)) if text is not None else None), raw_bytes, reason
 
 
 #: ``on_text(file, text)``: the exact text a file is about to be chunked from.
@@ -289,26 +325,9 @@ class Indexer:
         return PendingFile(file, FileRow(file.rel_path, file.source, digest, mtime, size), chunks, line_map, contexts)
 
     def _read_memory(self, file: MemoryFile) -> tuple[str | None, bytes | None, str | None]:
-        """A memory file, read as ``memory_get`` reads it: through one descriptor checked after opening
-        (sources.workspace.read_memory_bytes), so a file swapped for a link or hard-linked to one outside
-        the memory paths since discovery is skipped, never indexed."""
-        max_bytes = self.config.limits.maxFileBytes
         if self._roots is None:
             self._roots = [str(r) for r in allowed_roots(self.workspace, self.config)]
-        real = os.path.realpath(file.abspath)
-        if not any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in self._roots):
-            return None, None, "links outside the allowed memory paths"
-        if not real.endswith(".md"):
-            return None, None, "links to a file that is not Markdown"  # as memory_get refuses it
-        try:
-            raw = read_memory_bytes(self.workspace, self.config, real, max_bytes, names_inside=self._names_inside)
-        except PathError as exc:
-            return None, None, str(exc)
-        except OSError as exc:
-            return None, None, f"{UNREADABLE}: {exc.strerror or exc}"
-        text, raw_bytes, reason = _decode_text(raw, max_bytes)
-        # Secrets never reach chunks, FTS rows or embeddings; lines stay put, so citations do too.
-        return (redact_markdown(text) if text is not None else None), raw_bytes, reason
+        return read_memory_text(self.workspace, self.config, file, self._roots, names_inside=self._names_inside)
 
     def _names_inside(self, st: os.stat_result) -> int:
         """How many discovered memory files name this inode (one stat pass, only once a hard link is seen)."""
@@ -398,26 +417,39 @@ class Indexer:
                 unique.setdefault(item.embed_key(i), item.embed_input(i))
         hashes = list(unique)
         vectors: dict[str, bytes] = {}
+        waiting = list(group)  # files not written yet, in order
+
+        def write_ready() -> None:
+            # Every file whose chunks all have vectors now is written at once: an interrupted sync
+            # (Ctrl-C, a closing server) keeps it, and the next sync embeds only what is left.
+            while waiting and all(waiting[0].embed_key(i) in vectors for i in waiting[0].missing):
+                item = waiting.pop(0)
+                for i in item.missing:
+                    item.vectors[i] = vectors[item.embed_key(i)]
+                item.missing.clear()
+                self._write(item, report)
+
+        def batch_done(indexes: list[int], batch: Sequence[Sequence[float]]) -> None:
+            blobs = [(hashes[i], vector_to_blob(v)) for i, v in zip(indexes, batch)]
+            self._cache(blobs)  # a failure later in the group wastes no paid calls
+            vectors.update(blobs)
+            self.ctx.check()
+            write_ready()
+
         if hashes:
             texts = [unique[h] for h in hashes]
             raw_vectors = provider.embed_documents_batched(
                 texts,
                 lambda done, _total: self._emit(embedded + done, total, "Embedding chunks…"),
-                on_batch=lambda indexes, vecs: self._cache_batch([hashes[i] for i in indexes], vecs),
+                on_batch=batch_done,
             )
             if len(raw_vectors) != len(texts):
                 raise RuntimeError(f"provider {provider.id} returned {len(raw_vectors)} vectors for {len(texts)} texts")
-            for h, vec in zip(hashes, raw_vectors):
-                vectors[h] = vector_to_blob(vec)
+            missed = [(h, vector_to_blob(vec)) for h, vec in zip(hashes, raw_vectors) if h not in vectors]
+            self._cache(missed)  # a provider that did not report its batches
+            vectors.update(missed)
             report.chunks_embedded += len(hashes)
-            if self.config.cache.enabled:
-                with self.db.transaction():
-                    self.db.cache_put(provider.id, provider.model, self.ctx.provider_key, list(vectors.items()))
-        for item in group:
-            for i in item.missing:
-                item.vectors[i] = vectors[item.embed_key(i)]
-            item.missing.clear()
-            self._write(item, report)
+        write_ready()
         embedded += sum(len(item.chunks) for item in group)
         self._emit(min(embedded, total), total, "Embedding chunks…")
         return embedded
@@ -425,16 +457,15 @@ class Indexer:
     def _fts_text(self, text: str) -> str:
         return fts_index_text(text) if self.config.query.fts.tokenizer == "unicode61" else text
 
-    def _cache_batch(self, hashes: list[str], vectors: Sequence[Sequence[float]]) -> None:
-        """Cache each finished request at once, so a failure later in the group wastes no paid calls."""
+    def _cache(self, items: list[tuple[str, bytes]]) -> None:
         provider = self.ctx.provider
-        if provider is None or not self.config.cache.enabled:
+        if provider is None or not items or not self.config.cache.enabled:
             return
-        items = [(h, vector_to_blob(v)) for h, v in zip(hashes, vectors)]
         with self.db.transaction():
             self.db.cache_put(provider.id, provider.model, self.ctx.provider_key, items)
 
     def _write(self, item: PendingFile, report: SyncReport) -> None:
+        self.ctx.check()
         provider = self.ctx.provider
         space = VectorSpace(provider.id, provider.model, self.ctx.provider_key) if provider is not None else None
         rows = []
@@ -467,4 +498,4 @@ def seed_cache_from(db: IndexDB, old_path: Path) -> None:
     db.seed_cache_from(old_path)
 
 
-__all__ = ["EMBED_GROUP", "Indexer", "SyncContext", "TextObserver", "seed_cache_from"]
+__all__ = ["EMBED_GROUP", "Indexer", "SyncContext", "TextObserver", "read_memory_text", "seed_cache_from"]

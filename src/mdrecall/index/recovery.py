@@ -38,6 +38,38 @@ T = TypeVar("T")
 CORRUPTION_ERRORS = (apsw.CorruptError, apsw.NotADBError)
 
 
+#: The first bytes of every SQLite database file.
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def foreign_reason(path: Path) -> str | None:
+    """Why what is at ``path`` is not an index mdrecall may move aside as damaged: a folder, a special
+    file, or a file that is neither an SQLite database nor an index mdrecall has written (which has
+    its ``<path>.lock`` beside it). None: nothing there, an empty file, or an index. Asked before
+    this process takes the lock (which creates that file): ``store.path`` set to a folder or to
+    someone's notes must be refused, never renamed."""
+    import stat
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if stat.S_ISDIR(st.st_mode):
+        return f"is a folder (name a file in it, e.g. {Path(path) / 'index.sqlite'})"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if st.st_size == 0 or Path(str(path) + ".lock").exists():
+        return None
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    return None if head == SQLITE_HEADER else "is not an mdrecall index (not an SQLite database)"
+
+
 def is_corruption(exc: BaseException) -> bool:
     """A damaged index file, raised directly or wrapped in a StoreError when opening it."""
     return isinstance(exc, CORRUPTION_ERRORS) or isinstance(exc.__cause__, CORRUPTION_ERRORS)
@@ -57,6 +89,12 @@ class IndexHandle:
         self.db_path = db_path
         self.options = options
         self._lock = lock
+        # Before anything is opened or locked (the lock creates <path>.lock): what is there and not
+        # ours is refused, never moved aside as a damaged index.
+        foreign = foreign_reason(db_path)
+        if foreign is not None:
+            raise StoreError(f"store.path {db_path} {foreign}; mdrecall does not move or overwrite it: point store.path "
+                             "at a new file")  # fmt: skip
         self._on_recovered = on_recovered
         self._mutex = threading.Lock()
         #: "pending" until the background check ran, then "ok", "failed: ...", "interrupted", "not checked: ...".

@@ -14,6 +14,7 @@ keeps every file it finished, and the next sync carries on from there.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -62,6 +63,8 @@ class IndexSyncer:
         self.extra_sources = list(extra_sources)
         #: Progress of a rebuild in this process (model switch, chunking change), else None.
         self.migration: dict[str, Any] | None = None
+        #: Set to stop a running sync at its next file (:meth:`BuiltinMemoryManager.close`).
+        self.cancel = threading.Event()
 
     def run(
         self,
@@ -89,7 +92,7 @@ class IndexSyncer:
         defer_sessions: bool,
     ) -> SyncRun:
         cleanup_stale_rebuilds(self.db_path)
-        ctx = SyncContext(provider, provider_key, desired["model"])
+        ctx = SyncContext(provider, provider_key, desired["model"], self.cancel)
         writer = IndexDB(self.db_path, self.options)
         try:
             stored = writer.read_meta()

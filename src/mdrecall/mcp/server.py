@@ -40,8 +40,8 @@ from mdrecall.agent.plugin import MemoryCapability, create_memory_capability
 from mdrecall.agent.registry import plugin_tools_for
 from mdrecall.agent.specs import MEMORY_GET, MEMORY_SEARCH, MEMORY_STATUS, MEMORY_WRITE
 from mdrecall.config import load_config
-from mdrecall.errors import MdrecallError
-from mdrecall.http_guard import TOKEN_ENV, HttpSecurity, RequestGuard
+from mdrecall.errors import MdrecallError, SyncInterrupted
+from mdrecall.http_guard import TOKEN_ENV, HttpSecurity, RequestGuard, check_can_listen
 from mdrecall.mcp import DEFAULT_HOST, DEFAULT_PATH, DEFAULT_PORT
 
 log = logging.getLogger("mdrecall.mcp")
@@ -51,11 +51,13 @@ META_SESSION_KEY = "mdrecall/sessionKey"
 
 
 def _require_mcp() -> None:
+    from mdrecall.extras import install_hint
+
     try:
         import mcp  # noqa: F401
     except ImportError:
         raise MdrecallError(
-            "the MCP server needs the 'mcp' package: pip install 'mdrecall[mcp]'"
+            f"the MCP server needs the 'mcp' package: {install_hint('mcp')}"
         ) from None
 
 
@@ -263,6 +265,8 @@ def warm_up(capability: MemoryCapability) -> threading.Thread:
             manager = capability.runtime.manager()
             log.info("initial sync: %s", manager.sync().to_dict())
             log.info("embedding provider: %s", manager.probe_embedding_availability().to_dict())
+        except SyncInterrupted as exc:  # the server is closing: what was indexed is kept
+            log.info("initial sync stopped: %s", exc)
         except Exception as exc:  # keep serving; memory_search will explain
             log.warning("memory warm-up failed: %s: %s", type(exc).__name__, exc)
 
@@ -300,6 +304,7 @@ def serve(options: ServeOptions) -> int:
                 extra_origins=[*settings.allowedOrigins, *options.allow_origins],
                 allow_unauthenticated=options.allow_unauthenticated,
             )
+            check_can_listen(host, port, "mdrecall mcp --http")
             app = build_http_app(capability, security, session_key=session_key, path=path)
         else:
             server = build_server(capability, session_key=session_key)
@@ -329,8 +334,13 @@ def serve(options: ServeOptions) -> int:
             file=sys.stderr,
             flush=True,
         )
-        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")).run()
+        try:
+            uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")).run()
+        except SystemExit as exc:  # uvicorn's own start-up failure, already logged by it
+            raise MdrecallError(f"the MCP server could not start (exit {exc.code})") from None
         return 0
     finally:
-        warm.join(timeout=30)
+        # Closing stops a first index still running at its next file (every finished file is
+        # kept), so a client that exits, or Ctrl-C, does not wait for the whole index.
         capability.close()
+        warm.join(timeout=5)

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from mdrecall.contract import MemorySearchManager, search_as_of
+from mdrecall.contract import MemorySearchManager, search_memory
 from mdrecall.search.budget import Hit
 from mdrecall.search.dating import FileTimes, stated, times_for
 from mdrecall.search.highlight import matched_terms
-from mdrecall.types import SearchHit, SearchResponse, format_citation
+from mdrecall.types import SearchHit, SearchRequest, SearchResponse, format_citation
 
 Status = Literal["current", "superseded", "possibly superseded"]
 #: Statements listed unless asked otherwise (a history is longer than an answer).
@@ -143,8 +143,9 @@ def fact_history(
     text = (topic or "").strip()
     if not text:
         raise ValueError("topic is required: the fact to trace, e.g. 'where the database runs'")
-    response = search_as_of(manager, text, max_results=max_results, min_score=min_score, session_key=session_key,
+    request = SearchRequest(text, max_results=max_results, min_score=min_score, session_key=session_key,
                             sources=sources, now=now, as_of=as_of)  # fmt: skip
+    response = search_memory(manager, request)
     return history_of(text, response, times_for(manager.workspace), as_of)
 
 

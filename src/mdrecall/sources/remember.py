@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 #: The most characters one entry may hold (a note, not a document).
 MAX_TEXT_CHARS = 8000
 PROVENANCE = "mdrecall:remembered"
+#: The provenance comment as it sits on an entry's first line (what :func:`strip_provenance` removes).
+_PROVENANCE_COMMENT = re.compile(r"[ \t]*<!-- mdrecall:remembered\b[^>\n]*-->")
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _OWN_OUTPUT = re.compile(r"^memory/(?:dreaming|\.dreams)(?:/|$)")
@@ -81,6 +83,13 @@ class Remembered:
             "redacted": self.redacted,
             "created": self.created,
         }
+
+
+def strip_provenance(text: str) -> str:
+    """``text`` without the provenance comments :func:`remember` writes: what is indexed and shown in
+    search snippets (an agent's context need not pay for them; ``memory_get`` still shows the file
+    as it is). Lines stay where they are, so citations hold."""
+    return _PROVENANCE_COMMENT.sub("", text) if PROVENANCE in text else text
 
 
 def daily_note_path(now: datetime | None = None, timezone: str | None = None) -> str:
@@ -160,8 +169,14 @@ def remember(
     target: str | None = None,
     now: datetime | None = None,
     via: str = "api",
+    heading: str | None = None,
 ) -> Remembered:
     """Append ``text`` to ``target`` (default: today's daily note) and say where it went.
+
+    In a file organised under ``##`` headings (``MEMORY.md``), the entry goes at the end of a
+    section, never under whichever heading happens to be last: ``heading`` (made if missing), else
+    the section the text's first word names ("Decision: ..." under "## Decisions"), else "##
+    Remembered" (see :func:`place_entry`).
 
     The caller re-indexes (``manager.sync()``) to make it searchable at once; searches also pick it
     up on their own (the watcher, or the check before each search)."""
@@ -178,10 +193,113 @@ def remember(
     path, rel = check_target(root, config, target or daily_note_path(now, config.flush.timezone))
     entry = format_entry(body, now, via)
     existed = path.exists()
-    header = f"# {Path(rel).stem}\n\n" if _is_dated(rel) else ""
-    start_line = append_markdown(path, entry, header=header)
     n = entry.count("\n")
+    if existed and (heading or not _is_dated(rel)):
+        start_line = _remember_in_section(path, entry, body, heading)
+        if start_line is not None:
+            return Remembered(rel, start_line, start_line + n - 1, entry.rstrip("\n"), redacted, False)
+    header = f"# {Path(rel).stem}\n\n" if _is_dated(rel) else ""
+    if heading:
+        header += f"## {heading.strip()}\n\n"
+    start_line = append_markdown(path, entry, header=header)
     return Remembered(rel, start_line, start_line + n - 1, entry.rstrip("\n"), redacted, not existed)
+
+
+#: The section an entry goes to in a file with ``##`` headings when nothing names another.
+REMEMBERED_HEADING = "Remembered"
+_SECTION = re.compile(r"^(#{2,6})[ \t]+(.+?)[ \t#]*$")
+_FENCE = re.compile(r"^[ \t]*(```|~~~)")
+
+
+def _stem(word: str) -> str:
+    """The first four letters: ``Decision:``, ``Decided`` and ``Decisions`` meet on ``deci``, ``Prefers``
+    and ``Preferences`` on ``pref`` (shorter words name no section)."""
+    letters = re.sub(r"[^a-z]", "", word.lower())
+    return letters[:4] if len(letters) >= 4 else ""
+
+
+def _sections(lines: list[str]) -> list[tuple[int, int, str]]:
+    """(heading line index, level, title) of every ``##``-or-deeper heading outside code fences."""
+    out: list[tuple[int, int, str]] = []
+    fenced = False
+    for i, line in enumerate(lines):
+        if _FENCE.match(line):
+            fenced = not fenced
+            continue
+        match = None if fenced else _SECTION.match(line)
+        if match:
+            out.append((i, len(match.group(1)), match.group(2).strip()))
+    return out
+
+
+def place_entry(current: str, entry: str, body: str, heading: str | None) -> tuple[str, int] | None:
+    """(the file's new text, the 1-based line the entry starts on) with ``entry`` at the end of its
+    section, or None when the file has no ``##`` headings and no ``heading`` is asked for (a plain
+    append is right then). The section: ``heading`` (made at the end if missing), else the one whose
+    title the text's first word names, else ``## Remembered`` (made at the end if missing)."""
+    lines = current.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    sections = _sections(lines)
+    if not sections and not heading:
+        return None
+    chosen = None
+    if heading:
+        wanted = heading.strip().lower()
+        chosen = next((s for s in sections if s[2].lower() == wanted), None)
+        title = heading.strip()
+    else:
+        first = re.split(r"[\s:,.;]+", body.strip(), maxsplit=1)[0]
+        stem = _stem(first)
+        if stem:
+            chosen = next((s for s in sections if _stem(s[2].split()[0]) == stem), None)
+        if chosen is None:
+            chosen = next((s for s in sections if s[2].lower() == REMEMBERED_HEADING.lower()), None)
+        title = REMEMBERED_HEADING
+    new = entry.rstrip("\n").split("\n")
+    if chosen is None:  # a new section at the end
+        while lines and not lines[-1].strip():
+            lines.pop()
+        head = [*lines, ""] if lines else []
+        out = [*head, f"## {title}", "", *new]
+        return "\n".join(out) + "\n", len(head) + 3
+    index, level, _ = chosen
+    end = next((i for i, lvl, _t in sections if i > index and lvl <= level), len(lines))
+    last = end - 1
+    while last > index and not lines[last].strip():
+        last -= 1
+    if last == index:  # an empty section: a blank line under its heading, then the entry
+        rest = lines[index + 1 :]
+        while rest and not rest[0].strip():
+            rest.pop(0)
+        out = [*lines[: index + 1], "", *new, *([""] if rest else []), *rest]
+        return "\n".join(out) + "\n", index + 3
+    previous = lines[last]
+    gap = [] if previous.lstrip().startswith(("- ", "* ")) or previous.startswith(("  ", "\t")) else [""]
+    out = [*lines[: last + 1], *gap, *new, *lines[last + 1 :]]
+    return "\n".join(out) + "\n", last + 2 + len(gap)
+
+
+def _remember_in_section(path: Path, entry: str, body: str, heading: str | None) -> int | None:
+    """Write ``entry`` into its section of ``path`` (compare-and-swap: an edit made meanwhile is
+    merged, never lost); the line it starts on, or None when a plain append is right."""
+    from mdrecall.markdown_write import write_markdown
+
+    current = _read(path)
+    if current is None:
+        return None
+    placed = place_entry(current, entry, body, heading)
+    if placed is None:
+        return None
+    new, start = placed
+    if new.startswith(current) and new[len(current) :].lstrip("\n") == entry:
+        return None  # the section is the file's last: appending is the same, and safer
+    result = write_markdown(path, new, base=current)
+    if result.merged:  # another edit came in meanwhile: find where the entry ended up
+        lines = result.text.split("\n")
+        first = entry.split("\n", 1)[0]
+        start = next((i + 1 for i, line in enumerate(lines) if line == first), start)
+    return start
 
 
 def _is_dated(rel: str) -> bool:

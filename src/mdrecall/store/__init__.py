@@ -23,6 +23,7 @@ import apsw
 
 from mdrecall.config import mdrecall_home
 from mdrecall.crashpoints import crash_point
+from mdrecall.errors import StoreError
 from mdrecall.store.db import ChunkRow, FileRow, IndexDB, StoreOptions
 from mdrecall.store.sql import scalar
 
@@ -53,8 +54,11 @@ class WriterLock:
 
     def acquire(self, timeout: float | None = None) -> bool:
         """Take the lock; wait at most ``timeout`` seconds (None: wait forever). False on timeout."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreError(f"cannot create the index's lock file {self.path}: {exc.strerror or exc} (check store.path)") from None
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             try:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mdrecall.errors import MdrecallError
-from mdrecall.http_guard import HttpSecurity, RequestGuard
+from mdrecall.http_guard import HttpSecurity, RequestGuard, check_can_listen
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8777
@@ -32,7 +32,9 @@ def require_ui() -> None:
         import starlette  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError:
-        raise MdrecallError("the web inspector needs Starlette, uvicorn and Jinja2: pip install 'mdrecall[ui]'") from None
+        from mdrecall.extras import install_hint
+
+        raise MdrecallError(f"the web inspector needs Starlette, uvicorn and Jinja2: {install_hint('ui')}") from None
 
 
 def build_app(manager: Any, security: HttpSecurity, *, sessions: Any = None, errors: Any = None) -> Any:
@@ -125,6 +127,7 @@ def serve(options: UiOptions) -> int:
     token = options.token if options.token is not None else (os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(24))
     # Checked before the manager opens: a refused binding must not cost a model start-up.
     security = HttpSecurity.for_binding(options.host, options.port, token=token or None, extra_hosts=options.allow_hosts)
+    check_can_listen(options.host, options.port, "mdrecall ui")
     manager = open_manager(workspace, inspector_config(workspace, options.config or options.overrides))
     try:
         app = build_app(manager, security)
@@ -137,7 +140,10 @@ def serve(options: UiOptions) -> int:
             import webbrowser
 
             webbrowser.open(url)
-        uvicorn.Server(uvicorn.Config(app, host=options.host, port=options.port, log_level="warning", lifespan="on")).run()
+        try:
+            uvicorn.Server(uvicorn.Config(app, host=options.host, port=options.port, log_level="warning", lifespan="on")).run()
+        except SystemExit as exc:  # uvicorn's own start-up failure, already logged by it
+            raise MdrecallError(f"the web inspector could not start (exit {exc.code})") from None
         return 0
     finally:
         manager.close()

@@ -26,10 +26,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
+from mdrecall.contract import search_memory
 from mdrecall.errors import MdrecallError
 from mdrecall.search.decay import decay_multiplier
 from mdrecall.sources.workspace import note_date
-from mdrecall.types import SearchHit, SearchResponse
+from mdrecall.types import SearchHit, SearchRequest, SearchResponse
 from mdrecall.ui.highlight import Matcher
 from mdrecall.ui.state import generic_fields, generic_value, render, ui_state
 
@@ -280,9 +281,9 @@ async def search_page(request: Request) -> Response:
             searcher = ui.manager
             if mode == "keyword-only" and index_mode != "keyword-only":
                 searcher = await run_in_threadpool(ui.keyword_searcher)
-            response = await run_in_threadpool(
-                searcher.search, query, max_results, min_score, session_key, chosen or None, now_used
-            )
+            asked = SearchRequest(query, max_results=max_results, min_score=min_score, session_key=session_key,
+                                  sources=chosen or None, now=now_used)  # fmt: skip
+            response = await run_in_threadpool(search_memory, searcher, asked)
             seconds = (datetime.now(UTC) - started).total_seconds()
             matcher = Matcher.for_query(query)
             hits = [explain_hit(i, hit, matcher, now_used, ui.config, query) for i, hit in enumerate(response.results, 1)]
@@ -297,5 +298,12 @@ async def search_page(request: Request) -> Response:
         mode=mode, index_mode=index_mode, mode_reasons=status.mode_reasons if status is not None else [], extra=extra,
         transcripts_hidden="sessions" in sources_available and session_key is None
         and ui.config.sessions.visibility == "own",
-        default_min=ui.config.query.minScore,
+        default_min=default_min_score(ui.config, response.mode if response is not None else mode),
     )
+
+
+def default_min_score(config: Any, mode: str | None) -> float:
+    """The cut-off a search in ``mode`` applies when none is given: keyword-only and file-scan
+    answers use ``query.keywordOnlyMinScore`` (0.1), the others ``query.minScore`` (0.35)."""
+    q = config.query
+    return float(q.keywordOnlyMinScore if mode in ("keyword-only", "file-scan") else q.minScore)

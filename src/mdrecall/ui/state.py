@@ -19,6 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse
 
+from mdrecall.timefmt import shown
 from mdrecall.types import Status
 
 if TYPE_CHECKING:
@@ -133,6 +134,7 @@ def make_env() -> Environment:
     env.filters["num"] = format_number
     env.filters["pretty"] = pretty_json
     env.filters["size"] = format_size
+    env.filters["when"] = shown  # local time to the second, and how long ago (not raw ISO with microseconds)
     return env
 
 

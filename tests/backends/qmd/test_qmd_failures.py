@@ -58,6 +58,8 @@ def test_killed_process_falls_back_then_qmd_again(manager: Any) -> None:
 
 
 def test_status_explains_a_fallback(manager: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from mdrecall.timefmt import shown  # status prints times for people (local, to the second)
+
     os.kill(manager.process.pid, signal.SIGKILL)
     wait_for(lambda: not manager.process.alive, 5, "QMD to die")
     manager.search(PLANTED_QUESTION)
@@ -76,7 +78,7 @@ def test_status_explains_a_fallback(manager: Any, capsys: pytest.CaptureFixture[
     printed = capsys.readouterr().out.splitlines()
     assert "answered:  builtin (last search)" in printed
     fallback_line = next(line for line in printed if line.startswith("fallback:"))
-    assert fallback_line.startswith("fallback:  qmd -> builtin: QMD failed (exited") and details["fallback"]["at"] in fallback_line
+    assert fallback_line.startswith("fallback:  qmd -> builtin: QMD failed (exited") and shown(details["fallback"]["at"]) in fallback_line
     manager.backoff.retry_at = time.time()
     _answers_from_qmd(manager)
 

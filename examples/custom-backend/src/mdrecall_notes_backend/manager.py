@@ -14,7 +14,6 @@ import os
 import re
 import time
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,10 +24,12 @@ from mdrecall import (
     ProbeResult,
     ReadResult,
     SearchHit,
+    SearchRequest,
     SearchResponse,
     Status,
     SyncReport,
 )
+from mdrecall.contract import AS_OF_UNSUPPORTED
 from mdrecall.sources.reading import read_memory_lines
 from mdrecall.sources.workspace import discover_memory_files
 from mdrecall.types import ProgressCallback, SyncProgress, format_citation
@@ -111,16 +112,9 @@ class NotesManager(ManagerBase):
         return report
 
     # -- the contract -------------------------------------------------------------------------
-    def search(
-        self,
-        query: str,
-        max_results: int | None = None,
-        min_score: float | None = None,
-        session_key: str | None = None,
-        sources: Sequence[str] | None = None,
-        now: datetime | None = None,
-    ) -> SearchResponse:
+    def run_search(self, request: SearchRequest) -> SearchResponse:
         self.sync()  # cheap when nothing changed: one stat per file
+        query, min_score = request.query, request.min_score
         terms = _terms(query)
         threshold = self.config.query.minScore if min_score is None else min_score
         n = len(self._paragraphs) or 1
@@ -135,8 +129,10 @@ class NotesManager(ManagerBase):
             if raw > 0 and score >= threshold:
                 hits.append(SearchHit(p.path, p.start, p.end, round(score, 4), p.text, "memory", format_citation(p.path, p.start, p.end), None, score))
         hits.sort(key=lambda h: h.score, reverse=True)
-        response = SearchResponse(hits[: max_results or self.config.query.maxResults], "keyword-only", "none", "bm25-paragraphs")
-        self._notify_search(query, response, session_key, now or datetime.now(UTC))
+        response = SearchResponse(hits[: request.max_results or self.config.query.maxResults], "keyword-only", "none", "bm25-paragraphs")
+        if request.as_of is not None:  # paragraphs keep no dates: say so rather than pretend
+            response.warnings.append(AS_OF_UNSUPPORTED.format(backend=self.backend))
+        self._notify_search(query, response, request.session_key, request.now or datetime.now(UTC))
         return response
 
     def read_file(self, rel_path: str, from_line: int | None = None, lines: int | None = None) -> ReadResult:

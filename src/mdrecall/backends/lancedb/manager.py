@@ -42,7 +42,17 @@ from mdrecall.search.asof import search_times
 from mdrecall.sources.reading import window_lines
 from mdrecall.sources.redact import redact_secrets
 from mdrecall.text import cjk_share, query_terms
-from mdrecall.types import Freshness, ProbeResult, ProgressCallback, ReadResult, SearchMode, SearchResponse, Status, SyncReport
+from mdrecall.types import (
+    Freshness,
+    ProbeResult,
+    ProgressCallback,
+    ReadResult,
+    SearchMode,
+    SearchRequest,
+    SearchResponse,
+    Status,
+    SyncReport,
+)
 
 log = logging.getLogger("mdrecall.lancedb")
 
@@ -186,16 +196,11 @@ class LanceMemoryManager(ManagerBase):
             self._notify_search(query.strip(), response, session_key, now or datetime.now(UTC))
         return response
 
-    def search(
-        self,
-        query: str,
-        max_results: int | None = None,
-        min_score: float | None = None,
-        session_key: str | None = None,
-        sources: Sequence[str] | None = None,
-        now: datetime | None = None,
-        as_of: datetime | None = None,
-    ) -> SearchResponse:
+    def run_search(self, request: SearchRequest) -> SearchResponse:
+        query, max_results, min_score, session_key, sources, now, as_of = (
+            request.query, request.max_results, request.min_score, request.session_key, request.sources, request.now,
+            request.as_of,
+        )  # fmt: skip
         if sources is not None and "memory" not in sources:
             return self._response([], "vector-only" if self.provider else "keyword-only", [])
         limit = max_results or self.config.query.maxResults

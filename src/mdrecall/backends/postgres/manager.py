@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -57,7 +56,16 @@ from mdrecall.sources.base import SourceAdapter
 from mdrecall.sources.reading import read_memory_lines, window_lines
 from mdrecall.sources.sessions import SessionSource
 from mdrecall.sources.workspace import MAX_PATH_CHARS
-from mdrecall.types import ProbeResult, ProgressCallback, ReadResult, SearchMode, SearchResponse, Status, SyncReport
+from mdrecall.types import (
+    ProbeResult,
+    ProgressCallback,
+    ReadResult,
+    SearchMode,
+    SearchRequest,
+    SearchResponse,
+    Status,
+    SyncReport,
+)
 
 
 def parse_team_path(rel_path: str) -> tuple[str, str] | None:
@@ -240,19 +248,13 @@ class PostgresMemoryManager(ManagerBase):
         return max(candidates) if candidates else None
 
     # -- search ----------------------------------------------------------------------------------
-    def search(
-        self,
-        query: str,
-        max_results: int | None = None,
-        min_score: float | None = None,
-        session_key: str | None = None,
-        sources: Sequence[str] | None = None,
-        now: datetime | None = None,
-        as_of: datetime | None = None,
-    ) -> SearchResponse:
+    def run_search(self, request: SearchRequest) -> SearchResponse:
+        query, max_results, min_score, session_key, sources = (
+            request.query, request.max_results, request.min_score, request.session_key, request.sources
+        )
         if self._closed:
             raise MdrecallError("manager is closed")
-        now, as_of = search_times(now, as_of)
+        now, as_of = search_times(request.now, request.as_of)
         selection = self.providers.selection
         provider = selection.provider
         stale, notes = self.monitor.before_search(session_key)

@@ -24,6 +24,7 @@ import re
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ from mdrecall.backends.qmd.process import QmdError, QmdProcess, run_command
 from mdrecall.backends.qmd.query import Ranked, merge_keyword, merge_ranked, parse_hits, plan_keywords
 from mdrecall.backends.qmd.sessions import TranscriptMirror
 from mdrecall.config import MemoryConfig
-from mdrecall.contract import AS_OF_UNSUPPORTED, ManagerBase, MemorySearchManager
+from mdrecall.contract import AS_OF_UNSUPPORTED, ManagerBase, MemorySearchManager, search_memory
 from mdrecall.errors import MdrecallError
 from mdrecall.freshness.monitor import BUSY_OTHER_THREAD, Comparison, FreshnessMonitor
 from mdrecall.freshness.snapshot import scan_dirs
@@ -48,7 +49,16 @@ from mdrecall.search.scope import scope_for
 from mdrecall.sources.base import SourceAdapter
 from mdrecall.sources.reading import read_memory_lines
 from mdrecall.sources.sessions import SessionSource
-from mdrecall.types import ProbeResult, ProgressCallback, ReadResult, SearchResponse, Status, SyncProgress, SyncReport
+from mdrecall.types import (
+    ProbeResult,
+    ProgressCallback,
+    ReadResult,
+    SearchRequest,
+    SearchResponse,
+    Status,
+    SyncProgress,
+    SyncReport,
+)
 
 log = logging.getLogger(__name__)
 
@@ -319,23 +329,17 @@ class QmdMemoryManager(ManagerBase):
         return report
 
     # -- search ----------------------------------------------------------------------------------
-    def search(
-        self,
-        query: str,
-        max_results: int | None = None,
-        min_score: float | None = None,
-        session_key: str | None = None,
-        sources: Sequence[str] | None = None,
-        now: datetime | None = None,
-        as_of: datetime | None = None,
-    ) -> SearchResponse:
+    def run_search(self, request: SearchRequest) -> SearchResponse:
         if self._closed:
             raise MdrecallError("manager is closed")
-        if as_of is not None:
+        if request.as_of is not None:
             # QMD ranks with its own index, which keeps no dates: answered as of now, and said so.
-            response = self.search(query, max_results, min_score, session_key, sources, now or as_of)
+            response = self.run_search(replace(request, as_of=None, now=request.now or request.as_of))
             response.warnings.append(AS_OF_UNSUPPORTED.format(backend=self.backend))
             return response
+        query, max_results, min_score, session_key, sources, now = (
+            request.query, request.max_results, request.min_score, request.session_key, request.sources, request.now
+        )
         when = now or datetime.now(UTC)
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
@@ -366,7 +370,7 @@ class QmdMemoryManager(ManagerBase):
                     delay = self._on_failure(exc)
                     reason = f"QMD failed ({exc.kind}: {exc}); answered by the builtin engine; QMD is retried in {delay:.1f} s"
         if reason is not None:
-            response = self._fall_back(reason, text, max_results, min_score, session_key, sources, now)
+            response = self._fall_back(reason, request)
         else:
             mapped = results.map_hits(
                 [r for r in ranked if r.score >= floor], workspace=self.workspace, config=self.config,
@@ -405,16 +409,7 @@ class QmdMemoryManager(ManagerBase):
             args = {**base, "query": text, "rerank": True}
         return merge_ranked(parse_hits(proc.call_tool("query", args, timeout)))
 
-    def _fall_back(
-        self,
-        reason: str,
-        query: str,
-        max_results: int | None,
-        min_score: float | None,
-        session_key: str | None,
-        sources: Sequence[str] | None,
-        now: datetime | None,
-    ) -> SearchResponse:
+    def _fall_back(self, reason: str, request: SearchRequest) -> SearchResponse:
         """The builtin engine's answer in QMD's place (or none, with ``qmd.fallback: none``)."""
         builtin_answers = self.settings.fallback == "builtin"
         with self._lock:
@@ -432,8 +427,7 @@ class QmdMemoryManager(ManagerBase):
         if builtin is None:
             return nothing(reason, f"the builtin engine failed too: {self.builtin_error}")
         try:
-            response = builtin.search(query, max_results=max_results, min_score=min_score, session_key=session_key,
-                                      sources=sources, now=now)  # fmt: skip
+            response = search_memory(builtin, request)
         except Exception as exc:
             return nothing(reason, f"the builtin engine failed too: {type(exc).__name__}: {exc}")
         return results.fallback_response(response, reason)
