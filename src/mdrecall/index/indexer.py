@@ -19,6 +19,10 @@ What the indexer asks of a store, all of it: ``files``, ``skipped``, ``record_sk
 ``cache_prune`` and ``transaction`` (:class:`~mdrecall.store.protocol.IndexStore`). Vectors cross
 that boundary as float32 bytes (``vector_to_blob``), each chunk's with its embedding space
 (``ChunkRow.space``); how a store keeps them is its own affair (the SQLite index: float16, once).
+
+Why this module is long: discovery, change detection, batched embedding with an interrupt that
+keeps finished files, and the atomic per-file write are one loop over one set of pending files;
+split, each part would need the others' state.
 """
 
 from __future__ import annotations
