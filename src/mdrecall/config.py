@@ -57,6 +57,9 @@ class LocalProviderConfig(_Section):
     batchSize: int = Field(default=64, ge=1)
     # Cap on word pieces the model reads; None means the model's own max_seq_length.
     maxSeqLength: int | None = Field(default=None, ge=8)
+    # What runs a plain BERT model on the CPU: onnxruntime when installed (auto), or NumPy. Same
+    # vectors within 1e-5 either way, so switching never re-embeds (docs/providers.md).
+    runtime: Literal["auto", "onnxruntime", "numpy"] = "auto"
 
 
 class BatchConfig(_Section):
