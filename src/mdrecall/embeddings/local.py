@@ -103,10 +103,13 @@ class LocalEmbeddingProvider(ProviderBase):
 
             try:
                 encoder = bert_onnx.load_encoder(location, max_seq_length)
-            except ImportError:
+            except ImportError as exc:
+                # Not installed, or installed but unloadable (built for another NumPy, a missing library).
+                missing = isinstance(exc, ModuleNotFoundError) and exc.name == "onnxruntime"
+                problem = "is not installed" if missing else f"cannot be imported ({str(exc)[:200]})"
                 if runtime == "onnxruntime":
-                    raise ProviderUnavailableError(f"local.runtime is onnxruntime but it is not installed: {_ONNX_HINT}") from None
-                self.runtime_note = f"onnxruntime is not installed: the model runs in NumPy, ~1.7x the CPU ({_ONNX_HINT})"
+                    raise ProviderUnavailableError(f"local.runtime is onnxruntime but it {problem}: {_ONNX_HINT}") from None
+                self.runtime_note = f"onnxruntime {problem}: the model runs in NumPy, 1.5-2x the CPU ({_ONNX_HINT})"
             except Exception as exc:  # onnxruntime refusing the graph: a broken or too old install
                 if runtime == "onnxruntime":
                     raise ProviderUnavailableError(f"onnxruntime cannot run local model {self.model!r}: {exc}") from exc
