@@ -28,9 +28,9 @@ from mdrecall.crashpoints import crash_point
 from mdrecall.embeddings.base import EmbeddingProvider
 from mdrecall.errors import EmbeddingError, MdrecallError
 from mdrecall.freshness.monitor import BUSY_OTHER_PROCESS, BUSY_OTHER_THREAD, READ_ONLY, Comparison, FreshnessMonitor
-from mdrecall.freshness.snapshot import scan_dirs
+from mdrecall.freshness.snapshot import DIRS_KEY, Snapshot, scan_dirs, stored_snapshot
 from mdrecall.freshness.watcher import MemoryWatcher
-from mdrecall.index.changes import Observed, pending_changes
+from mdrecall.index.changes import UNREADABLE, Observed, pending_changes
 from mdrecall.index.identity import EMBEDDING_KEYS, identity_mismatch
 from mdrecall.index.recovery import IndexHandle
 from mdrecall.index.syncing import LAST_SYNC_KEY, IndexSyncer, SyncRun
@@ -143,6 +143,8 @@ class BuiltinMemoryManager(ManagerBase):
     def _sync_locked(self, force: bool, progress: ProgressCallback | None, defer_sessions: bool) -> SyncReport:
         generation = self.monitor.generation
 
+        started = time.monotonic()
+
         def attempt() -> tuple[SyncRun, tuple[dict[str, int], bool]]:
             self.providers.resolve_dims()
             dirs = scan_dirs(self.workspace, self.config)  # before the files are listed
@@ -153,6 +155,7 @@ class BuiltinMemoryManager(ManagerBase):
                 force=force,
                 progress=progress,
                 defer_sessions=defer_sessions,
+                dirs=dirs,
             ), dirs
 
         try:
@@ -161,7 +164,7 @@ class BuiltinMemoryManager(ManagerBase):
             if not self.providers.switch_to_fallback(exc):
                 raise
             run, dirs = self.index.recovering(attempt, lock_held=True)  # new provider identity: a full rebuild
-        self.monitor.synced(run, dirs, generation, self._indexed_count())
+        self.monitor.synced(run, dirs, generation, self._indexed_count(), started)
         self.last_sync_at = time.time()
         self.last_error = None
         self.last_report = run.report
@@ -169,12 +172,27 @@ class BuiltinMemoryManager(ManagerBase):
 
     def compare_with_files(self) -> Comparison:
         """The files on disk against the index, without a lock (what a full sync would do now)."""
+        started = time.monotonic()
         dirs, dirs_racy = scan_dirs(self.workspace, self.config)  # before the files are listed
         with self.index.reading() as db:
             indexed, skipped, meta = db.files(), db.skipped(), db.read_meta()
         observed: dict[str, Observed] = {}
         pending = pending_changes(self.workspace, self.config, self.extra_sources, indexed, skipped, observed)
-        return Comparison(pending, self.stored_identity_mismatch(meta), meta is not None, dirs, dirs_racy, observed)
+        return Comparison(pending, self.stored_identity_mismatch(meta), meta is not None, dirs, dirs_racy, observed, started)
+
+    def stored_snapshot(self) -> Snapshot | None:
+        """The last complete sync's view of the files, from the index (freshness/snapshot.py), or
+        None when there is none or the index does not fit the configuration."""
+        with self.index.reading() as db:
+            meta = db.read_meta()
+            if meta is None or self.stored_identity_mismatch(meta) is not None:
+                return None
+            record = db.get_kv(DIRS_KEY)
+            if not record:
+                return None
+            prefix = str(self.workspace) + "/"
+            rows, unreadable = db.file_stats(prefix), db.skipped_paths(prefix, UNREADABLE)
+        return stored_snapshot(self.workspace, record, rows, unreadable)
 
     def stored_identity_mismatch(self, meta: dict[str, object] | None) -> str | None:
         """Why the stored index does not fit the configuration, or None (unknown dims are not one).
