@@ -158,7 +158,7 @@ def dirs_record(workspace: Path, dirs: Mapping[str, int]) -> str:
 def stored_snapshot(
     workspace: Path,
     record: str | None,
-    files: list[tuple[str, int, int, None]],
+    files: list[tuple[str, int, int, int | None]],
     unreadable: list[str],
 ) -> Snapshot | None:
     """The snapshot of the last complete sync, from the index: its directory ``record``, the

@@ -581,10 +581,10 @@ class IndexDB:
             for r in self.conn.execute("SELECT path, source, reason, mtime, size FROM skipped_files")
         }
 
-    def file_stats(self, prefix: str = "") -> list[tuple[str, int, int, None]]:
+    def file_stats(self, prefix: str = "") -> list[tuple[str, int, int, int | None]]:
         """(prefix + path, mtime_ns, size, None) of every indexed and skipped file: what the index
         believes of the files, in the shape of a freshness snapshot (no Python object per row)."""
-        return self.conn.execute(
+        return self.conn.execute(  # type: ignore[return-value]  # the rows are exactly that shape
             "SELECT ?1 || path, mtime, size, NULL FROM files UNION ALL SELECT ?1 || path, mtime, size, NULL FROM skipped_files",
             (prefix,),
         ).fetchall()
