@@ -239,6 +239,9 @@ class VectorStoreConfig(_Section):
     # sqlite-vec's full scan. 0: always ask sqlite-vec. Without sqlite-vec the matrix is used whatever
     # its size.
     memoryCacheMiB: int = Field(default=256, ge=0)
+    # Past that budget: an approximate index (HNSW, usearch: the `ann` extra) kept beside the index
+    # file finds the candidates, scored exactly (search/ann.py); "off": scan the stored vectors.
+    approximate: Literal["auto", "off"] = "auto"
 
 
 class StoreConfig(_Section):

@@ -20,6 +20,7 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mdrecall.builtin.provider import ProviderState
 from mdrecall.config import MemoryConfig
@@ -34,11 +35,14 @@ from mdrecall.index.changes import UNREADABLE, Observed, pending_changes
 from mdrecall.index.identity import EMBEDDING_KEYS, identity_mismatch
 from mdrecall.index.recovery import IndexHandle
 from mdrecall.index.syncing import LAST_SYNC_KEY, IndexSyncer, SyncRun
+from mdrecall.search.ann import ApproximateVectors
+from mdrecall.search.ann import available as ann_available
 from mdrecall.search.asof import search_times
 from mdrecall.search.budget import lengths_for
 from mdrecall.search.dating import times_for
+from mdrecall.search.keyword import Candidate
 from mdrecall.search.pipeline import SearchPlan, VectorSearch, run_search
-from mdrecall.search.scope import scope_for
+from mdrecall.search.scope import ScopeLike, scope_for
 from mdrecall.search.vector import InProcessVectors, stored_vector_search
 from mdrecall.sources.base import SourceAdapter
 from mdrecall.sources.reading import read_memory_lines
@@ -46,6 +50,9 @@ from mdrecall.sources.sessions import SessionSource
 from mdrecall.store import WriterLock, default_store_path
 from mdrecall.store.db import IndexDB, StoreOptions
 from mdrecall.types import ProbeResult, ProgressCallback, ReadResult, SearchResponse, Status, SyncReport
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class BuiltinMemoryManager(ManagerBase):
@@ -68,6 +75,8 @@ class BuiltinMemoryManager(ManagerBase):
         self._sync_mutex = threading.RLock()
         self._syncer = IndexSyncer(workspace, config, self.db_path, options, self.extra_sources)
         self.vectors = InProcessVectors(max_bytes=config.store.vector.memoryCacheMiB * 2**20)
+        #: Past the memory budget: the approximate index beside the file (search/ann.py), if on.
+        self.ann = ApproximateVectors(self.db_path, options) if config.store.vector.approximate == "auto" else None
         self.last_sync_at: float | None = None
         self.last_error: str | None = None
         self.last_report: SyncReport | None = None
@@ -86,6 +95,8 @@ class BuiltinMemoryManager(ManagerBase):
         self._closed = True
         self._run_close_hooks()  # background writers (recall tracking) drain first
         self.monitor.stop()
+        if self.ann is not None:
+            self.ann.close()
         self.index.close()
         self.providers.close()
 
@@ -165,10 +176,22 @@ class BuiltinMemoryManager(ManagerBase):
                 raise
             run, dirs = self.index.recovering(attempt, lock_held=True)  # new provider identity: a full rebuild
         self.monitor.synced(run, dirs, generation, self._indexed_count(), started)
+        self._refresh_approximate()
         self.last_sync_at = time.time()
         self.last_error = None
         self.last_report = run.report
         return run.report
+
+    def _refresh_approximate(self) -> None:
+        """Past the memory budget, bring the approximate index up to date in the background, so the
+        next searches use it instead of scanning (search/ann.py)."""
+        if self.ann is None or not ann_available():
+            return
+        with self.index.reading() as db:
+            dims = db.vec_dims()
+            past_budget = bool(dims) and db.vector_encoding() != "float32" and not self.vectors.fits(db, dims)
+        if past_budget:
+            self.ann.update_in_background()
 
     def compare_with_files(self) -> Comparison:
         """The files on disk against the index, without a lock (what a full sync would do now)."""
@@ -332,7 +355,15 @@ class BuiltinMemoryManager(ManagerBase):
             return self.vectors.search, None
         if self.vectors.fits(db, vec_dims):
             return self.vectors.search, None
-        return stored_vector_search, None
+        ann = self.ann
+        if ann is None or float32 or not ann_available():
+            return stored_vector_search, None
+
+        def approximate(db: IndexDB, query_vec: np.ndarray, limit: int, scope: ScopeLike) -> list[Candidate]:
+            found = ann.search(db, query_vec, limit, scope)  # None: not up to date yet (being updated)
+            return stored_vector_search(db, query_vec, limit, scope) if found is None else found
+
+        return approximate, None
 
     # -- read, status, probes ---------------------------------------------------------------------
     def read_file(self, rel_path: str, from_line: int | None = None, lines: int | None = None) -> ReadResult:

@@ -87,6 +87,8 @@ def build_status(manager: BuiltinMemoryManager) -> Status:
                 "loadedVectors": cache.loaded_vectors,
                 "loadedMiB": round(cache.loaded_bytes / 2**20, 1),
             },
+            # Past the budget: the approximate index beside the file (None: store.vector.approximate off).
+            "approximate": manager.ann.status() if manager.ann is not None else None,
         },
         # entries: every stored vector; unused: those no chunk uses (maxEntries bounds them).
         "cache": {"enabled": config.cache.enabled, "entries": cache_entries, "unused": cache_unused,
