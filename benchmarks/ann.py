@@ -91,7 +91,7 @@ class Usearch:
         from usearch.index import Index
 
         self.dtype = dtype
-        self.index = Index(ndim=dims, metric="ip", dtype=dtype, connectivity=16, expansion_add=128, expansion_search=64)
+        self.index = Index(ndim=dims, metric="ip", dtype=dtype, connectivity=16, expansion_add=128, expansion_search=96)
 
     def add(self, keys: np.ndarray, vectors: np.ndarray, threads: int) -> None:
         self.index.add(keys, vectors, threads=threads)
@@ -122,7 +122,6 @@ class Faiss:
             kind = faiss.ScalarQuantizer.QT_fp16 if dtype == "f16" else faiss.ScalarQuantizer.QT_8bit
             inner = faiss.IndexHNSWSQ(dims, kind, 16, faiss.METRIC_INNER_PRODUCT)
         inner.hnsw.efConstruction = 128
-        inner.hnsw.efSearch = 64
         self.trained = dtype == "f32"
         self.index = faiss.IndexIDMap2(inner)
 
@@ -138,6 +137,7 @@ class Faiss:
         self.index.remove_ids(keys)  # HNSW cannot delete: raises
 
     def search(self, q: np.ndarray, k: int) -> np.ndarray:
+        self.faiss.downcast_index(self.index.index).hnsw.efSearch = max(96, k)  # as search/ann.py
         return self.index.search(q.reshape(1, -1), k)[1][0]
 
     def save(self, path: str) -> None:
@@ -160,7 +160,7 @@ class Hnswlib:
         if self.capacity == 0:
             self.capacity = need + need // 10
             self.index.init_index(max_elements=self.capacity, M=16, ef_construction=128)
-            self.index.set_ef(64)
+            self.index.set_ef(96)
         elif need > self.capacity:
             self.capacity = need + need // 10
             self.index.resize_index(self.capacity)
@@ -171,6 +171,7 @@ class Hnswlib:
             self.index.mark_deleted(int(key))
 
     def search(self, q: np.ndarray, k: int) -> np.ndarray:
+        self.index.set_ef(max(96, k))
         return self.index.knn_query(q, k=k, num_threads=1)[0][0]
 
     def save(self, path: str) -> None:
@@ -204,13 +205,16 @@ def bench(name: str, vectors: np.ndarray, queries: np.ndarray, truth: np.ndarray
     lib.add(keys, vectors, threads)
     out: dict[str, Any] = {"version": version_of(name), "build_s": round(time.perf_counter() - t0, 1), "build_cpu_s": round(time.process_time() - c0, 1)}
     out["rss_growth_mib"] = round(_rss_mib() - rss0, 1)
-    for k in (10, 40):
+    # top 10 as the graph ranks them; top 240 re-scored exactly: what the engine asks for a KNN of
+    # 60 candidates (search/ann.py OVERSAMPLE 4)
+    for k in (10, 240):
         found, samples = [], []
         for q in queries:
             t = time.perf_counter()
             found.append(lib.search(q, k))
             samples.append(time.perf_counter() - t)
-        out[f"recall_at_10_of_top{k}" if k > 10 else "recall_at_10"] = round(recall(found, truth) if k == 10 else _rerank_recall(found, vectors, queries, truth), 4)
+        out[f"recall_at_10_of_top{k}_rescored" if k > 10 else "recall_at_10"] = round(
+            recall(found, truth) if k == 10 else _rerank_recall(found, vectors, queries, truth), 4)
         out[f"search_top{k}"] = _percentiles(samples)
     path = str(work / f"{name}.index")
     t0 = time.perf_counter()

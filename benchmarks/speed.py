@@ -18,7 +18,12 @@ Each phase runs in a fresh child process:
   process; torch when installed), hybrid ``search()`` including the query embedding, KNN alone (in
   memory, and scanning the stored vectors on disk), query embedding alone;
 * ``open``: opening an existing index in a fresh process (import, ``open_manager``, model load,
-  loading the vectors into memory, first search);
+  loading the vectors into memory, first search, when the watcher had attached in the background);
+  ``open_keyword_after_change``: the same after appending to a note since the last sync (the first
+  search must find the new line: ``changed_file_found``);
+* ``encoders`` (``--encoders N``): the bundled model's runtimes (NumPy, onnxruntime, torch) on the
+  same N notes in one process, alternating rounds; ``--model-runtimes`` indexes a model size once per
+  runtime (document CPU per chunk, same run);
 * ``cold`` (``--cold-size``): one-shot processes as an agent's shell runs them, CPU (user + system)
   and wall: the core path (``open_manager`` and one keyword search), the ``mdrecall search`` CLI,
   and ``qmd search`` (``--qmd``, from scripts/install-qmd.sh);
@@ -477,12 +482,19 @@ def child_keyword(spec: dict[str, Any]) -> dict[str, Any]:
 def child_open(spec: dict[str, Any]) -> dict[str, Any]:
     """Opening an existing index in a fresh process: ``open_manager``, then the first search (for
     hybrid: loading the vectors into memory, and the model)."""
+    changed = None
+    if spec.get("change"):
+        # A file changed since the index's last sync: the first search must still find it.
+        changed = sorted((Path(spec["ws"]) / "memory").glob("*.md"))[0]
+        with changed.open("a", encoding="utf-8") as fh:
+            fh.write(f"\n- The {spec['change']} was repainted.\n")
     t0, c0 = time.perf_counter(), time.process_time()
     from mdrecall import open_manager
 
     imported = time.perf_counter() - t0
     t1 = time.perf_counter()
-    m = open_manager(Path(spec["ws"]), {**_config(spec["store"], spec["provider"]), "sync": {"onSearch": False}}, use_global_config=False)
+    sync = {} if spec.get("change") else {"onSearch": False}  # after a change: the default, which syncs it
+    m = open_manager(Path(spec["ws"]), {**_config(spec["store"], spec["provider"]), "sync": sync}, use_global_config=False)
     opened = time.perf_counter() - t1
     out: dict[str, Any] = {"import_s": round(imported, 3), "open_s": round(opened, 3)}
     try:
@@ -496,8 +508,16 @@ def child_open(spec: dict[str, Any]) -> dict[str, Any]:
             out["vector_warmup_s"] = round(time.perf_counter() - t3, 3)
             out["vectors_loaded"] = m.vectors.loaded_vectors
         t4 = time.perf_counter()
-        m.search("what did we decide about the trip?")
+        first = m.search(f"{spec['change']} repainted" if changed else "what did we decide about the trip?")
         out["first_search_s"] = round(time.perf_counter() - t4, 3)
+        if changed is not None:
+            out["changed_file_found"] = bool(first.results) and first.results[0].path == changed.relative_to(Path(spec["ws"])).as_posix()
+        watcher = getattr(m, "watcher", None)
+        if watcher is not None:
+            t5 = time.perf_counter()
+            watcher.wait_ready(120)
+            out["watcher_attached_after_open_s"] = round(time.perf_counter() - t1, 3)
+            out["watcher_wait_after_first_search_s"] = round(time.perf_counter() - t5, 3)
     finally:
         m.close()
     out["total_s"] = round(time.perf_counter() - t0, 3)
@@ -858,6 +878,7 @@ def main(argv: list[str] | None = None) -> int:
         entry["keyword"] = run_child("keyword", {**base, "store": str(kw_store)})
         log(f"[{size}] keyword-only: {json.dumps(entry['keyword'])}")
         entry["open_keyword"] = run_child("open", {**base, "store": str(kw_store), "provider": "none"})
+        entry["open_keyword_after_change"] = run_child("open", {**base, "store": str(kw_store), "provider": "none", "change": "zebra crossing"})
         if args.encoders:
             entry["encoders"] = run_child("encoders", {**base, "texts": args.encoders, "rounds": args.encoder_rounds})
             log(f"[{size}] encoders: {json.dumps(entry['encoders'])}")
