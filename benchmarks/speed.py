@@ -485,7 +485,7 @@ def child_open(spec: dict[str, Any]) -> dict[str, Any]:
     changed = None
     if spec.get("change"):
         # A file changed since the index's last sync: the first search must still find it.
-        changed = sorted((Path(spec["ws"]) / "memory").glob("*.md"))[0]
+        changed = sorted((Path(spec["ws"]) / "memory").rglob("*.md"))[0]
         with changed.open("a", encoding="utf-8") as fh:
             fh.write(f"\n- The {spec['change']} was repainted.\n")
     t0, c0 = time.perf_counter(), time.process_time()
