@@ -788,8 +788,11 @@ CHILDREN = {"keyword": child_keyword, "model": child_model, "open": child_open, 
 
 
 def run_child(kind: str, spec: dict[str, Any], python: str | None = None) -> dict[str, Any]:
-    # Recall tracking (dreaming) keeps a store in the workspace; start every phase from none.
-    shutil.rmtree(Path(spec["ws"]) / "memory" / ".dreams", ignore_errors=True)
+    # Recall tracking (dreaming) keeps a store in the workspace; start every phase from none. Not
+    # before opening an existing index: removing it moves memory/'s mtime, which is a change since
+    # the last sync for the stored freshness snapshot (as it would be for a user).
+    if kind != "open":
+        shutil.rmtree(Path(spec["ws"]) / "memory" / ".dreams", ignore_errors=True)
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
     proc = subprocess.run(
         [python or sys.executable, __file__, "--child", kind, json.dumps(spec)], capture_output=True, text=True, env=env
@@ -829,6 +832,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cold-size", type=int, default=10000, help="size of the one-shot CLI runs")
     parser.add_argument("--queries", type=int, default=200, help="searches per phase (5 of them warm up)")
     parser.add_argument("--corpus", choices=("natural", "zipf"), default="natural")
+    parser.add_argument("--reuse-keyword-index", action="store_true",
+                        help="keep an existing keyword-only index of a size instead of indexing again (open and cold phases only)")
     parser.add_argument("--encoders", type=int, default=0, metavar="TEXTS",
                         help="also compare the model's runtimes (NumPy, onnxruntime, torch) on this many notes of each size")
     parser.add_argument("--encoder-rounds", type=int, default=3, help="alternating rounds of --encoders")
@@ -874,8 +879,11 @@ def main(argv: list[str] | None = None) -> int:
         entry: dict[str, Any] = {"workspace": gen}
         log(f"[{size}] workspace: {gen['files']} files, {gen['bytes'] / 2**20:.1f} MiB")
         base = {"ws": str(ws), "queries": args.queries, "corpus": args.corpus, "busy": busy}
-        kw_store = _fresh(workdir / f"kw-{size}.sqlite")
-        entry["keyword"] = run_child("keyword", {**base, "store": str(kw_store)})
+        kw_store = workdir / f"kw-{size}.sqlite"
+        if args.reuse_keyword_index and kw_store.exists():
+            entry["keyword"] = "reused (--reuse-keyword-index)"
+        else:
+            entry["keyword"] = run_child("keyword", {**base, "store": str(_fresh(kw_store))})
         log(f"[{size}] keyword-only: {json.dumps(entry['keyword'])}")
         entry["open_keyword"] = run_child("open", {**base, "store": str(kw_store), "provider": "none"})
         entry["open_keyword_after_change"] = run_child("open", {**base, "store": str(kw_store), "provider": "none", "change": "zebra crossing"})
