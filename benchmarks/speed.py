@@ -510,6 +510,8 @@ def child_open(spec: dict[str, Any]) -> dict[str, Any]:
         t4 = time.perf_counter()
         first = m.search(f"{spec['change']} repainted" if changed else "what did we decide about the trip?")
         out["first_search_s"] = round(time.perf_counter() - t4, 3)
+        # whether the first search had to sync (files moved since the index's last complete sync)
+        out["first_search_synced"] = getattr(m, "last_report", None) is not None
         if changed is not None:
             out["changed_file_found"] = bool(first.results) and first.results[0].path == changed.relative_to(Path(spec["ws"])).as_posix()
         watcher = getattr(m, "watcher", None)
@@ -886,6 +888,8 @@ def main(argv: list[str] | None = None) -> int:
             entry["keyword"] = run_child("keyword", {**base, "store": str(_fresh(kw_store))})
         log(f"[{size}] keyword-only: {json.dumps(entry['keyword'])}")
         entry["open_keyword"] = run_child("open", {**base, "store": str(kw_store), "provider": "none"})
+        if entry["open_keyword"].get("first_search_synced"):  # something moved since the last sync: now it has not
+            entry["open_keyword_after_sync"] = run_child("open", {**base, "store": str(kw_store), "provider": "none"})
         entry["open_keyword_after_change"] = run_child("open", {**base, "store": str(kw_store), "provider": "none", "change": "zebra crossing"})
         if args.encoders:
             entry["encoders"] = run_child("encoders", {**base, "texts": args.encoders, "rounds": args.encoder_rounds})
