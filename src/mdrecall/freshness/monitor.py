@@ -9,8 +9,9 @@ the watcher missed. A watcher is trusted only once a check that found the files 
 after its watches were attached (attaching runs in the background, seconds at 100k files; right
 after, the watcher's thread runs that check itself). A new process starts from the snapshot its
 index's last complete sync stored (freshness/snapshot.py): if no file or directory moved since, its
-first search does not walk the files (~0.3 s of stats at 100k files instead of seconds). When the files are known to differ from the index and it could not be refreshed
-within ``sync.searchWaitMs``, the answer is marked stale and a warning says why.
+first search does not walk the files (~0.3 s of stats at 100k files instead of seconds). When the
+files are known to differ from the index and it could not be refreshed within ``sync.searchWaitMs``,
+the answer is marked stale and a warning says why.
 
 Background work, all stopped by :meth:`FreshnessMonitor.stop`: the file watcher (``sync.watch``) and
 interval syncs (``sync.intervalMinutes``, and with a watcher its re-check).
