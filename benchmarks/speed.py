@@ -18,7 +18,12 @@ Each phase runs in a fresh child process:
   process; torch when installed), hybrid ``search()`` including the query embedding, KNN alone (in
   memory, and scanning the stored vectors on disk), query embedding alone;
 * ``open``: opening an existing index in a fresh process (import, ``open_manager``, model load,
-  loading the vectors into memory, first search);
+  loading the vectors into memory, first search, when the watcher had attached in the background);
+  ``open_keyword_after_change``: the same after appending to a note since the last sync (the first
+  search must find the new line: ``changed_file_found``);
+* ``encoders`` (``--encoders N``): the bundled model's runtimes (NumPy, onnxruntime, torch) on the
+  same N notes in one process, alternating rounds; ``--model-runtimes`` indexes a model size once per
+  runtime (document CPU per chunk, same run);
 * ``cold`` (``--cold-size``): one-shot processes as an agent's shell runs them, CPU (user + system)
   and wall: the core path (``open_manager`` and one keyword search), the ``mdrecall search`` CLI,
   and ``qmd search`` (``--qmd``, from scripts/install-qmd.sh);
@@ -445,8 +450,8 @@ def _noop_resync(manager: Any, repeats: int = 3) -> dict[str, Any]:
 # --- child phases ----------------------------------------------------------------------------------
 
 
-def _config(store: str, provider: str) -> dict[str, Any]:
-    return {"provider": provider, "store": {"path": store}}
+def _config(store: str, provider: str, runtime: str = "auto") -> dict[str, Any]:
+    return {"provider": provider, "store": {"path": store}, "local": {"runtime": runtime}}
 
 
 def child_keyword(spec: dict[str, Any]) -> dict[str, Any]:
@@ -477,12 +482,19 @@ def child_keyword(spec: dict[str, Any]) -> dict[str, Any]:
 def child_open(spec: dict[str, Any]) -> dict[str, Any]:
     """Opening an existing index in a fresh process: ``open_manager``, then the first search (for
     hybrid: loading the vectors into memory, and the model)."""
+    changed = None
+    if spec.get("change"):
+        # A file changed since the index's last sync: the first search must still find it.
+        changed = sorted((Path(spec["ws"]) / "memory").rglob("*.md"))[0]
+        with changed.open("a", encoding="utf-8") as fh:
+            fh.write(f"\n- The {spec['change']} was repainted.\n")
     t0, c0 = time.perf_counter(), time.process_time()
     from mdrecall import open_manager
 
     imported = time.perf_counter() - t0
     t1 = time.perf_counter()
-    m = open_manager(Path(spec["ws"]), {**_config(spec["store"], spec["provider"]), "sync": {"onSearch": False}}, use_global_config=False)
+    sync = {} if spec.get("change") else {"onSearch": False}  # after a change: the default, which syncs it
+    m = open_manager(Path(spec["ws"]), {**_config(spec["store"], spec["provider"]), "sync": sync}, use_global_config=False)
     opened = time.perf_counter() - t1
     out: dict[str, Any] = {"import_s": round(imported, 3), "open_s": round(opened, 3)}
     try:
@@ -496,8 +508,18 @@ def child_open(spec: dict[str, Any]) -> dict[str, Any]:
             out["vector_warmup_s"] = round(time.perf_counter() - t3, 3)
             out["vectors_loaded"] = m.vectors.loaded_vectors
         t4 = time.perf_counter()
-        m.search("what did we decide about the trip?")
+        first = m.search(f"{spec['change']} repainted" if changed else "what did we decide about the trip?")
         out["first_search_s"] = round(time.perf_counter() - t4, 3)
+        # whether the first search had to sync (files moved since the index's last complete sync)
+        out["first_search_synced"] = getattr(m, "last_report", None) is not None
+        if changed is not None:
+            out["changed_file_found"] = bool(first.results) and first.results[0].path == changed.relative_to(Path(spec["ws"])).as_posix()
+        watcher = getattr(m, "watcher", None)
+        if watcher is not None:
+            t5 = time.perf_counter()
+            watcher.wait_ready(120)
+            out["watcher_attached_after_open_s"] = round(time.perf_counter() - t1, 3)
+            out["watcher_wait_after_first_search_s"] = round(time.perf_counter() - t5, 3)
     finally:
         m.close()
     out["total_s"] = round(time.perf_counter() - t0, 3)
@@ -510,7 +532,7 @@ def child_model(spec: dict[str, Any]) -> dict[str, Any]:
 
     ws, store = Path(spec["ws"]), spec["store"]
     queries = make_queries(ws, spec["queries"], corpus=spec["corpus"])
-    m = open_manager(ws, _config(store, "local"), use_global_config=False)
+    m = open_manager(ws, _config(store, "local", spec.get("runtime", "auto")), use_global_config=False)
     try:
         provider = m.provider
         provider.embed_query("warm up the model")
@@ -518,8 +540,8 @@ def child_model(spec: dict[str, Any]) -> dict[str, Any]:
         report = m.sync()
         index_s, index_cpu = time.perf_counter() - t0, time.process_time() - c0
         chunks = m.status().chunks
-        throughput = _encoder_throughput(provider, store)
-        search = _search_phases(m, queries, True, spec)
+        throughput = _encoder_throughput(provider, store) if spec.get("throughput", True) else None
+        search = _search_phases(m, queries, True, spec) if spec.get("search", True) else None
     finally:
         m.close()
     index_bytes = _db_bytes(store)
@@ -530,6 +552,7 @@ def child_model(spec: dict[str, Any]) -> dict[str, Any]:
         "index_s": round(index_s, 2),
         "index_cpu_s": round(index_cpu, 2),
         "index_chunks_per_s": round(report.chunks_embedded / index_s, 1),
+        "index_cpu_ms_per_chunk": round(index_cpu / max(1, report.chunks_embedded) * 1000, 2),
         "index_mib": round(index_bytes / 2**20, 2),
         "index_tables_mib": _table_sizes(store),
         "document_encoding": throughput,
@@ -557,7 +580,7 @@ def _encoder_throughput(provider: Any, store: str, sample: int = 192) -> dict[st
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         out[label] = {"texts_per_s": round(len(texts) / wall, 1), "cpu_ms_per_text": round(cpu / len(texts) * 1000, 2)}
 
-    run("numpy", lambda: provider.embed_documents(texts))
+    run(provider.runs_on, lambda: provider.embed_documents(texts))
     try:
         import torch
 
@@ -565,10 +588,86 @@ def _encoder_throughput(provider: Any, store: str, sample: int = 192) -> dict[st
         model.encode(texts[:8])
         run("torch", lambda: provider._encode(texts))
         out["torch_threads"] = torch.get_num_threads()
-        out["numpy_over_torch_throughput"] = round(out["numpy"]["texts_per_s"] / out["torch"]["texts_per_s"], 2)
-        out["numpy_over_torch_cpu"] = round(out["torch"]["cpu_ms_per_text"] / out["numpy"]["cpu_ms_per_text"], 2)
+        mine = out[provider.runs_on]
+        out[f"{provider.runs_on}_over_torch_throughput"] = round(mine["texts_per_s"] / out["torch"]["texts_per_s"], 2)
+        out[f"{provider.runs_on}_over_torch_cpu"] = round(out["torch"]["cpu_ms_per_text"] / mine["cpu_ms_per_text"], 2)
     except ImportError:
         out["torch"] = "not installed"
+    return out
+
+
+def child_encoders(spec: dict[str, Any]) -> dict[str, Any]:
+    """The bundled model's runtimes side by side on the same texts in one process: NumPy (the
+    baseline), onnxruntime and, when installed, torch. ``rounds`` alternate the runtimes, so a
+    change of load hits each alike; the figures are medians over rounds. One worker (CPU per text,
+    the figure that carries over to a quiet machine), then every document worker (wall)."""
+    import numpy as np
+
+    from mdrecall import threads
+    from mdrecall.embeddings import bert_numpy, bert_onnx
+    from mdrecall.embeddings.local import _default_model_path
+
+    ws = Path(spec["ws"])
+    files = sorted((ws / "memory").rglob("*.md"))[: spec["texts"]]
+    texts = [f.read_text(encoding="utf-8") for f in files]
+    queries = make_queries(ws, 60, corpus=spec["corpus"])
+    path = Path(_default_model_path())
+    encoders: dict[str, Any] = {}
+    load: dict[str, Any] = {}
+    for name, module in (("numpy", bert_numpy), ("onnxruntime", bert_onnx)):
+        rss0, t0, c0 = _rss_mib(), time.perf_counter(), time.process_time()
+        encoders[name] = module.load_encoder(path)
+        load[name] = {"s": round(time.perf_counter() - t0, 3), "cpu_s": round(time.process_time() - c0, 3),
+                      "rss_peak_growth_mib": round(_rss_mib() - rss0, 1)}
+    try:
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        st = SentenceTransformer(str(path), device="cpu")
+        threads.configure_torch(torch, 1)
+
+        class Torch:
+            def encode_many(self, batch: list[str], workers: int | None = None) -> Any:
+                torch.set_num_threads(workers or 1)
+                return st.encode(batch, batch_size=32, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+
+            def encode(self, text: str) -> Any:
+                torch.set_num_threads(1)
+                return st.encode([text], normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)[0]
+
+        encoders["torch"] = Torch()
+    except ImportError:
+        pass
+    tokens = [len(encoders["numpy"].tokenizer.encode(t).ids) for t in texts]
+    out: dict[str, Any] = {"texts": len(texts), "tokens_mean": round(statistics.fmean(tokens), 1), "load": load, "rounds": spec["rounds"]}
+    one: dict[str, list[float]] = {n: [] for n in encoders}
+    vectors: dict[str, Any] = {}
+    for _ in range(spec["rounds"]):
+        for name, encoder in encoders.items():
+            c0 = time.process_time()
+            vectors[name] = np.asarray(encoder.encode_many(texts, workers=1))
+            one[name].append((time.process_time() - c0) / len(texts) * 1000)
+    workers = threads.document_workers()
+    for name, encoder in encoders.items():
+        t0, c0 = time.perf_counter(), time.process_time()
+        encoder.encode_many(texts, workers=workers)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        query_cpu = time.process_time()
+        for q in queries:
+            encoder.encode(q)
+        out[name] = {
+            "cpu_ms_per_text": round(statistics.median(one[name]), 2),
+            "cpu_ms_per_text_rounds": [round(x, 2) for x in one[name]],
+            f"texts_per_s_{workers}_workers": round(len(texts) / wall, 1),
+            f"cpu_ms_per_text_{workers}_workers": round(cpu / len(texts) * 1000, 2),
+            "query_cpu_ms": round((time.process_time() - query_cpu) / len(queries) * 1000, 2),
+            "max_abs_diff_to_numpy": float(np.abs(vectors[name] - vectors["numpy"]).max()),
+        }
+    for name in encoders:
+        if name != "numpy":
+            ratios = [a / b for a, b in zip(one[name], one["numpy"])]
+            out[f"{name}_over_numpy_cpu_per_text"] = round(statistics.median(ratios), 3)
+            out[f"{name}_over_numpy_query_cpu"] = round(out[name]["query_cpu_ms"] / out["numpy"]["query_cpu_ms"], 3)
     return out
 
 
@@ -686,12 +785,16 @@ def child_memweave(spec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-CHILDREN = {"keyword": child_keyword, "model": child_model, "open": child_open, "cold": child_cold, "memweave": child_memweave}
+CHILDREN = {"keyword": child_keyword, "model": child_model, "open": child_open, "cold": child_cold, "memweave": child_memweave,
+            "encoders": child_encoders}
 
 
 def run_child(kind: str, spec: dict[str, Any], python: str | None = None) -> dict[str, Any]:
-    # Recall tracking (dreaming) keeps a store in the workspace; start every phase from none.
-    shutil.rmtree(Path(spec["ws"]) / "memory" / ".dreams", ignore_errors=True)
+    # Recall tracking (dreaming) keeps a store in the workspace; start every phase from none. Not
+    # before opening an existing index: removing it moves memory/'s mtime, which is a change since
+    # the last sync for the stored freshness snapshot (as it would be for a user).
+    if kind != "open":
+        shutil.rmtree(Path(spec["ws"]) / "memory" / ".dreams", ignore_errors=True)
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
     proc = subprocess.run(
         [python or sys.executable, __file__, "--child", kind, json.dumps(spec)], capture_output=True, text=True, env=env
@@ -731,6 +834,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cold-size", type=int, default=10000, help="size of the one-shot CLI runs")
     parser.add_argument("--queries", type=int, default=200, help="searches per phase (5 of them warm up)")
     parser.add_argument("--corpus", choices=("natural", "zipf"), default="natural")
+    parser.add_argument("--reuse-keyword-index", action="store_true",
+                        help="keep an existing keyword-only index of a size instead of indexing again (open and cold phases only)")
+    parser.add_argument("--encoders", type=int, default=0, metavar="TEXTS",
+                        help="also compare the model's runtimes (NumPy, onnxruntime, torch) on this many notes of each size")
+    parser.add_argument("--encoder-rounds", type=int, default=3, help="alternating rounds of --encoders")
+    parser.add_argument("--model-runtimes", nargs="+", default=["auto"], choices=("auto", "onnxruntime", "numpy"),
+                        help="index each --model-sizes workspace once per runtime (fresh indexes; the first one is searched)")
     parser.add_argument("--busy", nargs="?", type=int, const=-1, default=0,
                         help="also time every search beside a competing CPU load (N busy processes; default: one per core)")
     parser.add_argument("--memweave-python", default=os.environ.get("MDRECALL_MEMWEAVE_PYTHON"),
@@ -771,14 +881,29 @@ def main(argv: list[str] | None = None) -> int:
         entry: dict[str, Any] = {"workspace": gen}
         log(f"[{size}] workspace: {gen['files']} files, {gen['bytes'] / 2**20:.1f} MiB")
         base = {"ws": str(ws), "queries": args.queries, "corpus": args.corpus, "busy": busy}
-        kw_store = _fresh(workdir / f"kw-{size}.sqlite")
-        entry["keyword"] = run_child("keyword", {**base, "store": str(kw_store)})
+        kw_store = workdir / f"kw-{size}.sqlite"
+        if args.reuse_keyword_index and kw_store.exists():
+            entry["keyword"] = "reused (--reuse-keyword-index)"
+        else:
+            entry["keyword"] = run_child("keyword", {**base, "store": str(_fresh(kw_store))})
         log(f"[{size}] keyword-only: {json.dumps(entry['keyword'])}")
         entry["open_keyword"] = run_child("open", {**base, "store": str(kw_store), "provider": "none"})
+        if entry["open_keyword"].get("first_search_synced"):  # something moved since the last sync: now it has not
+            entry["open_keyword_after_sync"] = run_child("open", {**base, "store": str(kw_store), "provider": "none"})
+        entry["open_keyword_after_change"] = run_child("open", {**base, "store": str(kw_store), "provider": "none", "change": "zebra crossing"})
+        if args.encoders:
+            entry["encoders"] = run_child("encoders", {**base, "texts": args.encoders, "rounds": args.encoder_rounds})
+            log(f"[{size}] encoders: {json.dumps(entry['encoders'])}")
         if size in (args.model_sizes or []):
-            mstore = _fresh(workdir / f"model-{size}.sqlite")
-            entry["model"] = run_child("model", {**base, "store": str(mstore), "kw_store": str(kw_store)})
-            log(f"[{size}] local model: {json.dumps(entry['model'])}")
+            first = args.model_runtimes[0]
+            for runtime in args.model_runtimes:
+                mstore = _fresh(workdir / (f"model-{size}.sqlite" if runtime == first else f"model-{size}-{runtime}.sqlite"))
+                spec = {**base, "store": str(mstore), "kw_store": str(kw_store), "runtime": runtime,
+                        "search": runtime == first, "throughput": runtime == first}
+                key = "model" if runtime == first else f"model_{runtime}"
+                entry[key] = run_child("model", spec)
+                log(f"[{size}] local model ({runtime}): {json.dumps(entry[key])}")
+            mstore = workdir / f"model-{size}.sqlite"
             entry["open_model"] = run_child("open", {**base, "store": str(mstore), "provider": "local"})
         if size == args.cold_size:
             spec = {**base, "store": str(kw_store)}
@@ -816,6 +941,10 @@ def _ratios(entry: dict[str, Any]) -> None:
     """Ratios measured in this run (same machine, same minute)."""
     ratios: dict[str, Any] = {}
     model, mw = entry.get("model"), entry.get("memweave")
+    for key, other in entry.items():
+        if key.startswith("model_") and isinstance(other, dict) and isinstance(model, dict):
+            ratios[f"index_cpu_per_chunk_{model['runs_on']}_over_{other['runs_on']}"] = round(
+                model["index_cpu_ms_per_chunk"] / other["index_cpu_ms_per_chunk"], 3)
     if isinstance(model, dict) and isinstance(mw, dict) and "search" in mw:
         ours = model["search"]["default"]
         for phase in ("idle", "busy"):

@@ -7,6 +7,7 @@ clock tick: every check below must hold immediately after the write.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -387,5 +388,140 @@ def test_background_recheck_catches_what_the_watcher_missed(make_ws: Callable[..
         (ws / "memory/2026-11-03.md").write_text("# 2026-11-03\n- The narwhal review moved.\n", encoding="utf-8")
         assert wait_for(lambda: m.status().files == len(NOTES) + 1, timeout=10)
         assert _paths(m.search("narwhal review")) == ["memory/2026-11-03.md"]
+    finally:
+        m.close()
+
+
+# --- a new process: the snapshot the last sync stored in the index, no full walk ------------------------
+
+
+def _settle(root: Path) -> None:
+    """Date every file and directory a minute back, as if written long before the sync (no racy
+    entries: the sync then stores its directory record)."""
+    past = time.time() - 60
+    for path in [root, *root.rglob("*")]:
+        os.utime(path, (past, past))
+
+
+def _counting_syncs(m: Any) -> list[str]:
+    syncs: list[str] = []
+    real = m.sync
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        syncs.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    m.sync = counting
+    return syncs
+
+
+def test_a_new_process_trusts_its_index_when_nothing_moved(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+    ws = make_ws(NOTES)
+    _settle(ws)
+    with open_manager(ws, cfg()) as first:
+        first.sync()
+    with open_manager(ws, cfg()) as second:  # a new manager: no snapshot of its own, as in a new process
+        syncs = _counting_syncs(second)
+        resp = second.search("amber", min_score=0)
+        assert _paths(resp) == ["MEMORY.md"] and not resp.stale
+        assert syncs == []  # the stored snapshot held: no walk, no sync
+        assert resp.freshness.files_indexed == len(NOTES) and resp.freshness.checked_at
+
+
+@pytest.mark.parametrize("change", ["append", "same-size edit", "new file", "new directory", "delete", "rename"])
+def test_a_new_process_still_catches_every_change(make_ws: Callable[..., Path], cfg: Callable[..., dict], change: str) -> None:
+    ws = make_ws(NOTES)
+    _settle(ws)
+    with open_manager(ws, cfg()) as first:
+        first.sync()
+    target = ws / "memory/projects/atlas.md"
+    expect: tuple[str, list[str]]
+    if change == "append":
+        with target.open("a", encoding="utf-8") as fh:
+            fh.write("- The launch review is on Tuesday.\n")
+        expect = ("launch review Tuesday", ["memory/projects/atlas.md"])
+    elif change == "same-size edit":
+        target.write_text(NOTES["memory/projects/atlas.md"].replace("March", "Mayor"), encoding="utf-8")
+        expect = ("Mayor", ["memory/projects/atlas.md"])
+    elif change == "new file":
+        (ws / "memory/2026-11-03.md").write_text("# 2026-11-03\n- The walrus audit is booked.\n", encoding="utf-8")
+        expect = ("walrus audit", ["memory/2026-11-03.md"])
+    elif change == "new directory":
+        (ws / "memory/archive/deep").mkdir(parents=True)
+        (ws / "memory/archive/deep/old.md").write_text("# Old\n- The heliotrope queue was retired.\n", encoding="utf-8")
+        expect = ("heliotrope", ["memory/archive/deep/old.md"])
+    elif change == "delete":
+        target.unlink()
+        expect = ("Atlas ships", [])
+    else:
+        target.rename(ws / "memory/projects/atlas-v2.md")
+        expect = ("Atlas ships", ["memory/projects/atlas-v2.md"])
+    with open_manager(ws, cfg()) as second:
+        syncs = _counting_syncs(second)
+        resp = second.search(expect[0], min_score=0)
+        assert _paths(resp) == expect[1] and not resp.stale
+        assert syncs == ["MainThread"]  # the stored snapshot did not hold: one full sync
+
+
+def readable_again_in_a_new_process(ws: str, db: str) -> None:
+    """Run where permissions apply (``unprivileged.py``)."""
+    root = Path(ws)
+    secret = root / "memory/locked.md"
+    config = {"provider": "none", "store": {"path": db}, "sync": {"watch": False}}
+    secret.chmod(0)
+    _settle(root)
+    with open_manager(root, config) as first:
+        first.sync()
+        assert [s.path for s in first.status().skipped] == ["memory/locked.md"]
+    secret.chmod(0o644)  # moves no mtime, no size: only an open() can tell
+    with open_manager(root, config) as second:
+        assert _paths(second.search("vault code kiwi", min_score=0)) == ["memory/locked.md"]
+    print("ok")
+
+
+def test_a_file_that_becomes_readable_is_caught_by_a_new_process(make_ws: Callable[..., Path], tmp_path: Path) -> None:
+    ws = make_ws({**NOTES, "memory/locked.md": "# Locked\n- The vault code is kiwi.\n"})
+    code = f"from test_freshness import readable_again_in_a_new_process\nreadable_again_in_a_new_process({str(ws)!r}, {str(tmp_path / 'i.sqlite')!r})"
+    assert run_where_permissions_apply(code).strip().endswith("ok")
+
+
+def test_a_sync_that_saw_racy_directories_stores_no_snapshot(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+    import apsw
+
+    from mdrecall.freshness.snapshot import DIRS_KEY
+
+    ws = make_ws(NOTES)  # written just now: its directories are racy
+    config = cfg()
+    with open_manager(ws, config) as m:
+        m.sync()
+    conn = apsw.Connection(config["store"]["path"])
+    assert conn.execute("SELECT value FROM meta WHERE key = ?", (DIRS_KEY,)).fetchone() == ("",)
+    conn.close()
+    with open_manager(ws, config) as second:
+        syncs = _counting_syncs(second)
+        assert _paths(second.search("amber", min_score=0)) == ["MEMORY.md"]
+        assert syncs == ["MainThread"]  # no trustworthy record: a full comparison
+
+
+def test_opening_does_not_wait_for_the_watcher_and_it_is_trusted_only_after_a_check(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict]
+) -> None:
+    ws = make_ws(NOTES)
+    _settle(ws)
+    with open_manager(ws, cfg()) as first:
+        first.sync()
+    m = open_manager(ws, cfg(sync={"watch": True}))
+    try:
+        watcher = m.watcher
+        assert watcher is not None
+        # Changed before the watch could have seen it: the first search must still catch it.
+        (ws / "MEMORY.md").write_text("# Memory\n- The staging database is called cobra.\n", encoding="utf-8")
+        assert _paths(m.search("cobra", min_score=0)) == ["MEMORY.md"]
+        assert watcher.wait_ready(30) and wait_for(lambda: watcher.attached_at is not None)
+        assert wait_for(lambda: m.monitor._watcher_trusted() or bool(m.search("cobra", min_score=0).results))
+        syncs = _counting_syncs(m)
+        for _ in range(5):
+            assert _paths(m.search("cobra", min_score=0)) == ["MEMORY.md"]
+        assert syncs == [] and m.monitor._watcher_trusted()
     finally:
         m.close()

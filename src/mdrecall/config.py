@@ -58,6 +58,9 @@ class LocalProviderConfig(_Section):
     batchSize: int = Field(default=64, ge=1)
     # Cap on word pieces the model reads; None means the model's own max_seq_length.
     maxSeqLength: int | None = Field(default=None, ge=8)
+    # What runs a plain BERT model on the CPU: onnxruntime when installed (auto), or NumPy. Same
+    # vectors within 1e-5 either way, so switching never re-embeds (docs/providers.md).
+    runtime: Literal["auto", "onnxruntime", "numpy"] = "auto"
 
 
 class BatchConfig(_Section):
@@ -244,6 +247,9 @@ class VectorStoreConfig(_Section):
     # sqlite-vec's full scan. 0: always ask sqlite-vec. Without sqlite-vec the matrix is used whatever
     # its size.
     memoryCacheMiB: int = Field(default=256, ge=0)
+    # Past that budget: an approximate index (HNSW, usearch: the `ann` extra) kept beside the index
+    # file finds the candidates, scored exactly (search/ann.py); "off": scan the stored vectors.
+    approximate: Literal["auto", "off"] = "auto"
 
 
 class StoreConfig(_Section):

@@ -111,7 +111,8 @@ def test_a_float32_index_without_sqlite_vec_is_searched_in_process(legacy: tuple
     search says so. Once rebuilt (float16) nothing is degraded."""
     ws, db_path = legacy
     missing = str(tmp_path / "no-such-dir" / "vec0.so")
-    store = {"path": str(db_path), "vector": {"extensionPath": missing, "memoryCacheMiB": 0}}
+    # approximate off: past the budget this test is about the scan, not the graph (tests/search/test_ann.py)
+    store = {"path": str(db_path), "vector": {"extensionPath": missing, "memoryCacheMiB": 0, "approximate": "off"}}
     with open_manager(ws, {**_config(db_path, sync={"watch": False, "onSearch": False}), "store": store}) as m:
         assert m.status().details["vector"]["encoding"] == "float32"
         response = m.search(QUESTIONS[0], min_score=0)

@@ -20,6 +20,7 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mdrecall.builtin.provider import ProviderState
 from mdrecall.config import MemoryConfig
@@ -35,18 +36,21 @@ from mdrecall.freshness.monitor import (
     Comparison,
     FreshnessMonitor,
 )
-from mdrecall.freshness.snapshot import scan_dirs
+from mdrecall.freshness.snapshot import DIRS_KEY, Snapshot, scan_dirs, stored_snapshot
 from mdrecall.freshness.watcher import MemoryWatcher
-from mdrecall.index.changes import Observed, pending_changes
+from mdrecall.index.changes import UNREADABLE, Observed, pending_changes
 from mdrecall.index.identity import EMBEDDING_KEYS, identity_mismatch
 from mdrecall.index.recovery import IndexHandle
 from mdrecall.index.syncing import LAST_SYNC_KEY, IndexSyncer, SyncRun
+from mdrecall.search.ann import ApproximateVectors
+from mdrecall.search.ann import available as ann_available
 from mdrecall.search.asof import search_times
 from mdrecall.search.dating import times_for
 from mdrecall.search.filelines import lengths_for
 from mdrecall.search.filescan import merge_hits, scan_unindexed
+from mdrecall.search.keyword import Candidate
 from mdrecall.search.pipeline import NOTHING_RELEVANT, SearchPlan, VectorSearch, run_search
-from mdrecall.search.scope import scope_for
+from mdrecall.search.scope import ScopeLike, scope_for
 from mdrecall.search.vector import InProcessVectors, stored_vector_search
 from mdrecall.sources.base import SourceAdapter
 from mdrecall.sources.reading import read_memory_lines
@@ -57,6 +61,9 @@ from mdrecall.types import ProbeResult, ProgressCallback, ReadResult, SearchRequ
 
 #: How long ``close()`` waits for a sync running in another thread to stop at its next file.
 CLOSE_WAIT_S = 10.0
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class BuiltinMemoryManager(ManagerBase):
@@ -79,6 +86,8 @@ class BuiltinMemoryManager(ManagerBase):
         self._sync_mutex = threading.RLock()
         self._syncer = IndexSyncer(workspace, config, self.db_path, options, self.extra_sources)
         self.vectors = InProcessVectors(max_bytes=config.store.vector.memoryCacheMiB * 2**20)
+        #: Past the memory budget: the approximate index beside the file (search/ann.py), if on.
+        self.ann = ApproximateVectors(self.db_path, options) if config.store.vector.approximate == "auto" else None
         self.last_sync_at: float | None = None
         self.last_error: str | None = None
         self.last_report: SyncReport | None = None
@@ -102,6 +111,8 @@ class BuiltinMemoryManager(ManagerBase):
             self._sync_mutex.release()
         self._run_close_hooks()  # background writers (recall tracking) drain first
         self.monitor.stop()
+        if self.ann is not None:
+            self.ann.close()
         self.index.close()
         self.providers.close()
 
@@ -159,6 +170,8 @@ class BuiltinMemoryManager(ManagerBase):
     def _sync_locked(self, force: bool, progress: ProgressCallback | None, defer_sessions: bool) -> SyncReport:
         generation = self.monitor.generation
 
+        started = time.monotonic()
+
         def attempt() -> tuple[SyncRun, tuple[dict[str, int], bool]]:
             self.providers.resolve_dims()
             dirs = scan_dirs(self.workspace, self.config)  # before the files are listed
@@ -169,6 +182,7 @@ class BuiltinMemoryManager(ManagerBase):
                 force=force,
                 progress=progress,
                 defer_sessions=defer_sessions,
+                dirs=dirs,
             ), dirs
 
         try:
@@ -177,20 +191,47 @@ class BuiltinMemoryManager(ManagerBase):
             if not self.providers.switch_to_fallback(exc):
                 raise
             run, dirs = self.index.recovering(attempt, lock_held=True)  # new provider identity: a full rebuild
-        self.monitor.synced(run, dirs, generation, self._indexed_count())
+        self.monitor.synced(run, dirs, generation, self._indexed_count(), started)
+        self._refresh_approximate()
         self.last_sync_at = time.time()
         self.last_error = None
         self.last_report = run.report
         return run.report
 
+    def _refresh_approximate(self) -> None:
+        """Past the memory budget, bring the approximate index up to date in the background, so the
+        next searches use it instead of scanning (search/ann.py)."""
+        if self.ann is None or not ann_available():
+            return
+        with self.index.reading() as db:
+            dims = db.vec_dims()
+            past_budget = bool(dims) and db.vector_encoding() != "float32" and not self.vectors.fits(db, dims)
+        if past_budget:
+            self.ann.update_in_background()
+
     def compare_with_files(self) -> Comparison:
         """The files on disk against the index, without a lock (what a full sync would do now)."""
+        started = time.monotonic()
         dirs, dirs_racy = scan_dirs(self.workspace, self.config)  # before the files are listed
         with self.index.reading() as db:
             indexed, skipped, meta = db.files(), db.skipped(), db.read_meta()
         observed: dict[str, Observed] = {}
         pending = pending_changes(self.workspace, self.config, self.extra_sources, indexed, skipped, observed)
-        return Comparison(pending, self.stored_identity_mismatch(meta), meta is not None, dirs, dirs_racy, observed)
+        return Comparison(pending, self.stored_identity_mismatch(meta), meta is not None, dirs, dirs_racy, observed, started)
+
+    def stored_snapshot(self) -> Snapshot | None:
+        """The last complete sync's view of the files, from the index (freshness/snapshot.py), or
+        None when there is none or the index does not fit the configuration."""
+        with self.index.reading() as db:
+            meta = db.read_meta()
+            if meta is None or self.stored_identity_mismatch(meta) is not None:
+                return None
+            record = db.get_kv(DIRS_KEY)
+            if not record:
+                return None
+            prefix = str(self.workspace) + "/"
+            rows, unreadable = db.file_stats(prefix), db.skipped_paths(prefix, UNREADABLE)
+        return stored_snapshot(self.workspace, record, rows, unreadable)
 
     def stored_identity_mismatch(self, meta: dict[str, object] | None) -> str | None:
         """Why the stored index does not fit the configuration, or None (unknown dims are not one).
@@ -339,7 +380,15 @@ class BuiltinMemoryManager(ManagerBase):
             return self.vectors.search, None
         if self.vectors.fits(db, vec_dims):
             return self.vectors.search, None
-        return stored_vector_search, None
+        ann = self.ann
+        if ann is None or float32 or not ann_available():
+            return stored_vector_search, None
+
+        def approximate(db: IndexDB, query_vec: np.ndarray, limit: int, scope: ScopeLike) -> list[Candidate]:
+            found = ann.search(db, query_vec, limit, scope)  # None: not up to date yet (being updated)
+            return stored_vector_search(db, query_vec, limit, scope) if found is None else found
+
+        return approximate, None
 
     # -- read, status, probes ---------------------------------------------------------------------
     def read_file(self, rel_path: str, from_line: int | None = None, lines: int | None = None) -> ReadResult:

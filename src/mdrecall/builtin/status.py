@@ -26,7 +26,11 @@ def mode_reasons(selection: ProviderSelection, caps: Capabilities) -> list[str]:
     reasons = []
     if selection.provider is None:
         reasons.append(f"no embedding provider: {selection.unavailable_reason}")
-    elif not caps.vector_available:
+    else:
+        note = getattr(selection.provider, "runtime_note", None)  # the local model on a slower runtime
+        if note:
+            reasons.append(str(note))
+    if selection.provider is not None and not caps.vector_available:
         reasons.append(f"sqlite-vec not loaded ({caps.vector_error}); vectors are searched in process")
     if not caps.fts_available:
         reasons.append(f"FTS5 not available ({caps.fts_error}); keyword search scans stored chunks")
@@ -62,6 +66,9 @@ def build_status(manager: BuiltinMemoryManager) -> Status:
         "sourceCounts": [{"source": s, **c} for s, c in sorted(counts.items())],
         "extraPaths": list(config.extraPaths),
         "requestedProvider": selection.requested,
+        # What runs the model in this process (local: onnxruntime, numpy or torch), and why not the fastest.
+        "embeddingRuntime": {"runsOn": getattr(provider, "runtime", None), "note": getattr(provider, "runtime_note", None)}
+        if provider is not None else None,
         "providerSelection": selection.to_dict(),
         "fts": {"enabled": config.query.fts.enabled, "available": caps.fts_available, "error": caps.fts_error,
                 "tokenizer": config.query.fts.tokenizer},
@@ -80,6 +87,8 @@ def build_status(manager: BuiltinMemoryManager) -> Status:
                 "loadedVectors": cache.loaded_vectors,
                 "loadedMiB": round(cache.loaded_bytes / 2**20, 1),
             },
+            # Past the budget: the approximate index beside the file (None: store.vector.approximate off).
+            "approximate": manager.ann.status() if manager.ann is not None else None,
         },
         # entries: every stored vector; unused: those no chunk uses (maxEntries bounds them).
         "cache": {"enabled": config.cache.enabled, "entries": cache_entries, "unused": cache_unused,

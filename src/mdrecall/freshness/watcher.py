@@ -75,6 +75,7 @@ class MemoryWatcher:
         debounce_ms: int | None = None,
         session_tracker: SessionDeltaTracker | None = None,
         force_polling: bool | None = None,
+        on_attached: Callable[[], None] | None = None,
     ):
         self.workspace = Path(workspace).expanduser().absolute()
         self.config = config
@@ -94,6 +95,10 @@ class MemoryWatcher:
         self._last_pending_at: float | None = None
         self._threads: list[threading.Thread] = []
         self._ready = threading.Event()
+        self.on_attached = on_attached
+        #: ``time.monotonic()`` when every OS watch of the current plan was attached; None while
+        #: attaching (after start or a restart): changes before it may have gone unseen.
+        self.attached_at: float | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -102,7 +107,8 @@ class MemoryWatcher:
         return bool(self._threads) and any(t.is_alive() for t in self._threads) and not self._stop.is_set()
 
     def start(self, wait_ready: float = 5.0) -> MemoryWatcher:
-        """Start the watch and dispatch threads; waits (bounded) until the first watch is attached."""
+        """Start the watch and dispatch threads; waits up to ``wait_ready`` seconds until the first
+        watch is attached (0: return at once; :attr:`attached_at` says when it is)."""
         if self._threads:
             return self
         try:
@@ -113,8 +119,6 @@ class MemoryWatcher:
             raise ImportError(f"file watching needs watchfiles: {package_hint('watchfiles')}") from exc
         self._stop.clear()
         self.stats.started_at = time.time()
-        if "sessions" in self.config.sources:
-            self.sessions.prime(p for _, p in list_transcripts(self.workspace, self.config.sessions.dir))
         supervisor = threading.Thread(target=self._supervise, name="mdrecall-watch", daemon=True)
         dispatcher = threading.Thread(target=self._dispatch, name="mdrecall-watch-dispatch", daemon=True)
         self._threads = [supervisor, dispatcher]
@@ -122,6 +126,10 @@ class MemoryWatcher:
         dispatcher.start()
         self._ready.wait(wait_ready)
         return self
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait until the first watch is attached (or failed); True when it has."""
+        return self._ready.wait(timeout)
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
@@ -190,8 +198,11 @@ class MemoryWatcher:
     # -- threads ------------------------------------------------------------------------------
 
     def _supervise(self) -> None:
+        if "sessions" in self.config.sources:  # here, not in start(): listing transcripts can take a while
+            self.sessions.prime(p for _, p in list_transcripts(self.workspace, self.config.sessions.dir))
         failures = 0
         while not self._stop.is_set():
+            self.attached_at = None
             plan = plan_watch(self._roots)
             self.stats.roots = [str(p) for p in plan.recursive] + [f"{p} (shallow)" for p in plan.shallow]
             self._restart.clear()
@@ -215,8 +226,16 @@ class MemoryWatcher:
                 )
             for worker in workers:
                 worker.start()
-            for ready in attached:
-                ready.wait(5.0)
+            for ready in attached:  # a large tree takes seconds to attach; nobody waits for it
+                while not ready.wait(0.5) and not self._stop.is_set():
+                    pass
+            if workers and all(r.is_set() for r in attached) and all(w.is_alive() for w in workers):
+                self.attached_at = time.monotonic()
+                if self.on_attached is not None:
+                    try:
+                        self.on_attached()
+                    except Exception:
+                        log.exception("mdrecall: watcher attach callback failed")
             self._ready.set()
             while not self._stop.is_set() and not self._restart.is_set():
                 if workers and not any(w.is_alive() for w in workers):

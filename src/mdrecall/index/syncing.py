@@ -24,6 +24,7 @@ from typing import Any
 from mdrecall.config import MemoryConfig
 from mdrecall.crashpoints import crash_point
 from mdrecall.embeddings.base import EmbeddingProvider
+from mdrecall.freshness.snapshot import DIRS_KEY, dirs_record
 from mdrecall.index.changes import Observed
 from mdrecall.index.identity import identity_mismatch
 from mdrecall.index.indexer import Indexer, SyncContext, seed_cache_from
@@ -65,6 +66,7 @@ class IndexSyncer:
         self.migration: dict[str, Any] | None = None
         #: Set to stop a running sync at its next file (:meth:`BuiltinMemoryManager.close`).
         self.cancel = threading.Event()
+        self._dirs: tuple[dict[str, int], bool] | None = None
 
     def run(
         self,
@@ -75,11 +77,25 @@ class IndexSyncer:
         force: bool,
         progress: ProgressCallback | None,
         defer_sessions: bool,
+        dirs: tuple[dict[str, int], bool] | None = None,
     ) -> SyncRun:
-        """Sync now; the caller holds the writer lock. A full disk (or another write failure that is
-        not damage) raises one clear StoreError; the old index keeps answering."""
+        """Sync now; the caller holds the writer lock. ``dirs``: :func:`scan_dirs` taken before the
+        files were listed, stored for the next process's freshness check when the sync completes. A
+        full disk (or another write failure that is not damage) raises one clear StoreError; the
+        old index keeps answering."""
+        self._dirs = dirs
         with clear_write_errors(self.db_path):
             return self._run(provider, provider_key, desired, force=force, progress=progress, defer_sessions=defer_sessions)
+
+    def _finish(self, db: IndexDB, report: SyncReport) -> None:
+        """The last writes of a sync (inside its final transaction): when it finished, for which
+        workspace, and the directory mtimes a new process checks before trusting the index
+        (freshness/snapshot.py), only when the sync left nothing for later."""
+        db.set_kv(LAST_SYNC_KEY, repr(time.time()))
+        db.set_kv(WORKSPACE_KEY, os.path.realpath(self.workspace))
+        dirs = self._dirs
+        complete = dirs is not None and not dirs[1] and report.files_deferred == 0
+        db.set_kv(DIRS_KEY, dirs_record(self.workspace, dirs[0]) if complete and dirs is not None else "")
 
     def _run(
         self,
@@ -113,8 +129,7 @@ class IndexSyncer:
                 observed = indexer.observed
                 self._drop_unused_vectors(writer)
                 with writer.conn:
-                    writer.set_kv(LAST_SYNC_KEY, repr(time.time()))
-                    writer.set_kv(WORKSPACE_KEY, os.path.realpath(self.workspace))
+                    self._finish(writer, report)
                 crash_point("sync:before-finish")
         finally:
             writer.close()
@@ -157,8 +172,7 @@ class IndexSyncer:
             report = indexer.run(full=True)
             self._drop_unused_vectors(writer)
             with writer.conn:
-                writer.set_kv(LAST_SYNC_KEY, repr(time.time()))
-                writer.set_kv(WORKSPACE_KEY, os.path.realpath(self.workspace))
+                self._finish(writer, report)
         finally:
             self.migration = None
         report.full_rebuild = True
@@ -180,8 +194,7 @@ class IndexSyncer:
             self._drop_unused_vectors(built)
             with built.conn:
                 built.write_meta(desired)
-                built.set_kv(LAST_SYNC_KEY, repr(time.time()))
-                built.set_kv(WORKSPACE_KEY, os.path.realpath(self.workspace))
+                self._finish(built, report)
             crash_point("rebuild:built")
             live.close()
             swap_in(built, self.db_path, self.options.busy_timeout_ms)

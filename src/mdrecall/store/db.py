@@ -600,6 +600,19 @@ class IndexDB:
             for r in self.conn.execute("SELECT path, source, reason, mtime, size FROM skipped_files")
         }
 
+    def file_stats(self, prefix: str = "") -> list[tuple[str, int, int, int | None]]:
+        """(prefix + path, mtime_ns, size, None) of every indexed and skipped file: what the index
+        believes of the files, in the shape of a freshness snapshot (no Python object per row)."""
+        return self.conn.execute(  # type: ignore[return-value]  # the rows are exactly that shape
+            "SELECT ?1 || path, mtime, size, NULL FROM files UNION ALL SELECT ?1 || path, mtime, size, NULL FROM skipped_files",
+            (prefix,),
+        ).fetchall()
+
+    def skipped_paths(self, prefix: str, reason_prefix: str) -> list[str]:
+        """prefix + path of the skipped files whose reason starts with ``reason_prefix``."""
+        sql = "SELECT ?1 || path FROM skipped_files WHERE substr(reason, 1, length(?2)) = ?2"
+        return [r[0] for r in self.conn.execute(sql, (prefix, reason_prefix))]
+
     def record_skipped(self, path: str, source: str, reason: str, mtime: int, size: int) -> None:
         with self.conn:
             self._delete_file_rows(path)
