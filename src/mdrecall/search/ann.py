@@ -323,13 +323,14 @@ class _Graph:
 
         self.index = index
         self.inner: Any = None
-        self.hnsw = faiss.downcast_index(index.index).hnsw  # the graph inside the ID map
+        self.hnsw = faiss.downcast_index(index.index).hnsw  # type: ignore[attr-defined]  # the graph inside the ID map
 
     @classmethod
     def new(cls, dims: int) -> _Graph:
         import faiss
 
-        inner = faiss.IndexHNSWSQ(dims, faiss.ScalarQuantizer.QT_fp16, CONNECTIVITY, faiss.METRIC_INNER_PRODUCT)
+        quantizer: Any = faiss.ScalarQuantizer.QT_fp16  # an enum value; faiss's stubs type the argument wrongly
+        inner = faiss.IndexHNSWSQ(dims, quantizer, CONNECTIVITY, faiss.METRIC_INNER_PRODUCT)
         inner.hnsw.efConstruction = EXPANSION_ADD
         graph = cls(faiss.IndexIDMap2(inner))
         graph.inner = inner  # the ID map does not own it: keep it alive
