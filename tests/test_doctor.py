@@ -137,7 +137,7 @@ def test_watcher_errors(make_ws: Callable[..., Path], cfg: Callable[..., dict[st
                      providers={"openai-compatible": {"baseUrl": server.base_url + "/v1", "dimensions": 8}})  # fmt: skip
         ws = make_ws(NOTES)
         with open_manager(ws, config) as m:
-            assert m.watcher is not None and wait_for(lambda: m.watcher is not None and m.watcher.running)
+            assert m.watcher is not None and m.watcher.wait_ready(30) and m.watcher.running
             (ws / "memory" / "2026-01-07.md").write_text("# 2026-01-07\n\n- A change for the watcher.\n", encoding="utf-8")
             assert wait_for(lambda: m.status().details["watcher"]["errors"] > 0)
             check(m, "watcher-errors", "error(s)")
