@@ -40,7 +40,20 @@ def test_overlapping_hits_of_one_file_cite_each_line_once() -> None:
     a = _hit(1, "memory/a.md", 1, ["one", "two", "three"], [1, 1, 1])
     b = _hit(2, "memory/a.md", 3, ["three", "four"], [1, 1])
     out = pack([a, b], 10, 4000, 5, 10_000, None)
-    assert [(h.start_line, h.end_line) for h in out] == [(1, 3), (4, 4)]
+    # b keeps only line 4, which continues a: one region of the file, one result.
+    assert [(h.start_line, h.end_line) for h in out] == [(1, 4)]
+    assert out[0].text == "one\ntwo\nthree\nfour" and out[0].rowid == 1
+
+
+def test_touching_hits_are_one_result_and_free_a_slot() -> None:
+    a = _hit(1, "memory/a.md", 1, ["one", "two"], [1, 1])
+    b = _hit(2, "memory/b.md", 1, ["elsewhere"], [1])
+    c = _hit(3, "memory/a.md", 3, ["three"], [1])
+    d = _hit(4, "memory/c.md", 1, ["more"], [1])
+    out = pack([a, b, c, d], 3, 4000, 5, 10_000, None)
+    assert [(h.path, h.start_line, h.end_line) for h in out] == [("memory/a.md", 1, 3), ("memory/b.md", 1, 1), ("memory/c.md", 1, 1)]
+    apart = _hit(5, "memory/a.md", 5, ["five"], [1])  # a line between: two regions
+    assert len(pack([a, apart], 3, 4000, 5, 10_000, None)) == 2
 
 
 def test_transcript_lines_map_to_their_messages() -> None:

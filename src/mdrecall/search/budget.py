@@ -13,6 +13,8 @@ budget before the short turn that held the answer. Here:
 * **cost** is what the citation covers in full: the cited lines, or the whole cited messages of a
   transcript (an agent that opens the citation reads them), so the budget counts what a reader of
   the results really receives;
+* **regions**: a hit that continues (or precedes) a kept hit of the same file joins it: one region
+  of a file is one result, at the better hit's rank, and ``maxResults`` counts regions;
 * **packing**: hits are taken in rank order while they fit; one that does not fit is skipped (not
   allowed to end the list), so later, shorter relevant hits still get in. After the first (the
   best match always leads), a hit that would spend more than a quarter of the budget is taken
@@ -362,6 +364,38 @@ class _Fitter:
         return self.fill_value(later, kept, slots, room) > with_it
 
 
+def _merge_touching(hit: Hit, kept: list[Hit], narrow_above: int) -> bool:
+    """Join ``hit`` to a kept hit of the same file whose lines (messages) it continues or precedes:
+    one region of a file is one result, cited once, at the better hit's rank (neighbouring chunks of
+    one conversation used to take a result each, so ten results covered a few regions). Not past
+    ``narrow_above`` characters: a region is never wider than a citation may be."""
+    for k, other in enumerate(kept):
+        if other.path != hit.path or other.source != hit.source or other.cost + hit.cost > narrow_above:
+            continue
+        if hit.start_line == other.end_line + 1:
+            first, second = other, hit
+        elif other.start_line == hit.end_line + 1:
+            first, second = hit, other
+        else:
+            continue
+        if hit.source == "sessions":
+            if first.line_map is None or second.line_map is None:
+                continue
+            line_map: list[int] | None = first.line_map + second.line_map
+        elif _contiguous(first) and _contiguous(second):
+            line_map = None
+        else:
+            continue
+        weights = first.line_weights + second.line_weights
+        if len(weights) != first.text.count("\n") + second.text.count("\n") + 2:
+            weights = []
+        joined = _copy(other, first.start_line, second.end_line, [first.text, second.text], weights, line_map)
+        joined.cost = other.cost + hit.cost
+        kept[k] = joined
+        return True
+    return False
+
+
 def pack(
     hits: list[Hit],
     max_results: int,
@@ -388,7 +422,8 @@ def pack(
             and trimmed.cost > budget * EXPENSIVE_SHARE
             and fit.worth_less(trimmed, hits[index + 1 :], out, max_results - len(out), budget - used)
         ):
-            out.append(trimmed)
+            if not _merge_touching(trimmed, out, narrow_above):
+                out.append(trimmed)
             used += trimmed.cost
         else:
             skipped.append(trimmed)
