@@ -149,6 +149,15 @@ def _chunks_per_file(db: PgDatabase, agent: str) -> dict[str, int]:
     return {str(p): int(n) for p, n in rows}
 
 
+def _chunks_per_file_in(rows: dict[str, list[tuple[Any, ...]]], agent: str) -> dict[str, int]:
+    """``_chunks_per_file`` of a :func:`snapshot`."""
+    counts = {str(f[1]): 0 for f in rows["files"] if f[0] == agent}
+    for chunk in rows["chunks"]:
+        if chunk[0] == agent:
+            counts[str(chunk[2])] += 1
+    return counts
+
+
 def _terminate(db: PgDatabase, role: str) -> int:
     """``pg_terminate_backend`` on every session of ``role`` in ``db`` (waiting until each has ended)."""
     with db.admin() as conn:
@@ -253,7 +262,8 @@ def test_statement_timeout_under_a_held_lock_is_one_line_and_loses_nothing(
     assert index.returncode == 1
     assert "postgres.statementTimeoutMs (500 ms)" in _one_line(index.stderr)
     assert 0 < done_before < 33  # the files before the held one are kept, whole
-    assert _chunks_per_file(fdb, "alice").items() <= _chunks_per_file_fresh(fserver, ws).items()
+    fresh = _fresh(fserver, {"alice": ws})
+    assert _chunks_per_file(fdb, "alice").items() <= _chunks_per_file_in(fresh, "alice").items()
 
     assert _cli(ws, dsn, "alice", "index", config=short).returncode == 0
     with fdb.admin() as owner, owner.transaction():
@@ -263,14 +273,7 @@ def test_statement_timeout_under_a_held_lock_is_one_line_and_loses_nothing(
     assert "postgres.statementTimeoutMs (500 ms)" in _one_line(search.stderr)
     found = _cli(ws, dsn, "alice", "search", "kestrel harbour", "--json", config=short)
     assert found.returncode == 0 and json.loads(found.stdout)["results"]  # the lock gone, it answers
-    assert snapshot(fdb) == _fresh(fserver, {"alice": ws})
-
-
-def _chunks_per_file_fresh(fserver: FaultServer, ws: Path) -> dict[str, int]:
-    fresh = fserver.new_database()
-    with open_manager(ws, pg_config(fresh.add_agent("alice", "core"), "alice"), use_global_config=False) as manager:
-        manager.sync()
-    return _chunks_per_file(fresh, "alice")
+    assert snapshot(fdb) == fresh
 
 
 # -- the server down ---------------------------------------------------------------------------------
@@ -359,7 +362,8 @@ def test_full_disk_fails_in_one_line_nothing_half_written_and_recovers(
     assert full.returncode == 1
     assert "is out of disk space" in _one_line(full.stderr)
     stored = _chunks_per_file(fdb, "alice")
-    expected = _chunks_per_file_fresh(fserver, ws)
+    fresh = _fresh(fserver, {"alice": ws})
+    expected = _chunks_per_file_in(fresh, "alice")
     assert stored and len(stored) < len(expected)
     assert stored.items() <= expected.items()  # each stored file has all its chunks: nothing half-written
     # Searches still answer from what is there.
@@ -368,7 +372,7 @@ def test_full_disk_fails_in_one_line_nothing_half_written_and_recovers(
 
     subprocess.run(["mount", "-o", "remount,size=64m", str(small_tablespace)], check=True)  # room again
     assert _cli(ws, dsn, "alice", "index").returncode == 0
-    assert snapshot(fdb) == _fresh(fserver, {"alice": ws})
+    assert snapshot(fdb) == fresh
 
 
 # -- a read-only store ---------------------------------------------------------------------------------

@@ -77,8 +77,7 @@ def fault_of(exc: BaseException, where: str | None, statement_timeout_ms: int) -
     if isinstance(exc, pg_errors.DiskFull):
         return PgFault("disk_full", f"the Postgres server{at} is out of disk space ({first_line(exc)})")
     if isinstance(exc, pg_errors.ReadOnlySqlTransaction):
-        return PgFault("read_only", f"the Postgres store{at} is read-only (a standby, or "
-                                    "default_transaction_read_only is on): it answers searches but takes no writes")
+        return read_only(where)
     if isinstance(exc, pg_errors.InsufficientPrivilege):
         return PgFault("refused", f"the Postgres store refused: {first_line(exc)}")
     if connection_lost(exc):
@@ -87,10 +86,17 @@ def fault_of(exc: BaseException, where: str | None, statement_timeout_ms: int) -
     return None
 
 
+def read_only(where: str | None) -> PgFault:
+    """The store takes no writes (a standby, or ``default_transaction_read_only``)."""
+    at = f" at {where}" if where else ""
+    return PgFault("read_only", f"the Postgres store{at} is read-only (a standby, or default_transaction_read_only "
+                                "is on): it answers searches but takes no writes")
+
+
 def unreachable(exc: BaseException, where: str | None) -> PgFault:
     """The server could not be connected to at all."""
     at = f" at {where}" if where else ""
     return PgFault("unreachable", f"cannot reach the Postgres store{at}: {first_line(exc)}")
 
 
-__all__ = ["FaultKind", "PgFault", "connection_lost", "fault_of", "first_line", "unreachable"]
+__all__ = ["FaultKind", "PgFault", "connection_lost", "fault_of", "first_line", "read_only", "unreachable"]

@@ -80,11 +80,14 @@ _NEXT = {
 }
 
 
-def _sync_stopped(fault: PgFault, rebuild: bool) -> PgFault:
-    kept = ("the rebuild was rolled back, the old rows still answer" if rebuild
-            else "every file synced before it is kept, whole")
-    return PgFault(fault.kind, f"sync stopped: {fault}. Nothing half-written: {kept}; "
-                               f"{_NEXT.get(fault.kind, 'run `mdrecall index` again')}")
+class SyncStopped(PgFault):
+    """A sync ended by a fault of the server; the message says what was kept and what to do next."""
+
+    def __init__(self, fault: PgFault, rebuild: bool) -> None:
+        kept = ("the rebuild was rolled back, the old rows still answer" if rebuild
+                else "every file synced before it is kept, whole")
+        super().__init__(fault.kind, f"sync stopped: {fault}. Nothing half-written: {kept}; "
+                                     f"{_NEXT.get(fault.kind, 'run `mdrecall index` again')}")
 
 
 def parse_team_path(rel_path: str) -> tuple[str, str] | None:
@@ -186,11 +189,12 @@ class PostgresMemoryManager(ManagerBase):
                 if not got:
                     return SyncReport(rebuild_reason=BUSY_OTHER_PROCESS)
                 report = self._sync_locked(force, progress, defer_sessions)
-        except PgFault as fault:
-            if not str(fault).startswith("sync stopped: "):  # before any write: taking the lock, reading meta
-                fault = _sync_stopped(fault, False)
-            self.last_error = str(fault)
-            raise fault from fault.__cause__
+        except SyncStopped as stopped:
+            self.last_error = str(stopped)
+            raise
+        except PgFault as fault:  # before any write: taking the lock, reading what is stored
+            self.last_error = str(SyncStopped(fault, False))
+            raise SyncStopped(fault, False) from fault
         except Exception as exc:
             self.last_error = f"{type(exc).__name__}: {exc}"
             raise
@@ -223,6 +227,7 @@ class PostgresMemoryManager(ManagerBase):
 
     def _sync_locked(self, force: bool, progress: ProgressCallback | None, defer_sessions: bool) -> SyncReport:
         generation = self.monitor.generation
+        self.store.check_writable()  # a read-only store fails here, before anything is embedded
         self.providers.resolve_dims()
         self._claim_team_identity()
         desired = self.desired_meta()
@@ -247,7 +252,7 @@ class PostgresMemoryManager(ManagerBase):
                     self.store.write_meta(desired)
                 self.store.set_kv(LAST_SYNC_KEY, repr(time.time()))
         except PgFault as fault:
-            raise _sync_stopped(fault, full) from fault
+            raise SyncStopped(fault, full) from fault
         self.monitor.synced(SyncRun(report, indexer.observed), dirs, generation, len(self.store.files()))
         return report
 

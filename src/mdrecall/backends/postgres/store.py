@@ -21,12 +21,9 @@ Connections and atomicity:
   embedding is kept even if the sync fails later). Inserts take keys in sorted order, so concurrent
   writers cannot deadlock.
 
-Faults (docs/reliability.md, "Postgres under faults"): every failure of the server leaves this module
-as a :class:`~mdrecall.backends.postgres.faults.PgFault`, one line. A connection is checked as it
-leaves the pool (an empty statement), so one that a restart or ``pg_terminate_backend`` killed while
-it sat idle is replaced, never handed out. When the server cannot be reached the store says so at
-once (a direct connection attempt, ``connect_timeout`` at most) instead of waiting for the pool, and
-keeps saying so at once until a connection attempt succeeds again.
+Faults (docs/reliability.md, "Postgres under faults"): connections come from connections.py, which
+checks each one as it leaves the pool and turns every failure of the server into one clear
+:class:`~mdrecall.backends.postgres.faults.PgFault`.
 """
 
 from __future__ import annotations
@@ -36,20 +33,19 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
 import psycopg
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import PoolTimeout
 
-from mdrecall.backends.postgres.faults import PgFault, fault_of, unreachable
+from mdrecall.backends.postgres.connections import Connection, PgConnections
+from mdrecall.backends.postgres.faults import read_only
 from mdrecall.backends.postgres.schema import SCHEMA, add_agent, check_version, migrate, role_name_for
 from mdrecall.backends.postgres.settings import PostgresSettings
-from mdrecall.backends.postgres.status import redacted_dsn
 from mdrecall.backends.postgres.visibility import Visibility, classify
 from mdrecall.errors import StoreError
 from mdrecall.sources.workspace import MemoryFile
@@ -60,18 +56,7 @@ S = SCHEMA
 TEAM_KEYS = ""
 TEAM_IDENTITY_KEY = "embedding_identity"
 
-Connection = psycopg.Connection[tuple[Any, ...]]
 T = TypeVar("T")
-
-#: libpq's connect_timeout (seconds) unless the DSN sets its own: a host that drops packets fails
-#: the connection attempt after this long instead of never.
-CONNECT_TIMEOUT_S = 10
-#: How long a pooled connection lost with its server is retried in the background before the pool
-#: waits for demand (psycopg_pool's default is 5 minutes of ever longer pauses: a server back after
-#: a minute would get its connections back only at the next pause's end).
-RECONNECT_S = 2.0
-#: How long a caller waits for a pooled connection before the store checks the server is reachable.
-FIRST_WAIT_S = 1.0
 
 
 @dataclass
@@ -128,78 +113,50 @@ class PgStore:
         self.caps = Capabilities()
         self._staged: dict[str, _Staged] = {}
         self._staged_lock = threading.Lock()
-        self._local = threading.local()
         self._set_role: str | None = None
         wanted_agent = agent_id or settings.agentId
         wanted_team = team_id or settings.teamId
-        self.where = redacted_dsn(settings.dsn)
-        self._unreachable = False
-        self._wait_s = max(5.0, settings.statementTimeoutMs / 1000.0)
-        dsn = settings.dsn or ""
-        self._connect_kwargs: dict[str, Any] = {"autocommit": True, "application_name": application_name}
-        try:
-            if "connect_timeout" not in conninfo_to_dict(dsn):
-                self._connect_kwargs["connect_timeout"] = CONNECT_TIMEOUT_S
-        except psycopg.ProgrammingError as exc:  # an unparseable DSN; never echo it (it may hold a password)
-            raise StoreError(f"postgres.dsn is not a valid libpq connection string or URI ({type(exc).__name__})") from None
+        self.conns = PgConnections(settings, application_name, self._configure)
         try:
             if settings.provision:
                 self._set_role = self._provision(wanted_agent, wanted_team)
             # One direct connection first: a server that refuses is reported at once, with libpq's
             # reason, instead of after the pool's whole wait. It also checks the schema and identity.
-            with self._connect() as conn:
+            with self.conns.connect() as conn:
                 self._configure(conn)
                 self.schema_version = check_version(conn)
                 row = conn.execute(f"SELECT current_user, {S}.current_agent(), {S}.current_team()").fetchone()
                 self.caps.vec_version = scalar(conn, "SELECT extversion FROM pg_extension WHERE extname = 'vector'")
-            self.pool: ConnectionPool[Connection] = ConnectionPool(
-                dsn,
-                min_size=settings.poolMin,
-                max_size=settings.poolMax,
-                kwargs=self._connect_kwargs,
-                configure=self._configure,
-                open=False,
-                name=f"mdrecall-{wanted_agent or 'agent'}",
-                timeout=self._wait_s,
-                reconnect_timeout=RECONNECT_S,
-            )
-            self.pool.open(wait=True, timeout=self._wait_s)
+            self.conns.open(name=f"mdrecall-{wanted_agent or 'agent'}")
         except StoreError:
             raise
         except (psycopg.Error, PoolTimeout) as exc:
-            fault = fault_of(exc, self.where, settings.statementTimeoutMs)
-            if fault is None or fault.kind == "busy":
-                raise StoreError(f"cannot connect to the Postgres store at {self.where}: {type(exc).__name__}: {exc}") from exc
-            raise fault from exc
+            raise self.conns.fault(exc) or StoreError(
+                f"cannot connect to the Postgres store at {self.conns.where}: {type(exc).__name__}: {exc}") from exc
         role, agent, team = row if row is not None else (None, None, None)
         if agent is None:
-            self.pool.close()
+            self.conns.close()
             raise StoreError(
                 f"Postgres role {role!r} is not registered as an mdrecall agent: run "
                 "`mdrecall postgres add-agent AGENT --team TEAM` with the store owner's DSN"
             )
         for label, want, got in (("agentId", wanted_agent, agent), ("teamId", wanted_team, team)):
             if want is not None and want != got:
-                self.pool.close()
+                self.conns.close()
                 raise StoreError(f"postgres.{label} is {want!r} but role {role!r} belongs to {got!r}")
         self.identity = Identity(str(role), str(agent), str(team))
 
     # -- connections -----------------------------------------------------------------------------
-    def _connect(self) -> Connection:
-        """A connection of its own, outside the pool; an unreachable server is a PgFault at once."""
-        try:
-            conn = psycopg.connect(self.settings.dsn or "", **self._connect_kwargs)
-        except psycopg.OperationalError as exc:
-            self._unreachable = True
-            raise unreachable(exc, self.where) from exc
-        self._unreachable = False
-        return conn
+    @property
+    def where(self) -> str | None:
+        """The store's DSN without its password (what fault messages name)."""
+        return self.conns.where
 
     def _provision(self, agent_id: str | None, team_id: str | None) -> str:
         """Owner DSN (development): migrate, register the agent, act as its role from now on."""
         if not agent_id or not team_id:
             raise StoreError("postgres.provision needs postgres.agentId and postgres.teamId")
-        with self._connect() as conn:
+        with self.conns.connect() as conn:
             migrate(conn)
             login = str(scalar(conn, "SELECT current_user"))
             return add_agent(conn, agent_id, team_id, role=role_name_for(agent_id, team_id), login=False, grant_to=login)
@@ -219,139 +176,41 @@ class PgStore:
         except psycopg.ProgrammingError:
             pass  # no vector type yet (schema not migrated): check_version reports it next
 
-    def _fault(self, exc: BaseException) -> PgFault | None:
-        return fault_of(exc, self.where, self.settings.statementTimeoutMs)
+    def _pooled(self) -> AbstractContextManager[Connection]:
+        """A checked pooled connection, never the thread's pinned one (the team's embedding cache)."""
+        return self.conns.pooled()
 
-    def _probe(self) -> None:
-        """Raise the unreachable PgFault now if the server cannot be connected to."""
-        self._connect().close()
-
-    def _getconn(self) -> Connection:
-        try:
-            return self.pool.getconn(timeout=min(FIRST_WAIT_S, self._wait_s))
-        except PoolTimeout:
-            # Every connection is in use, or the pool cannot connect: when the server is down, say so
-            # now rather than after the whole wait.
-            self._probe()
-        try:
-            return self.pool.getconn(timeout=max(0.1, self._wait_s - FIRST_WAIT_S))
-        except PoolTimeout as exc:
-            raise self._fault(exc) or StoreError(str(exc)) from exc
-
-    def _checkout(self) -> Connection:
-        """A pooled connection whose session has just answered."""
-        if self._unreachable:  # the server was down at the last attempt: fail at once while it still is
-            self._probe()
-        for attempt in range(2):
-            conn = self._getconn()
-            try:
-                conn.execute("")  # psycopg_pool's own liveness check: one empty round trip
-                return conn
-            except psycopg.Error as exc:
-                self.pool.putconn(conn)  # broken: the pool closes it and opens a replacement
-                if attempt:
-                    raise self._fault(exc) or StoreError(str(exc)) from exc
-            # A restart or pg_terminate_backend killed every idle session, not just this one.
-            self._probe()
-            self.pool.check()
-        raise AssertionError("unreachable")
-
-    @contextmanager
-    def _pooled(self) -> Iterator[Connection]:
-        conn = self._checkout()
-        try:
-            with conn:  # as ConnectionPool.connection(): a transaction left open is rolled back
-                yield conn
-        except Exception as exc:
-            fault = self._fault(exc)
-            if fault is None or fault is exc:
-                raise
-            raise fault from exc
-        finally:
-            self.pool.putconn(conn)
+    def connection(self) -> AbstractContextManager[Connection]:
+        """This thread's pinned connection (inside :meth:`agent_lock` or :meth:`transaction`), else
+        one from the pool; a context manager."""
+        return self.conns.connection()
 
     def read(self, work: Callable[[Connection], T]) -> T:
-        """``work(conn)`` for a read-only step, run once more on a fresh connection when the first one
-        died under it (a restart or a terminated session between the check and the statement)."""
-        for attempt in range(2):
-            try:
-                with self.connection() as conn:
-                    return work(conn)
-            except PgFault as fault:
-                if attempt or fault.kind != "lost" or getattr(self._local, "conn", None) is not None:
-                    raise
-        raise AssertionError("unreachable")
-
-    @contextmanager
-    def connection(self) -> Iterator[Connection]:
-        """This thread's pinned connection (inside :meth:`agent_lock` or :meth:`transaction`), else
-        one from the pool."""
-        pinned: Connection | None = getattr(self._local, "conn", None)
-        if pinned is not None:
-            try:
-                yield pinned
-            except Exception as exc:
-                fault = self._fault(exc)
-                if fault is None or fault is exc:
-                    raise
-                raise fault from exc
-            return
-        with self._pooled() as conn:
-            yield conn
-
-    @contextmanager
-    def _pinned(self) -> Iterator[Connection]:
-        """Route this thread's store calls through one connection for the block."""
-        pinned: Connection | None = getattr(self._local, "conn", None)
-        if pinned is not None:
-            yield pinned
-            return
-        with self._pooled() as conn:
-            self._local.conn = conn
-            try:
-                yield conn
-            finally:
-                self._local.conn = None
+        """``work(conn)`` for a read-only step, once more on a fresh connection if its own died under it."""
+        return self.conns.read(work)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """This thread's writes in the block commit together (a savepoint when nested). The team's
         embedding cache is not part of it (the module docstring says why)."""
-        with self._pinned() as conn, conn.transaction():
+        with self.conns.pinned() as conn, conn.transaction():
             yield
 
     def close(self) -> None:
-        self.pool.close()
+        self.conns.close()
 
-    @contextmanager
-    def agent_lock(self, timeout: float | None) -> Iterator[bool]:
-        """Hold this agent's sync lock (a session-level advisory lock) for the block; False when it
-        could not be had within ``timeout`` seconds. The thread's store calls use its connection."""
+    def agent_lock(self, timeout: float | None) -> AbstractContextManager[bool]:
+        """Hold this agent's sync lock (a session-level advisory lock) for the block, a context manager
+        giving False when it could not be had within ``timeout`` seconds. The thread's store calls
+        use its connection meanwhile."""
         key = _int64(f"mdrecall-sync\x00{self.identity.team_id}\x00{self.identity.agent_id}")
-        with self._pinned() as conn:
-            deadline = None if timeout is None else time.monotonic() + timeout
-            while True:
-                got = bool(scalar(conn, "SELECT pg_try_advisory_lock(%s)", (key,)))
-                if got or (deadline is not None and time.monotonic() >= deadline):
-                    break
-                time.sleep(0.05)
-            try:
-                yield got
-            finally:
-                if got:
-                    self._unlock(conn, key)
+        return self.conns.advisory_lock(key, timeout)
 
-    @staticmethod
-    def _unlock(conn: Connection, key: int) -> None:
-        """Release the sync lock; never raises, so it cannot hide why a sync failed. A session that
-        is gone took its locks with it; one that cannot unlock is closed, which releases them too
-        (it must not go back to the pool still holding the lock)."""
-        if conn.broken or conn.closed:
-            return
-        try:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
-        except psycopg.Error:
-            conn.close()
+    def check_writable(self) -> None:
+        """A read-only store (a standby, ``default_transaction_read_only``) as its PgFault, at once."""
+        with self.connection() as conn:
+            if scalar(conn, "SELECT current_setting('transaction_read_only')") == "on":
+                raise read_only(self.where)
 
     # -- meta ------------------------------------------------------------------------------------
     def get_kv(self, key: str, *, team: bool = False) -> str | None:
@@ -586,7 +445,6 @@ class PgStore:
         with self.connection() as conn:
             server = scalar(conn, "SHOW server_version")
             level = scalar(conn, f"SELECT coalesce(max(version), 0) FROM {S}.schema_migrations")
-        stats = self.pool.get_stats()
         return {
             "serverVersion": server,
             "pgvectorVersion": self.caps.vec_version,
@@ -595,13 +453,7 @@ class PgStore:
             "agentId": self.identity.agent_id,
             "teamId": self.identity.team_id,
             "vectorIndexes": self.vector_index_sizes(),
-            "pool": {
-                "min": self.pool.min_size,
-                "max": self.pool.max_size,
-                "size": stats.get("pool_size"),
-                "available": stats.get("pool_available"),
-                "waiting": stats.get("requests_waiting", 0),
-            },
+            "pool": self.conns.stats(),
         }
 
 
