@@ -93,6 +93,12 @@ def _one_line(stderr: str) -> str:
     return lines[0]
 
 
+def _sync(ws: Path, dsn: str, agent: str) -> None:
+    """One sync in this process (what the next `mdrecall index` does, without starting Python again)."""
+    with open_manager(ws, pg_config(dsn, agent), use_global_config=False) as manager:
+        manager.sync()
+
+
 def _fresh(fserver: FaultServer, workspaces: dict[str, Path], team: str = "core") -> dict[str, list[tuple[Any, ...]]]:
     """What a fresh sync of the same workspaces stores, in a new database."""
     fresh = fserver.new_database()
@@ -104,12 +110,15 @@ def _fresh(fserver: FaultServer, workspaces: dict[str, Path], team: str = "core"
 
 @contextmanager
 def _holding(db: PgDatabase, agent: str, path: str, team: str = "core") -> Iterator[psycopg.Connection[Any]]:
-    """An owner's uncommitted row for ``path`` of ``agent``: that agent's sync waits on it when it
-    reaches that file (its insert needs the same key), after committing the files before it."""
+    """The owner holds ``path`` of ``agent`` in an open transaction (an uncommitted row for a new
+    file, a row lock on a stored one): that agent's sync waits there when it reaches that file (its
+    insert needs the same key, its delete the same row), after committing the files before it."""
     conn = psycopg.connect(db.admin_dsn)
+    key = (team, agent, path)
     conn.execute(
         "INSERT INTO mdrecall.files(team_id, agent_id, path, source, hash, mtime, size, indexed_at, visibility) "
-        "VALUES (%s, %s, %s, 'memory', 'held', 0, 0, 0, 'private')", (team, agent, path))
+        "VALUES (%s, %s, %s, 'memory', 'held', 0, 0, 0, 'private') ON CONFLICT DO NOTHING", key)
+    conn.execute("SELECT 1 FROM mdrecall.files WHERE team_id = %s AND agent_id = %s AND path = %s FOR UPDATE", key)
     try:
         yield conn
     finally:
@@ -201,9 +210,23 @@ def test_restart_mid_sync_fails_in_one_line_and_the_next_index_resumes(
     assert "connection is closed" not in err  # releasing the sync lock did not mask the real error
     assert _own_files(fdb, "alice") >= done_before  # what was committed stays
 
-    again = _cli(ws, dsn, "alice", "index")
-    assert again.returncode == 0, again.stderr
-    assert snapshot(fdb) == _fresh(fserver, {"alice": ws})  # nothing lost, nothing duplicated
+    _sync(ws, dsn, "alice")  # the next index carries on
+    synced = snapshot(fdb)
+    assert synced == _fresh(fserver, {"alice": ws})  # nothing lost, nothing duplicated
+
+    # A rebuild is one transaction: cut by a crash, it leaves the old rows, and says so.
+    errors: list[BaseException] = []
+    with open_manager(ws, pg_config(dsn, "alice"), use_global_config=False) as manager:
+        with _holding(fdb, "alice", "memory/n030.md"):
+            thread = threading.Thread(target=lambda: _catch(lambda: manager.sync(force=True), errors))
+            thread.start()
+            _await_lock_wait(fdb, _role(dsn))
+            fserver.stop("immediate")
+            fserver.start()
+            thread.join(60)
+    assert len(errors) == 1 and isinstance(errors[0], StoreError), errors
+    assert "the rebuild was rolled back, the old rows still answer" in str(errors[0])
+    assert snapshot(fdb) == synced
 
 
 # -- connections cut under a running process ---------------------------------------------------------
@@ -265,15 +288,13 @@ def test_statement_timeout_under_a_held_lock_is_one_line_and_loses_nothing(
     fresh = _fresh(fserver, {"alice": ws})
     assert _chunks_per_file(fdb, "alice").items() <= _chunks_per_file_in(fresh, "alice").items()
 
-    assert _cli(ws, dsn, "alice", "index", config=short).returncode == 0
+    _sync(ws, dsn, "alice")
+    assert snapshot(fdb) == fresh
     with fdb.admin() as owner, owner.transaction():
         owner.execute("LOCK TABLE mdrecall.chunks IN ACCESS EXCLUSIVE MODE")  # what a VACUUM FULL holds
         search = _cli(ws, dsn, "alice", "search", "kestrel harbour", config=short)
     assert search.returncode == 1
     assert "postgres.statementTimeoutMs (500 ms)" in _one_line(search.stderr)
-    found = _cli(ws, dsn, "alice", "search", "kestrel harbour", "--json", config=short)
-    assert found.returncode == 0 and json.loads(found.stdout)["results"]  # the lock gone, it answers
-    assert snapshot(fdb) == fresh
 
 
 # -- the server down ---------------------------------------------------------------------------------
@@ -287,7 +308,7 @@ def test_server_down_fails_fast_in_one_line_and_a_running_process_recovers(
         manager.sync()
     # A password in the DSN (trust authentication ignores it) must never be printed.
     secret_dsn = dsn.replace(":@", ":hunter2-pw@", 1)
-    assert _cli(ws, secret_dsn, "alice", "index").returncode == 0
+    _sync(ws, dsn, "alice")
     # A pool that would wait for the whole statement timeout (ten minutes) instead of saying why.
     patient = ("postgres.statementTimeoutMs=600000",)
     with open_manager(ws, pg_config(dsn, "alice", postgres={"poolMin": 2, "poolMax": 3}),
@@ -367,11 +388,12 @@ def test_full_disk_fails_in_one_line_nothing_half_written_and_recovers(
     assert stored and len(stored) < len(expected)
     assert stored.items() <= expected.items()  # each stored file has all its chunks: nothing half-written
     # Searches still answer from what is there.
-    found = _cli(ws, dsn, "alice", "search", "kestrel harbour", "--json", config=("sync.onSearch=false",))
-    assert found.returncode == 0 and json.loads(found.stdout)["results"], found.stderr
+    config = pg_config(dsn, "alice", sync={"watch": False, "onSearch": False})
+    with open_manager(ws, config, use_global_config=False) as manager:
+        assert manager.search("kestrel harbour", min_score=0).results
 
     subprocess.run(["mount", "-o", "remount,size=64m", str(small_tablespace)], check=True)  # room again
-    assert _cli(ws, dsn, "alice", "index").returncode == 0
+    _sync(ws, dsn, "alice")
     assert snapshot(fdb) == fresh
 
 
@@ -381,7 +403,7 @@ def test_read_only_store_answers_searches_and_refuses_syncs_in_one_line(
         fserver: FaultServer, fdb: PgDatabase, tmp_path: Path) -> None:
     dsn = fdb.add_agent("alice", "core")
     ws = _notes(tmp_path / "alice", "alice", 5)
-    assert _cli(ws, dsn, "alice", "index").returncode == 0
+    _sync(ws, dsn, "alice")
     with fdb.admin() as conn:  # what a hot standby, or a store put in maintenance, looks like to a session
         conn.execute(f'ALTER DATABASE "{fdb.name}" SET default_transaction_read_only = on')
     (ws / "memory" / "n001.md").write_text("# Note 1\n- PRIVATE-alice kestrel osprey changed\n", encoding="utf-8")
@@ -390,15 +412,16 @@ def test_read_only_store_answers_searches_and_refuses_syncs_in_one_line(
     index = _cli(ws, dsn, "alice", "index")
     assert index.returncode == 1
     assert "is read-only" in _one_line(index.stderr)
-    search = _cli(ws, dsn, "alice", "search", "kestrel harbour", "--json")
-    assert search.returncode == 0, search.stderr
-    answer = json.loads(search.stdout)
-    assert answer["results"] and answer["stale"] and any("read-only" in w for w in answer["warnings"]), answer
+    with open_manager(ws, pg_config(dsn, "alice"), use_global_config=False) as manager:
+        answer = manager.search("kestrel harbour", min_score=0)  # it tries to sync first, and says why it could not
+        assert answer.results and answer.stale and any("read-only" in w for w in answer.warnings), answer
+        with pytest.raises(StoreError, match="is read-only"):
+            manager.sync()
     assert snapshot(fdb) == before  # nothing written, nothing half-written
 
     with psycopg.connect(fserver.server.uri, autocommit=True) as conn:  # the owner's own sessions there are read-only too
         conn.execute(f'ALTER DATABASE "{fdb.name}" RESET default_transaction_read_only')
-    assert _cli(ws, dsn, "alice", "index").returncode == 0
+    _sync(ws, dsn, "alice")
     assert snapshot(fdb) == _fresh(fserver, {"alice": ws})
 
 

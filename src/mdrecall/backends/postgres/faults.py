@@ -42,7 +42,7 @@ class PgFault(StoreError):
 
 def first_line(exc: BaseException) -> str:
     """The first line of an error's text (libpq adds hints on further lines)."""
-    text = str(exc).strip()
+    text = str(exc).strip().removeprefix("connection is bad: ")  # psycopg's wrapper of libpq's own text
     return text.split("\n", 1)[0].strip() or type(exc).__name__
 
 

@@ -30,7 +30,7 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -80,13 +80,19 @@ _NEXT = {
 }
 
 
+#: What a sync stopped at each stage leaves in the store.
+_KEPT = {
+    "before": "Nothing was written",
+    "files": "Nothing half-written: every file synced before it is kept, whole",
+    "rebuild": "Nothing half-written: the rebuild was rolled back, the old rows still answer",
+}
+
+
 class SyncStopped(PgFault):
     """A sync ended by a fault of the server; the message says what was kept and what to do next."""
 
-    def __init__(self, fault: PgFault, rebuild: bool) -> None:
-        kept = ("the rebuild was rolled back, the old rows still answer" if rebuild
-                else "every file synced before it is kept, whole")
-        super().__init__(fault.kind, f"sync stopped: {fault}. Nothing half-written: {kept}; "
+    def __init__(self, fault: PgFault, stage: Literal["before", "files", "rebuild"]) -> None:
+        super().__init__(fault.kind, f"sync stopped: {fault}. {_KEPT[stage]}; "
                                      f"{_NEXT.get(fault.kind, 'run `mdrecall index` again')}")
 
 
@@ -193,8 +199,9 @@ class PostgresMemoryManager(ManagerBase):
             self.last_error = str(stopped)
             raise
         except PgFault as fault:  # before any write: taking the lock, reading what is stored
-            self.last_error = str(SyncStopped(fault, False))
-            raise SyncStopped(fault, False) from fault
+            before = SyncStopped(fault, "before")
+            self.last_error = str(before)
+            raise before from fault
         except Exception as exc:
             self.last_error = f"{type(exc).__name__}: {exc}"
             raise
@@ -238,6 +245,7 @@ class PostgresMemoryManager(ManagerBase):
         ctx = SyncContext(self.providers.provider, self.providers.key, desired["model"])
         indexer = Indexer(self.workspace, self.config, self.store, ctx, progress, self.extra_sources,
                           defer_sessions=defer_sessions and not full, on_text=self.store.stage)
+        stage: Literal["files", "rebuild"] = "rebuild" if full else "files"
         try:
             if full:
                 # One transaction: readers keep the old rows until the whole rebuild and its meta commit.
@@ -245,15 +253,16 @@ class PostgresMemoryManager(ManagerBase):
                     report = indexer.run(full=True)
                     self.store.write_meta(desired)
                     self.store.set_kv(LAST_SYNC_KEY, repr(time.time()))
+                stage = "files"  # committed: the new rows are the ones kept
                 report.rebuild_reason = "forced" if force and mismatch is None else mismatch
             else:
                 report = indexer.run(full=False)
                 if stored != desired:
                     self.store.write_meta(desired)
                 self.store.set_kv(LAST_SYNC_KEY, repr(time.time()))
+            self.monitor.synced(SyncRun(report, indexer.observed), dirs, generation, len(self.store.files()))
         except PgFault as fault:
-            raise SyncStopped(fault, full) from fault
-        self.monitor.synced(SyncRun(report, indexer.observed), dirs, generation, len(self.store.files()))
+            raise SyncStopped(fault, stage) from fault
         return report
 
     def compare_with_files(self) -> Comparison:
