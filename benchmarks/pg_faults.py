@@ -10,8 +10,10 @@ Measures, with one agent and a workspace of ``--notes`` notes (provider none, ke
 * terminated: every session of the agent ended by ``pg_terminate_backend``; the next search's time
   (or the error it raised);
 * server down: a CLI ``mdrecall search`` and ``mdrecall status`` against a stopped server (wall time
-  of the whole command, Python start-up included; the lines it printed on stderr), and in-process
-  searches of an open manager (the first, which finds its pooled connections dead, and the next);
+  of the whole command, Python start-up included; the lines it printed on stderr; ``cliSearchServerUp``
+  is the same command with the server up), ``open_manager`` in this process (the part of the command
+  that waits on the server), and searches of an already open manager (the first, which finds its
+  pooled connections dead, and the next);
 * restarted: the first in-process search after the server is back (the pool reconnects by itself).
 
 Only public APIs (``open_manager``, the CLI) are used, so the same script measures an older checkout
@@ -125,6 +127,9 @@ def main() -> int:
             try:
                 out["cliSearchServerDown"] = _cli(ws, "search", "kestrel harbour", timeout=90)
                 out["cliStatusServerDown"] = _cli(ws, "status", timeout=90)
+                opens = [_timed(lambda: open_manager(ws, config, use_global_config=False).close())
+                         for _ in range(args.runs)]
+                out["openServerDown"] = {"ms": [t for t, _ in opens], "error": opens[-1][1]}
                 first, later = _timed(search), [_timed(search) for _ in range(args.runs)]
                 out["searchServerDown"] = {"firstMs": first[0], "firstError": first[1],
                                            "laterMs": [t for t, _ in later], "laterError": later[-1][1]}

@@ -369,6 +369,7 @@ def small_tablespace(fserver: FaultServer, fdb: PgDatabase, tmp_path: Path) -> I
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
+@pytest.mark.slow
 def test_full_disk_fails_in_one_line_nothing_half_written_and_recovers(
         fserver: FaultServer, fdb: PgDatabase, small_tablespace: Path, tmp_path: Path) -> None:
     dsn = fdb.add_agent("alice", "core")
