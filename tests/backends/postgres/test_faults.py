@@ -2,8 +2,9 @@
 server of this module's own (tests/pghelpers.py ``fault_server``) that the tests restart, stop,
 starve of disk and make read-only; the session's shared server is never touched.
 
-Each fault is placed where it hurts: a sync is held at a known file by an uncommitted row of the owner
-(its insert waits on that row's key), and the fault strikes while it waits. Every test checks that
+Each fault is placed where it hurts: a sync is held at a known file by the owner's open transaction
+(an uncommitted row for a new file, a row lock on a stored one), and the fault strikes while it waits,
+with the files before it committed. Every test checks that
 the command fails in one line (no traceback) or answers, that the next sync makes the store equal
 to a fresh sync of the same workspaces, and that no agent ever sees another's private rows.
 """
