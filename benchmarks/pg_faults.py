@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -79,11 +80,11 @@ def main() -> int:
     from pghelpers import fault_server, pg_config
 
     server = fault_server()
+    ws = Path(tempfile.mkdtemp(prefix="mdrecall-pgf-ws-"))
     try:
         db = server.new_database()
         dsn = db.add_agent("alice", "core")
         role = str(psycopg.conninfo.conninfo_to_dict(dsn)["user"])
-        ws = Path(tempfile.mkdtemp(prefix="mdrecall-pgf-ws-"))
         (ws / "memory").mkdir()
         for i in range(args.notes):
             (ws / "memory" / f"n{i:03d}.md").write_text(f"# Note {i}\n- kestrel harbour fact {i}\n", encoding="utf-8")
@@ -145,6 +146,7 @@ def main() -> int:
         out["when"] = datetime.now(UTC).isoformat(timespec="seconds")
     finally:
         server.close()
+        shutil.rmtree(ws, ignore_errors=True)
     text = json.dumps(out, indent=2)
     print(text)
     if args.out:
