@@ -123,6 +123,14 @@ CATEGORIES: tuple[Category, ...] = (
         (("tests/test_transcripts.py", r"malformed|non_utf8|huge|unbreakable|tool_calls|envelope|lines_split|dreaming"),
          ("tests/test_sessions.py", r"hostile")),
     ),
+    Category(
+        "Postgres under faults",
+        "the server restarted in the middle of a sync and of a rebuild, `pg_terminate_backend` on idle and "
+        "busy connections, statement timeouts under another session's locks, the server down, a full disk "
+        "under the store's tables (a tmpfs tablespace), a read-only store, 4 agents syncing through a clean "
+        "restart and a crash",
+        (("tests/backends/postgres/test_faults.py", r"."),),
+    ),
 )
 
 

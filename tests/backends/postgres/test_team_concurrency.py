@@ -16,20 +16,11 @@ import pytest
 
 from mdrecall import open_manager
 from mdrecall.errors import PathError
-from pghelpers import PgDatabase, pg_config
+from pghelpers import PgDatabase, pg_config, snapshot
 
 AGENTS = ("alice", "bob", "carol")
 WORKER = Path(__file__).with_name("team_worker.py")
 SECONDS = 60
-
-
-def _snapshot(db: PgDatabase) -> dict[str, object]:
-    with db.admin() as conn:
-        files = sorted(conn.execute("SELECT agent_id, path, source, hash, visibility, content FROM mdrecall.files"))
-        chunks = sorted(conn.execute(
-            "SELECT agent_id, chunk_id, path, start_line, end_line, text, visibility, fts::text FROM mdrecall.chunks"))
-        skipped = sorted(conn.execute("SELECT agent_id, path FROM mdrecall.skipped_files"))
-    return {"files": files, "chunks": chunks, "skipped": skipped}
 
 
 @pytest.mark.slow
@@ -52,12 +43,12 @@ def test_three_agents_sync_concurrently(tmp_path: Path, new_database) -> None:  
     stats = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
     assert all(s["syncs"] > 5 and s["searches"] > 5 and not s["violations"] for s in stats), stats
 
-    after = _snapshot(db)
+    after = snapshot(db)
     fresh: PgDatabase = new_database()
     for agent in AGENTS:
         with open_manager(workspaces[agent], pg_config(fresh.add_agent(agent, "core"), agent), use_global_config=False) as m:
             m.sync()
-    assert after == _snapshot(fresh)  # nothing lost, nothing duplicated, nothing stale
+    assert after == snapshot(fresh)  # nothing lost, nothing duplicated, nothing stale
 
     on_disk = {a: {p.relative_to(workspaces[a]).as_posix() for p in workspaces[a].rglob("*.md")} for a in AGENTS}
     for agent in AGENTS:

@@ -16,6 +16,8 @@ Status, SyncReport); store.py, search.py and schema.py know nothing of it.
   checks included); ``@agent/path`` is served from the store's copy of a team file, which the database
   only returns when that file is visible to this agent's role. A private or missing file gives the
   same ``not_found``, so a crafted path cannot even learn that a private file exists.
+* Faults of the server (store.py, faults.py) reach callers as one-line ``PgFault``s; a sync's says what
+  was kept (each file is its own transaction, a rebuild one transaction) and what to do next.
 * Embedding identity: the team's vectors must come from one model (agents compare their queries with
   each other's vectors); the first agent to sync with vectors fixes it in the store, and an agent
   configured otherwise gets a clear error on sync and keyword-only answers on search.
@@ -28,11 +30,12 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from mdrecall.backends.postgres.corpus import PgCorpus, PgStats
+from mdrecall.backends.postgres.faults import PgFault
 from mdrecall.backends.postgres.schema import LATEST
 from mdrecall.backends.postgres.search import retrieve
 from mdrecall.backends.postgres.settings import PostgresSettings, connection_settings
@@ -50,7 +53,7 @@ from mdrecall.index.syncing import LAST_SYNC_KEY, SyncRun
 from mdrecall.search.asof import search_times
 from mdrecall.search.dating import times_for
 from mdrecall.search.filelines import lengths_for
-from mdrecall.search.pipeline import SearchPlan, candidate_limit, rank_candidates, vector_skip_reason
+from mdrecall.search.pipeline import SearchOutcome, SearchPlan, candidate_limit, rank_candidates, vector_skip_reason
 from mdrecall.search.scope import scope_for
 from mdrecall.sources.base import SourceAdapter
 from mdrecall.sources.reading import read_memory_lines, window_lines
@@ -66,6 +69,31 @@ from mdrecall.types import (
     Status,
     SyncReport,
 )
+
+#: What to do after a sync stopped on each kind of fault (PgFault.kind).
+_NEXT = {
+    "unreachable": "run `mdrecall index` again once the server is back",
+    "lost": "run `mdrecall index` again once the server is back",
+    "timeout": "run `mdrecall index` again (or raise postgres.statementTimeoutMs)",
+    "disk_full": "free space on the server, then run `mdrecall index`",
+    "read_only": "sync against the primary (postgres.dsn) or once the store takes writes again",
+}
+
+
+#: What a sync stopped at each stage leaves in the store.
+_KEPT = {
+    "before": "Nothing was written",
+    "files": "Nothing half-written: every file synced before it is kept, whole",
+    "rebuild": "Nothing half-written: the rebuild was rolled back, the old rows still answer",
+}
+
+
+class SyncStopped(PgFault):
+    """A sync ended by a fault of the server; the message says what was kept and what to do next."""
+
+    def __init__(self, fault: PgFault, stage: Literal["before", "files", "rebuild"]) -> None:
+        super().__init__(fault.kind, f"sync stopped: {fault}. {_KEPT[stage]}; "
+                                     f"{_NEXT.get(fault.kind, 'run `mdrecall index` again')}")
 
 
 def parse_team_path(rel_path: str) -> tuple[str, str] | None:
@@ -167,6 +195,13 @@ class PostgresMemoryManager(ManagerBase):
                 if not got:
                     return SyncReport(rebuild_reason=BUSY_OTHER_PROCESS)
                 report = self._sync_locked(force, progress, defer_sessions)
+        except SyncStopped as stopped:
+            self.last_error = str(stopped)
+            raise
+        except PgFault as fault:  # before any write: taking the lock, reading what is stored
+            before = SyncStopped(fault, "before")
+            self.last_error = str(before)
+            raise before from fault
         except Exception as exc:
             self.last_error = f"{type(exc).__name__}: {exc}"
             raise
@@ -199,6 +234,7 @@ class PostgresMemoryManager(ManagerBase):
 
     def _sync_locked(self, force: bool, progress: ProgressCallback | None, defer_sessions: bool) -> SyncReport:
         generation = self.monitor.generation
+        self.store.check_writable()  # a read-only store fails here, before anything is embedded
         self.providers.resolve_dims()
         self._claim_team_identity()
         desired = self.desired_meta()
@@ -209,19 +245,24 @@ class PostgresMemoryManager(ManagerBase):
         ctx = SyncContext(self.providers.provider, self.providers.key, desired["model"])
         indexer = Indexer(self.workspace, self.config, self.store, ctx, progress, self.extra_sources,
                           defer_sessions=defer_sessions and not full, on_text=self.store.stage)
-        if full:
-            # One transaction: readers keep the old rows until the whole rebuild and its meta commit.
-            with self.store.transaction():
-                report = indexer.run(full=True)
-                self.store.write_meta(desired)
+        stage: Literal["files", "rebuild"] = "rebuild" if full else "files"
+        try:
+            if full:
+                # One transaction: readers keep the old rows until the whole rebuild and its meta commit.
+                with self.store.transaction():
+                    report = indexer.run(full=True)
+                    self.store.write_meta(desired)
+                    self.store.set_kv(LAST_SYNC_KEY, repr(time.time()))
+                stage = "files"  # committed: the new rows are the ones kept
+                report.rebuild_reason = "forced" if force and mismatch is None else mismatch
+            else:
+                report = indexer.run(full=False)
+                if stored != desired:
+                    self.store.write_meta(desired)
                 self.store.set_kv(LAST_SYNC_KEY, repr(time.time()))
-            report.rebuild_reason = "forced" if force and mismatch is None else mismatch
-        else:
-            report = indexer.run(full=False)
-            if stored != desired:
-                self.store.write_meta(desired)
-            self.store.set_kv(LAST_SYNC_KEY, repr(time.time()))
-        self.monitor.synced(SyncRun(report, indexer.observed), dirs, generation, len(self.store.files()))
+            self.monitor.synced(SyncRun(report, indexer.observed), dirs, generation, len(self.store.files()))
+        except PgFault as fault:
+            raise SyncStopped(fault, stage) from fault
         return report
 
     def compare_with_files(self) -> Comparison:
@@ -309,7 +350,8 @@ class PostgresMemoryManager(ManagerBase):
         )
         use_vectors = query_vec is not None
         mode: SearchMode = ("hybrid" if q.hybrid.enabled else "vector-only") if use_vectors else "keyword-only"
-        with self.store.connection() as conn:
+
+        def ranked(conn: Any) -> SearchOutcome:
             keyword, vector = retrieve(
                 conn, me=self.agent_id, query=text, query_vec=query_vec,
                 limit=candidate_limit(self.config, plan.max_results, as_of), scope=scope,
@@ -317,8 +359,10 @@ class PostgresMemoryManager(ManagerBase):
             )
             # Calibrated scores from the statistics of what this agent can see (corpus.py).
             corpus = PgCorpus(conn, self._corpus_stats, self.settings.textSearchConfig)
-            outcome = rank_candidates(self.config, plan, keyword, vector, mode, degraded + skipped, bool(degraded),
-                                      corpus=corpus, query_vec=query_vec, model=provider.model if provider else None)
+            return rank_candidates(self.config, plan, keyword, vector, mode, degraded + skipped, bool(degraded),
+                                   corpus=corpus, query_vec=query_vec, model=provider.model if provider else None)
+
+        outcome = self.store.read(ranked)  # once more on a fresh connection if a restart cut this one
         response.results = outcome.results
         response.mode = outcome.mode
         response.degraded = outcome.degraded

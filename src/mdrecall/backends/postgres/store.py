@@ -20,6 +20,10 @@ Connections and atomicity:
   at once (another agent inserting the same key must never wait on a rebuild, and a finished
   embedding is kept even if the sync fails later). Inserts take keys in sorted order, so concurrent
   writers cannot deadlock.
+
+Faults (docs/reliability.md, "Postgres under faults"): connections come from connections.py, which
+checks each one as it leaves the pool and turns every failure of the server into one clear
+:class:`~mdrecall.backends.postgres.faults.PgFault`.
 """
 
 from __future__ import annotations
@@ -28,16 +32,18 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import psycopg
 from psycopg import sql
-from psycopg_pool import ConnectionPool
+from psycopg_pool import PoolTimeout
 
+from mdrecall.backends.postgres.connections import Connection, PgConnections
+from mdrecall.backends.postgres.faults import read_only
 from mdrecall.backends.postgres.schema import SCHEMA, add_agent, check_version, migrate, role_name_for
 from mdrecall.backends.postgres.settings import PostgresSettings
 from mdrecall.backends.postgres.visibility import Visibility, classify
@@ -50,7 +56,7 @@ S = SCHEMA
 TEAM_KEYS = ""
 TEAM_IDENTITY_KEY = "embedding_identity"
 
-Connection = psycopg.Connection[tuple[Any, ...]]
+T = TypeVar("T")
 
 
 @dataclass
@@ -107,56 +113,50 @@ class PgStore:
         self.caps = Capabilities()
         self._staged: dict[str, _Staged] = {}
         self._staged_lock = threading.Lock()
-        self._local = threading.local()
         self._set_role: str | None = None
         wanted_agent = agent_id or settings.agentId
         wanted_team = team_id or settings.teamId
+        self.conns = PgConnections(settings, application_name, self._configure)
         try:
             if settings.provision:
-                self._set_role = self._provision(wanted_agent, wanted_team, application_name)
-            self.pool: ConnectionPool[Connection] = ConnectionPool(
-                settings.dsn or "",
-                min_size=settings.poolMin,
-                max_size=settings.poolMax,
-                kwargs={"autocommit": True, "application_name": application_name},
-                configure=self._configure,
-                open=False,
-                name=f"mdrecall-{wanted_agent or 'agent'}",
-            )
-            self.pool.open(wait=True, timeout=max(5.0, settings.statementTimeoutMs / 1000.0))
-        except StoreError:
-            raise
-        except psycopg.Error as exc:
-            raise StoreError(f"cannot connect to the Postgres store: {exc}") from exc
-        except Exception as exc:  # psycopg_pool.PoolTimeout and friends
-            raise StoreError(f"cannot connect to the Postgres store: {type(exc).__name__}: {exc}") from exc
-        try:
-            with self.pool.connection() as conn:
+                self._set_role = self._provision(wanted_agent, wanted_team)
+            # One direct connection first: a server that refuses is reported at once, with libpq's
+            # reason, instead of after the pool's whole wait. It also checks the schema and identity.
+            with self.conns.connect() as conn:
+                self._configure(conn)
                 self.schema_version = check_version(conn)
                 row = conn.execute(f"SELECT current_user, {S}.current_agent(), {S}.current_team()").fetchone()
                 self.caps.vec_version = scalar(conn, "SELECT extversion FROM pg_extension WHERE extname = 'vector'")
-        except BaseException:
-            self.pool.close()
+            self.conns.open(name=f"mdrecall-{wanted_agent or 'agent'}")
+        except StoreError:
             raise
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise self.conns.fault(exc) or StoreError(
+                f"cannot connect to the Postgres store at {self.conns.where}: {type(exc).__name__}: {exc}") from exc
         role, agent, team = row if row is not None else (None, None, None)
         if agent is None:
-            self.pool.close()
+            self.conns.close()
             raise StoreError(
                 f"Postgres role {role!r} is not registered as an mdrecall agent: run "
                 "`mdrecall postgres add-agent AGENT --team TEAM` with the store owner's DSN"
             )
         for label, want, got in (("agentId", wanted_agent, agent), ("teamId", wanted_team, team)):
             if want is not None and want != got:
-                self.pool.close()
+                self.conns.close()
                 raise StoreError(f"postgres.{label} is {want!r} but role {role!r} belongs to {got!r}")
         self.identity = Identity(str(role), str(agent), str(team))
 
     # -- connections -----------------------------------------------------------------------------
-    def _provision(self, agent_id: str | None, team_id: str | None, application_name: str) -> str:
+    @property
+    def where(self) -> str | None:
+        """The store's DSN without its password (what fault messages name)."""
+        return self.conns.where
+
+    def _provision(self, agent_id: str | None, team_id: str | None) -> str:
         """Owner DSN (development): migrate, register the agent, act as its role from now on."""
         if not agent_id or not team_id:
             raise StoreError("postgres.provision needs postgres.agentId and postgres.teamId")
-        with psycopg.connect(self.settings.dsn or "", autocommit=True, application_name=application_name) as conn:
+        with self.conns.connect() as conn:
             migrate(conn)
             login = str(scalar(conn, "SELECT current_user"))
             return add_agent(conn, agent_id, team_id, role=role_name_for(agent_id, team_id), login=False, grant_to=login)
@@ -176,66 +176,41 @@ class PgStore:
         except psycopg.ProgrammingError:
             pass  # no vector type yet (schema not migrated): check_version reports it next
 
-    @contextmanager
-    def _pooled(self) -> Iterator[Connection]:
-        try:
-            with self.pool.connection() as conn:
-                yield conn
-        except psycopg.errors.InsufficientPrivilege as exc:
-            raise StoreError(f"the Postgres store refused: {exc}") from exc
+    def _pooled(self) -> AbstractContextManager[Connection]:
+        """A checked pooled connection, never the thread's pinned one (the team's embedding cache)."""
+        return self.conns.pooled()
 
-    @contextmanager
-    def connection(self) -> Iterator[Connection]:
+    def connection(self) -> AbstractContextManager[Connection]:
         """This thread's pinned connection (inside :meth:`agent_lock` or :meth:`transaction`), else
-        one from the pool."""
-        pinned: Connection | None = getattr(self._local, "conn", None)
-        if pinned is not None:
-            yield pinned
-            return
-        with self._pooled() as conn:
-            yield conn
+        one from the pool; a context manager."""
+        return self.conns.connection()
 
-    @contextmanager
-    def _pinned(self) -> Iterator[Connection]:
-        """Route this thread's store calls through one connection for the block."""
-        pinned: Connection | None = getattr(self._local, "conn", None)
-        if pinned is not None:
-            yield pinned
-            return
-        with self._pooled() as conn:
-            self._local.conn = conn
-            try:
-                yield conn
-            finally:
-                self._local.conn = None
+    def read(self, work: Callable[[Connection], T]) -> T:
+        """``work(conn)`` for a read-only step, once more on a fresh connection if its own died under it."""
+        return self.conns.read(work)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """This thread's writes in the block commit together (a savepoint when nested). The team's
         embedding cache is not part of it (the module docstring says why)."""
-        with self._pinned() as conn, conn.transaction():
+        with self.conns.pinned() as conn, conn.transaction():
             yield
 
     def close(self) -> None:
-        self.pool.close()
+        self.conns.close()
 
-    @contextmanager
-    def agent_lock(self, timeout: float | None) -> Iterator[bool]:
-        """Hold this agent's sync lock (a session-level advisory lock) for the block; False when it
-        could not be had within ``timeout`` seconds. The thread's store calls use its connection."""
+    def agent_lock(self, timeout: float | None) -> AbstractContextManager[bool]:
+        """Hold this agent's sync lock (a session-level advisory lock) for the block, a context manager
+        giving False when it could not be had within ``timeout`` seconds. The thread's store calls
+        use its connection meanwhile."""
         key = _int64(f"mdrecall-sync\x00{self.identity.team_id}\x00{self.identity.agent_id}")
-        with self._pinned() as conn:
-            deadline = None if timeout is None else time.monotonic() + timeout
-            while True:
-                got = bool(scalar(conn, "SELECT pg_try_advisory_lock(%s)", (key,)))
-                if got or (deadline is not None and time.monotonic() >= deadline):
-                    break
-                time.sleep(0.05)
-            try:
-                yield got
-            finally:
-                if got:
-                    conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+        return self.conns.advisory_lock(key, timeout)
+
+    def check_writable(self) -> None:
+        """A read-only store (a standby, ``default_transaction_read_only``) as its PgFault, at once."""
+        with self.connection() as conn:
+            if scalar(conn, "SELECT current_setting('transaction_read_only')") == "on":
+                raise read_only(self.where)
 
     # -- meta ------------------------------------------------------------------------------------
     def get_kv(self, key: str, *, team: bool = False) -> str | None:
@@ -470,7 +445,6 @@ class PgStore:
         with self.connection() as conn:
             server = scalar(conn, "SHOW server_version")
             level = scalar(conn, f"SELECT coalesce(max(version), 0) FROM {S}.schema_migrations")
-        stats = self.pool.get_stats()
         return {
             "serverVersion": server,
             "pgvectorVersion": self.caps.vec_version,
@@ -479,13 +453,7 @@ class PgStore:
             "agentId": self.identity.agent_id,
             "teamId": self.identity.team_id,
             "vectorIndexes": self.vector_index_sizes(),
-            "pool": {
-                "min": self.pool.min_size,
-                "max": self.pool.max_size,
-                "size": stats.get("pool_size"),
-                "available": stats.get("pool_available"),
-                "waiting": stats.get("requests_waiting", 0),
-            },
+            "pool": self.conns.stats(),
         }
 
 
