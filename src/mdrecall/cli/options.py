@@ -1,5 +1,10 @@
 """What every command shares: ``-w/--workspace``, ``-c KEY=VALUE`` overrides, ``--json``, opening the
-manager (with the embedding model's load shown), progress lines on the terminal, JSON output."""
+manager (with the embedding model's load shown), progress lines on the terminal, JSON output.
+
+Two hooks let a daemon run a command for a one-shot client exactly as that client would have run it
+(cli/warm/server.py): :data:`REQUEST_ENVIRON`, the client's values of the variables options read,
+and :data:`DAEMON`, which :func:`cli_manager` asks for the manager instead of opening one.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,9 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -26,6 +33,20 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: The exit code of a command stopped by Ctrl-C (128 + SIGINT, as shells report it).
 INTERRUPTED = 130
+
+#: The environment options read their defaults from (``MDRECALL_WORKSPACE``,
+#: ``MDRECALL_SESSION_KEY``): this process's, or, while a daemon runs a client's command, the client's.
+REQUEST_ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar("mdrecall_request_environ", default=None)
+
+#: ``DaemonManagers(workspace, overrides, keep_open)``: the manager a daemon lends a command it runs
+#: for a client (a context manager; it raises when the daemon must not answer, before anything runs).
+DaemonManagers = Callable[[str, Sequence[str], bool], AbstractContextManager["MemorySearchManager"]]
+DAEMON: ContextVar[DaemonManagers | None] = ContextVar("mdrecall_daemon", default=None)
+
+
+def environ() -> Mapping[str, str]:
+    requested = REQUEST_ENVIRON.get()
+    return os.environ if requested is None else requested
 
 
 def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
@@ -165,7 +186,7 @@ def workspace_options(func: F | None = None, *, must_exist: bool = True) -> F | 
         f = click.option(
             "-w",
             "--workspace",
-            default=lambda: os.environ.get("MDRECALL_WORKSPACE", "."),
+            default=lambda: environ().get("MDRECALL_WORKSPACE", "."),
             show_default="$MDRECALL_WORKSPACE or the current directory",
             callback=_existing_workspace if must_exist else None,
             help="agent workspace holding MEMORY.md and memory/",
@@ -182,8 +203,9 @@ def json_option(func: F) -> F:
 def session_key_option(func: F) -> F:
     return click.option(
         "--session-key",
-        envvar="MDRECALL_SESSION_KEY",
-        default=None,
+        # Read as Click reads an envvar (an empty value is no value), from environ(): a daemon
+        # running this for a client must see the client's variable, not its own.
+        default=lambda: environ().get("MDRECALL_SESSION_KEY") or None,
         metavar="KEY",
         help="who is asking: that session's transcripts are visible (or $MDRECALL_SESSION_KEY)",
     )(func)
@@ -314,6 +336,22 @@ def open_cli_manager(workspace: str, overrides: Sequence[str], **updates: Any) -
 
     root = workspace_path(workspace)
     return open_manager(root, load_cli_config(workspace, overrides, **updates))
+
+
+@contextmanager
+def cli_manager(workspace: str, overrides: Sequence[str], *, keep_open: bool) -> Iterator[MemorySearchManager]:
+    """The manager a one-shot command (search, get, status) works with, closed after it. In a daemon
+    answering for a client (:data:`DAEMON`) the daemon lends it instead: with ``keep_open``, its own
+    long-lived one, when what the command reports does not depend on the process that runs it (a
+    search's answer, a file's lines); without, one opened for this command (``status`` reports the
+    process: what it synced, recorded, loaded)."""
+    daemon = DAEMON.get()
+    if daemon is not None:
+        with daemon(workspace, overrides, keep_open) as lent:
+            yield lent
+        return
+    with open_cli_manager(workspace, overrides) as manager:
+        yield manager
 
 
 def load_model(manager: MemorySearchManager, *, quiet: bool = False) -> None:
