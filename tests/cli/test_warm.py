@@ -9,6 +9,7 @@ which changes nothing that is printed.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import pwd
@@ -79,8 +80,9 @@ class Setup:
         env.update(MDRECALL_WARM_TRACE=str(self.trace), **extra)
         return env
 
-    def run(self, *args: str, cwd: Path | None = None, cold: bool = False, **extra: str) -> subprocess.CompletedProcess[bytes]:
-        env = self.env(**extra)
+    def run(self, *args: str, cwd: Path | None = None, cold: bool = False, extra: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess[bytes]:  # fmt: skip
+        env = self.env(**(extra or {}))
         if cold:
             env["MDRECALL_WARM"] = "off"
         return subprocess.run([sys.executable, "-m", "mdrecall", *args], capture_output=True, env=env,
@@ -129,18 +131,22 @@ def _masked(out: bytes) -> bytes:
     return re.sub(rb'"checkedAt": "[^"]*"', b'"checkedAt": "..."', out)
 
 
-def _same(setup: Setup, *args: str, cwd: Path | None = None, **extra: str) -> subprocess.CompletedProcess[bytes]:
-    """Run ``args`` through the daemon and by itself: the same exit code and bytes on both streams."""
-    warm = setup.run(*args, cwd=cwd, **extra)
-    assert setup.last_path() == "warm", (args, setup.last_path())
-    cold = setup.run(*args, cwd=cwd, cold=True, **extra)
-    assert setup.last_path() == f"cold: {protocol.DISABLE_ENV}=off"
-    if (warm.returncode, _masked(warm.stdout), warm.stderr) != (cold.returncode, _masked(cold.stdout), cold.stderr):
-        import difflib
-        print("".join(difflib.unified_diff(_masked(warm.stdout).decode().splitlines(True), _masked(cold.stdout).decode().splitlines(True))))
-        print(warm.stderr, cold.stderr)
-    assert (warm.returncode, _masked(warm.stdout), warm.stderr) == (cold.returncode, _masked(cold.stdout), cold.stderr), args
-    return warm
+def _same(setup: Setup, *args: str, cwd: Path | None = None, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    """Run ``args`` through the daemon and by itself: the same exit code and bytes on both streams.
+
+    Tried up to three times: the daemon's watcher may sync between the two runs (after it attaches
+    it checks the files once), which moves ``lastSyncAt`` for both paths alike; a difference the
+    daemon makes shows every time."""
+    for _ in range(3):
+        warm = setup.run(*args, cwd=cwd, extra=extra)
+        assert setup.last_path() == "warm", (args, setup.last_path())
+        cold = setup.run(*args, cwd=cwd, cold=True, extra=extra)
+        assert setup.last_path() == f"cold: {protocol.DISABLE_ENV}=off"
+        if (warm.returncode, _masked(warm.stdout), warm.stderr) == (cold.returncode, _masked(cold.stdout), cold.stderr):
+            return warm
+        time.sleep(1)
+    diff = difflib.unified_diff(_masked(cold.stdout).decode().splitlines(), _masked(warm.stdout).decode().splitlines(), lineterm="")
+    raise AssertionError(f"{args}: exit {warm.returncode} vs {cold.returncode}\n" + "\n".join(diff) + f"\nstderr warm {warm.stderr!r}\nstderr cold {cold.stderr!r}")
 
 
 COMMANDS = [
@@ -181,7 +187,7 @@ def test_the_workspace_from_the_current_directory_and_the_environment(served: tu
     got = _same(setup, "get", "-w", "agent ws", "memory/2026-11-04.md", "--lines", "3")
     assert b"--from 4 -w 'agent ws'\n" in got.stderr
     # $MDRECALL_WORKSPACE and $MDRECALL_SESSION_KEY are the client's, not the daemon's.
-    _same(setup, "search", "deploy", MDRECALL_WORKSPACE=str(setup.ws), MDRECALL_SESSION_KEY="chat-7")
+    _same(setup, "search", "deploy", extra={"MDRECALL_WORKSPACE": str(setup.ws), "MDRECALL_SESSION_KEY": "chat-7"})
 
 
 def test_another_configuration_or_environment_runs_by_itself(served: tuple[Setup, Daemon]) -> None:
@@ -193,9 +199,9 @@ def test_another_configuration_or_environment_runs_by_itself(served: tuple[Setup
         ((), {"MDRECALL_THREADS": "1"}, "another value of $MDRECALL_THREADS"),
         ((), {"TZ": "Asia/Tokyo"}, "another value of $TZ"),
     ]:
-        got = setup.run("search", "deploy", "-w", ws, *args, **extra)
+        got = setup.run("search", "deploy", "-w", ws, *args, extra=extra)
         assert setup.last_path().startswith(f"cold: the daemon declined: {why}"), setup.last_path()
-        cold = setup.run("search", "deploy", "-w", ws, *args, cold=True, **extra)
+        cold = setup.run("search", "deploy", "-w", ws, *args, cold=True, extra=extra)
         assert (got.returncode, got.stdout, got.stderr) == (cold.returncode, cold.stdout, cold.stderr)
     # Help, and commands a daemon does not answer, never ask it.
     setup.run("search", "--help", "-w", ws)
