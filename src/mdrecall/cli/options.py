@@ -49,10 +49,32 @@ def environ() -> Mapping[str, str]:
     return os.environ if requested is None else requested
 
 
-def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
-    """``["query.maxResults=5", "provider=none"]`` → a nested mapping (values parsed as YAML)."""
+#: ``-c`` values PyYAML would read as these (YAML 1.1's booleans and nulls among plain words).
+_YAML_WORDS: dict[str, Any] = {
+    **dict.fromkeys(("yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"), True),
+    **dict.fromkeys(("no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"), False),
+    **dict.fromkeys(("null", "Null", "NULL"), None),
+}
+#: Values read without PyYAML (importing it costs a one-shot command more than the rest of this
+#: parse): a word or path (no resolver of PyYAML's starts with a letter or a slash, so these are
+#: strings or the words above), or a decimal integer. tests/cli/test_startup.py compares them with
+#: yaml.safe_load.
+_PLAIN = re.compile(r"[A-Za-z/][A-Za-z0-9_./-]*")
+_DECIMAL = re.compile(r"0|[1-9][0-9]*")
+
+
+def _override_value(raw: str) -> Any:
+    if _PLAIN.fullmatch(raw):
+        return _YAML_WORDS.get(raw, raw)
+    if _DECIMAL.fullmatch(raw):
+        return int(raw)
     import yaml
 
+    return yaml.safe_load(raw)
+
+
+def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
+    """``["query.maxResults=5", "provider=none"]`` → a nested mapping (values parsed as YAML)."""
     out: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
@@ -62,8 +84,12 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
         if not all(part.strip() for part in parts):
             raise ConfigError(f"config override {item!r}: {key.strip()!r} is not a key (e.g. query.maxResults)")
         try:
-            value = yaml.safe_load(raw) if raw else ""
-        except yaml.YAMLError as exc:
+            value = _override_value(raw) if raw else ""
+        except Exception as exc:
+            import yaml
+
+            if not isinstance(exc, yaml.YAMLError):
+                raise
             problem = getattr(exc, "problem", None) or "cannot be read"
             raise ConfigError(
                 f"-c {key.strip()}: {raw!r} is not a valid YAML value ({problem}); quote a string in the value, "
