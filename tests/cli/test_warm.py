@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -126,9 +127,11 @@ def setup(tmp_path: Path) -> Setup:
     return _make(tmp_path)
 
 
-def _masked(out: bytes) -> bytes:
+def _masked(out: bytes, *more: str) -> bytes:
     """Two one-shot runs differ only in when they checked the files ("checkedAt", to the second)."""
-    return re.sub(rb'"checkedAt": "[^"]*"', b'"checkedAt": "..."', out)
+    for key in ("checkedAt", *more):
+        out = re.sub(rb'"%s": "[^"]*"' % key.encode(), b'"%s": "..."' % key.encode(), out)
+    return out
 
 
 def _same(setup: Setup, *args: str, cwd: Path | None = None, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -186,8 +189,18 @@ def test_the_workspace_from_the_current_directory_and_the_environment(served: tu
     # From elsewhere, a relative -w: resolved against the client's directory, carried by the hints.
     got = _same(setup, "get", "-w", "agent ws", "memory/2026-11-04.md", "--lines", "3")
     assert b"--from 4 -w 'agent ws'\n" in got.stderr
-    # $MDRECALL_WORKSPACE and $MDRECALL_SESSION_KEY are the client's, not the daemon's.
-    _same(setup, "search", "deploy", extra={"MDRECALL_WORKSPACE": str(setup.ws), "MDRECALL_SESSION_KEY": "chat-7"})
+    # $MDRECALL_WORKSPACE and $MDRECALL_SESSION_KEY are the client's, not the daemon's; a session key
+    # starts that session (a sync first) in every new process, and so in every warm answer too.
+    env = {"MDRECALL_WORKSPACE": str(setup.ws), "MDRECALL_SESSION_KEY": "chat-7"}
+    _same(setup, "search", "deploy", extra=env)
+    for _ in range(2):  # the second time too: the daemon has seen this key, a new process has not
+        before = datetime.now(UTC).replace(microsecond=0)
+        warm = setup.run("search", "deploy", "--json", extra=env)
+        assert setup.last_path() == "warm"
+        synced = json.loads(warm.stdout)["freshness"]["lastSyncAt"]
+        assert datetime.fromisoformat(synced) >= before  # synced for this search, as a new process does
+        cold = setup.run("search", "deploy", "--json", extra=env, cold=True)
+        assert _masked(warm.stdout, "lastSyncAt") == _masked(cold.stdout, "lastSyncAt")
 
 
 def test_another_configuration_or_environment_runs_by_itself(served: tuple[Setup, Daemon]) -> None:
@@ -206,6 +219,30 @@ def test_another_configuration_or_environment_runs_by_itself(served: tuple[Setup
     # Help, and commands a daemon does not answer, never ask it.
     setup.run("search", "--help", "-w", ws)
     assert setup.last_path() == "cold: help is formatted for this terminal"
+
+
+def test_a_session_key_starts_that_session_in_every_answer(setup: Setup) -> None:
+    """Transcripts and a session key: a new process treats the search as that session's start (a
+    sync first); the daemon answers every such search with a manager opened for it (its long-lived one
+    has seen the key), and a small append is found either way."""
+    (setup.ws / ".mdrecall.yaml").write_text("provider: none\nsources: [memory, sessions]\n", encoding="utf-8")
+    transcript = setup.ws / ".openclaw" / "sessions" / "chat-7" / "transcripts" / "t1.jsonl"
+    transcript.parent.mkdir(parents=True)
+
+    def say(text: str) -> None:
+        with transcript.open("a", encoding="utf-8") as f:
+            f.write(json.dumps({"type": "message", "message": {"role": "user", "content": text}}) + "\n")
+
+    say("remember the wifi is pebble-guest")
+    daemon = setup.start()
+    try:
+        env = {"MDRECALL_SESSION_KEY": "chat-7"}
+        _same(setup, "search", "wifi", "-w", str(setup.ws), extra=env)
+        say("the door code is 4417")  # far below sync.sessions.deltaBytes: deferred by any sync but a session start
+        got = _same(setup, "search", "door code", "-w", str(setup.ws), extra=env)
+        assert got.returncode == 0 and b"4417" in got.stdout
+    finally:
+        daemon.stop()
 
 
 def test_a_changed_config_file_is_not_served_from_the_old_one(setup: Setup) -> None:

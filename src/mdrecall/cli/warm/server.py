@@ -9,8 +9,10 @@ terminal flags, and what the command prints captured in order; the manager it ge
 (config files and ``-c`` as the client's process would read them now) and configuring environment
 variables are the daemon's, and otherwise the daemon declines before the command touches anything.
 ``search`` and ``get`` use the daemon's long-lived manager (a one-shot configuration: no watcher,
-as the client would have opened it; the watch's own manager keeps the index fresh); ``status``
-gets a manager of its own, because it reports the process (what it synced, recorded, loaded).
+as the client would have opened it; the watch's own manager keeps the index fresh). A command whose
+answer depends on being a new process gets a manager of its own, opened and closed for it: ``status``
+(it reports the process: what it synced, recorded, loaded) and a search with a session key (a new
+process starts that session: ``sync.onSessionStart``).
 
 One command runs at a time (the working directory is the process's); a client waits at most
 ``client.TAKE_TIMEOUT`` for its turn, then runs the command itself.
@@ -30,6 +32,8 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
+
+import click
 
 from mdrecall.cli.warm import protocol
 
@@ -137,6 +141,15 @@ def config_key(config: MemoryConfig) -> str:
     paths = (config.store.path, config.store.vector.extensionPath, config.local.model)
     resolved = [os.path.abspath(os.path.expanduser(p)) if p else None for p in paths]
     return json.dumps([config.model_dump(mode="json"), resolved], sort_keys=True, default=str)
+
+
+def _starts_a_session(config: MemoryConfig) -> bool:
+    """Whether the command is a search with a session key that a new process would treat as that
+    session's start (``sync.onSessionStart``: a sync first, transcripts in full). The long-lived
+    manager starts each session once, so such a search gets a manager of its own, as in a new process."""
+    ctx = click.get_current_context(silent=True)
+    key = ctx.params.get("session_key") if ctx is not None else None
+    return bool(key) and config.sync.onSessionStart
 
 
 def _relative_paths(config: MemoryConfig) -> list[str]:
@@ -395,7 +408,7 @@ class WarmServer:
                 protocol.send(conn, {"committed": True})  # from here on the client waits for this answer
             except OSError:
                 raise NotServed("the client left") from None
-            if keep_open:
+            if keep_open and not _starts_a_session(config):
                 assert self._manager is not None
                 yield self._manager
             else:
