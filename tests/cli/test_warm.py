@@ -423,3 +423,23 @@ def test_socket_paths_stay_short(tmp_path: Path) -> None:
     assert protocol.socket_path("/w", {"MDRECALL_HOME": "/h"}) != protocol.socket_path("/w2", {"MDRECALL_HOME": "/h"})
     assert protocol.socket_path("/w", {"MDRECALL_HOME": "/h"}) != protocol.socket_path("/w", {"MDRECALL_HOME": "/h2"})
     shutil.rmtree(deep, ignore_errors=True)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["search", "q"], "."),
+        (["search", "q", "-w", "ws"], "ws"),
+        (["search", "-wws", "q"], "ws"),
+        (["search", "--workspace=ws", "q"], "ws"),
+        (["search", "--workspace", "ws", "q"], "ws"),
+        (["search", "-c", "-w", "q"], "."),  # -c's value, not an option
+        (["search", "-n", "3", "--", "-w", "x"], "."),  # after --: the query
+        (["get", "--from", "-w", "x"], "."),
+    ],
+)
+def test_the_client_reads_the_workspace_as_click_does(args: list[str], expected: str) -> None:
+    from mdrecall.cli.warm.client import requested_workspace
+
+    assert requested_workspace(args, {}) == expected
+    assert requested_workspace(["status"], {"MDRECALL_WORKSPACE": "env-ws"}) == "env-ws"

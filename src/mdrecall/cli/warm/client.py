@@ -8,10 +8,9 @@ the way to None, so the command that then runs here says exactly what it would h
 
 from __future__ import annotations
 
+import _socket
 import codecs
 import os
-import socket
-import struct
 import sys
 
 from mdrecall.cli.warm import protocol
@@ -125,7 +124,7 @@ def _check_command(args: Sequence[str], environ: Mapping[str, str]) -> None:
 
 
 def _exchange(path: str, request: dict[str, Any]) -> dict[str, Any]:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(CONNECT_TIMEOUT)
         try:
@@ -133,7 +132,9 @@ def _exchange(path: str, request: dict[str, Any]) -> dict[str, Any]:
         except OSError as exc:  # refused: a socket left by a daemon that died
             raise _Cold(f"no daemon answers ({exc.strerror or exc})") from None
         try:
-            _check_peer(sock)
+            uid = protocol.peer_uid(sock)
+            if uid != os.geteuid():  # its directory says it is ours; this says it of the process
+                raise _Cold(f"the socket is served by uid {uid}")
             sock.settimeout(TAKE_TIMEOUT)
             protocol.send(sock, request)
             reply = protocol.receive(sock, protocol.MAX_ANSWER)
@@ -142,21 +143,13 @@ def _exchange(path: str, request: dict[str, Any]) -> dict[str, Any]:
                 reply = protocol.receive(sock, protocol.MAX_ANSWER)
         except TimeoutError:
             raise _Cold("the daemon did not answer in time") from None
-        except (OSError, ValueError, UnicodeDecodeError) as exc:  # it died, or said something we cannot read
+        except (OSError, ValueError) as exc:  # it died, or said something we cannot read
             raise _Cold(f"the daemon failed ({type(exc).__name__}: {exc})") from None
     finally:
         sock.close()
     if "fallback" in reply:
         raise _Cold(f"the daemon declined: {reply['fallback']}")
     return reply
-
-
-def _check_peer(sock: socket.socket) -> None:
-    """The daemon runs as this user (its directory says so too; this says it of the process)."""
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", creds)
-    if uid != os.geteuid():
-        raise _Cold(f"the socket is served by uid {uid}")
 
 
 def _print(output: list[Any], code: int) -> int:

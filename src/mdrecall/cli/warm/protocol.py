@@ -1,29 +1,32 @@
 """What the warm path's client and daemon share: where a daemon's socket lives, who may use it, how
 a message is framed, and what must be equal for the daemon to answer.
 
-Standard library only, and nothing slow to import: the client imports this before anything else.
+Nothing but what the interpreter has loaded already, or nearly: the client imports this before
+anything else, and ``socket``, ``json``, ``re`` and ``hashlib`` would each cost it more than the
+rest of what it does (measured in instructions: docs/benchmarks.md). Hence ``_socket`` (the module
+``socket`` wraps), ``marshal`` for the messages (both ends are the same Python: the build id says so,
+and a message that does not load is a refusal), and CRC-based digests (equality checks between two
+processes of one user, not a defence against anyone: the socket already keeps others out).
 
-Messages are one JSON object each, ASCII (``ensure_ascii``: text that is not valid UTF-8, such as
-a file name read with ``surrogateescape``, survives the trip), preceded by its length (4 bytes, big
-endian). A request::
+A message is one dict of str, int, bool, None, lists and dicts, marshalled, preceded by its length
+(4 bytes, big endian). A request::
 
     {"protocol": 1, "build": "...", "argv": [...], "cwd": "...", "workspace": "/abs/path",
      "env": {"NAME": "digest", ...}, "vars": {"MDRECALL_WORKSPACE": ..., "MDRECALL_SESSION_KEY": ...},
      "tty": [stdout, stderr], "errors": [stdout, stderr]}
 
-and the daemon's replies: ``{"fallback": reason}`` (run it yourself), ``{"committed": true}`` (the
+and the daemon's replies: ``{"fallback": reason}`` (run it yourself), ``{"committed": True}`` (the
 daemon is running it now), then ``{"exit": code, "output": [[1 or 2, text], ...]}``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+import _socket
+import marshal
 import os
-import socket
 import stat
-import struct
 import sys
+import zlib
 
 TYPE_CHECKING = False  # not typing's: see mdrecall/__init__.py
 if TYPE_CHECKING:
@@ -68,7 +71,9 @@ def compared(name: str) -> bool:
 
 
 def digest(value: str) -> str:
-    return hashlib.sha256(value.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    """64 bits that differ when ``value`` does (CRC-32 and Adler-32: see the module's docstring)."""
+    data = value.encode("utf-8", "surrogateescape")
+    return f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}{len(data):x}"
 
 
 def env_digests(environ: Mapping[str, str]) -> dict[str, str]:
@@ -79,7 +84,7 @@ def env_digests(environ: Mapping[str, str]) -> dict[str, str]:
 def available() -> bool:
     """Unix sockets, and a kernel that tells a socket's server who connected (Linux: SO_PEERCRED).
     Without the second no daemon serves: a socket's file mode alone is not the check we promise."""
-    return hasattr(socket, "AF_UNIX") and hasattr(socket, "SO_PEERCRED")
+    return hasattr(_socket, "AF_UNIX") and hasattr(_socket, "SO_PEERCRED")
 
 
 def mdrecall_home(environ: Mapping[str, str]) -> str:
@@ -99,7 +104,7 @@ def socket_path(workspace: str, environ: Mapping[str, str]) -> str:
     """The socket of the daemon serving ``workspace`` (absolute) with this ``MDRECALL_HOME``: in
     ``<MDRECALL_HOME>/run/``, or ``/tmp/mdrecall-<uid>/`` when that path is too long for a socket."""
     home = mdrecall_home(environ)
-    key = hashlib.sha256(f"{PROTOCOL}\0{home}\0{workspace}".encode("utf-8", "surrogateescape")).hexdigest()[:24]
+    key = digest(f"{PROTOCOL}\0{home}\0{workspace}")  # a clash costs nothing: the daemon checks the workspace
     path = os.path.join(home, "run", f"{key}.sock")
     if len(os.fsencode(path)) > _MAX_SOCKET_PATH:
         path = os.path.join("/tmp", f"mdrecall-{os.geteuid()}", f"{key}.sock")
@@ -161,26 +166,36 @@ def build_id() -> str:
                 parts.append(f"{folder}:{os.stat(folder).st_mtime_ns}")
             except OSError:
                 pass
-    return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
+    return digest("\n".join(parts))
 
 
-def send(sock: socket.socket, message: Mapping[str, Any]) -> None:
-    data = json.dumps(message, ensure_ascii=True, separators=(",", ":")).encode("ascii")
-    sock.sendall(struct.pack(">I", len(data)) + data)
+def send(sock: Any, message: Mapping[str, Any]) -> None:
+    """``sock``: a ``socket.socket`` or an ``_socket.socket``."""
+    data = marshal.dumps(dict(message))
+    sock.sendall(len(data).to_bytes(4, "big") + data)
 
 
-def receive(sock: socket.socket, limit: int) -> dict[str, Any]:
+def receive(sock: Any, limit: int) -> dict[str, Any]:
     """One message; ValueError for a malformed or oversized one, ConnectionError when the peer left."""
-    size = struct.unpack(">I", _exactly(sock, 4))[0]
+    size = int.from_bytes(_exactly(sock, 4), "big")
     if size > limit:
         raise ValueError(f"message of {size} bytes (at most {limit})")
-    message = json.loads(_exactly(sock, size).decode("ascii"))
+    try:
+        message = marshal.loads(_exactly(sock, size))
+    except (EOFError, TypeError) as exc:
+        raise ValueError(f"not a message: {exc}") from None
     if not isinstance(message, dict):
-        raise ValueError("a message must be a JSON object")
+        raise ValueError("a message must be a dict")
     return message
 
 
-def _exactly(sock: socket.socket, size: int) -> bytes:
+def peer_uid(sock: Any) -> int:
+    """The uid of the process at the other end of a connected Unix socket (SO_PEERCRED: pid, uid, gid)."""
+    creds = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
+    return int.from_bytes(creds[4:8], sys.byteorder, signed=True)
+
+
+def _exactly(sock: Any, size: int) -> bytes:
     chunks: list[bytes] = []
     left = size
     while left:

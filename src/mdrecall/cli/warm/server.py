@@ -27,7 +27,6 @@ import json
 import os
 import re
 import socket
-import struct
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -74,6 +73,8 @@ class _Routed(io.TextIOBase):
     def write(self, text: str) -> int:
         capture = self._capture()
         if capture is None:
+            if self.original is None:  # a process without the stream (pythonw, closed descriptors)
+                return len(text)
             written: int = self.original.write(text)
             return written
         if not isinstance(text, str):  # as a text stream refuses bytes (Click probes with b"")
@@ -114,11 +115,6 @@ class _Capture:
         self.chunks: list[list[Any]] = []
         self.tty = [bool(t) for t in tty]
         self.errors = list(errors)
-
-
-def _peer_uid(conn: socket.socket) -> int:
-    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return int(struct.unpack("3i", creds)[1])
 
 
 def _client_gone(conn: socket.socket) -> bool:
@@ -201,9 +197,8 @@ class WarmServer:
     def close(self) -> None:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=10)
+            self._thread.join(timeout=30)  # it removes the socket (and leaves a model load it is in to finish)
         with self._turn:  # a command still running finishes first
-            self._close_socket()
             if self._manager is not None:
                 self._manager.close()
                 self._manager = None
@@ -223,6 +218,7 @@ class WarmServer:
         except Exception as exc:  # never take the watch down with it
             self._say(f"warm path off: {type(exc).__name__}: {exc}")
         finally:
+            self._close_socket()
             self._ready.set()
 
     def _open(self) -> bool:
@@ -246,9 +242,13 @@ class WarmServer:
         self._key = config_key(config)
         self._build = protocol.build_id()
         manager = open_cli_manager(self.workspace, self.overrides)
-        self._manager = manager
         load_model(manager, quiet=True)  # the first client's search must not pay for it
-        return not self._stop.is_set()
+        with self._turn:
+            if self._stop.is_set():  # closed meanwhile
+                manager.close()
+                return False
+            self._manager = manager
+        return True
 
     def _take_lock(self, folder: str) -> bool:
         """One daemon per socket: the holder of ``<socket>.lock`` owns the socket's path, so a socket
@@ -321,7 +321,7 @@ class WarmServer:
     def _serve_connection(self, conn: socket.socket) -> None:
         try:
             with conn:
-                uid = _peer_uid(conn)
+                uid = protocol.peer_uid(conn)
                 if uid != os.geteuid():
                     self.refused += 1
                     self._say(f"refused a connection from uid {uid}: only this user's commands are answered")
