@@ -8,8 +8,8 @@ Per round, every command once, in turn (so load drifts hit them alike); each fig
 * ``python_startup``: ``python -c pass``, the floor of any Python command;
 * ``core_keyword_search``: ``open_manager`` and one ``search()`` in a new process (no CLI);
 * ``cli_search_cold``: ``mdrecall search`` with ``MDRECALL_WARM=off`` (no daemon asked);
-* ``cli_search_warm``: the same with a daemon serving the workspace; ``daemon_cpu_s`` is the
-  daemon's own CPU per request (from /proc, so it includes its watcher's background work);
+* ``cli_search_warm``: the same with a daemon serving the workspace; ``daemon_cpu_s_median`` is the
+  daemon's own CPU for the command (from /proc, so it includes its watcher's background work);
 * ``cli_get_*``, ``cli_status_*``: the same for ``get`` and ``status``;
 * ``qmd_search``: ``qmd search QUERY -n 10`` on a QMD index of the same notes (BM25).
 
@@ -159,13 +159,13 @@ def _check_identical(commands: dict[str, tuple[list[str], dict[str, str]]], trac
 
 def _rounds(commands: dict[str, tuple[list[str], dict[str, str]]], runs: int, daemon: Daemon, trace: Path) -> dict[str, Any]:
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
-    daemon_cpu: list[float] = []
+    daemon_cpu: dict[str, list[float]] = {name: [] for name in commands if name.endswith("_warm")}
     for _ in range(runs):
         for name, (argv, env) in commands.items():
             before = daemon.cpu() if name.endswith("_warm") else 0.0
             wall, cpu, done = _run(argv, env)
             if name.endswith("_warm"):
-                daemon_cpu.append(daemon.cpu() - before)
+                daemon_cpu[name].append(daemon.cpu() - before)
             if done.returncode not in (0, 1):
                 raise SystemExit(f"{name} failed: {done.stderr[-800:]!r}")
             samples[name].append((wall, cpu))
@@ -175,9 +175,9 @@ def _rounds(commands: dict[str, tuple[list[str], dict[str, str]]], runs: int, da
         out[name] = {"wall_s_median": round(statistics.median(w for w, _ in rows), 3),
                      "cpu_s_median": round(statistics.median(c for _, c in rows), 3),
                      "wall_s_min": round(min(w for w, _ in rows), 3), "n": len(rows)}  # fmt: skip
-    warm_runs = [line for line in trace.read_text().splitlines() if line == "warm"]
-    out["warm_answers"] = len(warm_runs)
-    out["daemon_cpu_s_per_warm_command"] = round(statistics.median(daemon_cpu), 4) if daemon_cpu else None
+        if name in daemon_cpu:  # the daemon's CPU for it (/proc: its watcher's background work included)
+            out[name]["daemon_cpu_s_median"] = round(statistics.median(daemon_cpu[name]), 3)
+    out["warm_answers"] = sum(1 for line in trace.read_text().splitlines() if line == "warm")
     return out
 
 
