@@ -166,9 +166,6 @@ class WarmServer:
         self.workspace = protocol.workspace_path(workspace)
         self.overrides = tuple(overrides)
         self.path = protocol.socket_path(self.workspace, os.environ)
-        self.served = 0
-        self.declined = 0
-        self.refused = 0
         self._say = say
         self._cwd = os.getcwd()
         self._turn = threading.Lock()
@@ -236,13 +233,17 @@ class WarmServer:
         if not protocol.make_private_dir(folder):
             self._say(f"warm path off: {folder} is not a directory only this user can enter")
             return False
-        if not self._take_lock(folder):
+        if not self._take_lock():
             self._say(f"warm path off: another process serves this workspace ({self.path})")
             return False
         self._key = config_key(config)
         self._build = protocol.build_id()
         manager = open_cli_manager(self.workspace, self.overrides)
-        load_model(manager, quiet=True)  # the first client's search must not pay for it
+        try:
+            load_model(manager, quiet=True)  # the first client's search must not pay for it
+        except BaseException:
+            manager.close()
+            raise
         with self._turn:
             if self._stop.is_set():  # closed meanwhile
                 manager.close()
@@ -250,7 +251,7 @@ class WarmServer:
             self._manager = manager
         return True
 
-    def _take_lock(self, folder: str) -> bool:
+    def _take_lock(self) -> bool:
         """One daemon per socket: the holder of ``<socket>.lock`` owns the socket's path, so a socket
         file found there by the holder was left by a daemon that died and is replaced."""
         fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
@@ -323,7 +324,6 @@ class WarmServer:
             with conn:
                 uid = protocol.peer_uid(conn)
                 if uid != os.geteuid():
-                    self.refused += 1
                     self._say(f"refused a connection from uid {uid}: only this user's commands are answered")
                     return
                 conn.settimeout(REQUEST_TIMEOUT)
@@ -332,10 +332,6 @@ class WarmServer:
                 except (OSError, ValueError, UnicodeDecodeError):
                     return
                 answer = self._answer(conn, request)
-                if "fallback" in answer:
-                    self.declined += 1
-                else:
-                    self.served += 1
                 with contextlib.suppress(OSError):
                     protocol.send(conn, answer)
         finally:
