@@ -221,6 +221,20 @@ def test_another_configuration_or_environment_runs_by_itself(served: tuple[Setup
     assert setup.last_path() == "cold: help is formatted for this terminal"
 
 
+def test_a_change_is_found_before_the_watcher_syncs_it(setup: Setup) -> None:
+    """The daemon checks the files before every search, as a new process does: a note edited a
+    moment ago (the watcher still waiting out its debounce) is in the answer."""
+    daemon = setup.start("--debounce-ms", "600000")
+    try:
+        _same(setup, "search", "deploy", "-w", str(setup.ws))
+        with (setup.ws / "memory" / "people.md").open("a", encoding="utf-8") as f:
+            f.write("- Wang Lei keeps the zebra crossing budget.\n")
+        got = _same(setup, "search", "zebra crossing", "-w", str(setup.ws))
+        assert got.returncode == 0 and b"Wang Lei keeps the zebra crossing budget" in got.stdout
+    finally:
+        daemon.stop()
+
+
 def test_a_session_key_starts_that_session_in_every_answer(setup: Setup) -> None:
     """Transcripts and a session key: a new process treats the search as that session's start (a
     sync first); the daemon answers every such search with a manager opened for it (its long-lived one
