@@ -691,12 +691,13 @@ def child_cold(spec: dict[str, Any]) -> dict[str, Any]:
         runs["qmd_search"] = [qmd, "search", query, "-n", "10"]
     out: dict[str, Any] = {}
     env = {**os.environ, **(spec.get("qmd_env") or {})}
+    cold = {**os.environ, "MDRECALL_WARM": "off"}  # the one-shot path, whatever daemon runs (benchmarks/oneshot.py times both)
     for name, cmd in runs.items():
         walls, cpus = [], []
         for _ in range(spec.get("repeats", 5)):
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=env if name == "qmd_search" else None)
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env if name == "qmd_search" else cold)
             walls.append(time.perf_counter() - t0)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)

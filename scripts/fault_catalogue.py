@@ -111,6 +111,14 @@ CATEGORIES: tuple[Category, ...] = (
         (("tests/cli/test_one_shot_overrides.py", r"."),),
     ),
     Category(
+        "The warm path",
+        "one-shot commands through a daemon: another user (refused by the socket's directory and by "
+        "SO_PEERCRED), a daemon killed (stale socket), stopped (SIGSTOP) or of another version, another "
+        "configuration, config file or environment, a second daemon for the same workspace",
+        (("tests/cli/test_warm.py", r"another_user|dead_daemon|another_configuration|changed_config|"
+          r"other_overrides|one_daemon_per_workspace|socket_is_private"),),
+    ),
+    Category(
         "The first index",
         "a model failing part-way through the first index (what it finished is kept, the next sync "
         "carries on), a search while it runs (says so, no false 'vector table missing'), an empty index",

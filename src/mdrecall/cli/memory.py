@@ -20,6 +20,7 @@ from mdrecall.cli.options import (
     ProgressLine,
     as_of_option,
     carry_options,
+    cli_manager,
     command_hint,
     dumps,
     echo_json,
@@ -147,7 +148,7 @@ def search(
     fmt = "json" if as_json else fmt
     if debug_scores:
         overrides = (*overrides, "query.debugScores=true")
-    with open_cli_manager(workspace, overrides) as manager:
+    with cli_manager(workspace, overrides, keep_open=True) as manager:
         if corpus == "sessions" and "sessions" not in manager.config.sources:
             raise MdrecallError("session transcripts are not indexed in this workspace (add sessions to the sources setting)")
         load_model(manager, quiet=fmt != "text")
@@ -369,7 +370,7 @@ def get(workspace: str, overrides: tuple[str, ...], path: str, from_line: int | 
         path, from_line, lines = parse_get_args(args)
     except ToolInputError as exc:
         raise click.UsageError(_cli_names(str(exc))) from None
-    with open_cli_manager(workspace, overrides) as manager:
+    with cli_manager(workspace, overrides, keep_open=True) as manager:
         result = manager.read_file(path, from_line=from_line, lines=lines)
     if result.from_line > max(result.total_lines, 1):
         raise click.UsageError(f"{result.path} has {result.total_lines} line(s); line {result.from_line} is past its end")
@@ -394,7 +395,7 @@ def get(workspace: str, overrides: tuple[str, ...], path: str, from_line: int | 
 @click.option("--deep", is_flag=True, help="also probe the embedding provider and vector extension")
 def status(workspace: str, overrides: tuple[str, ...], as_json: bool, deep: bool) -> int:
     """Index health, mode and freshness (`mdrecall doctor` adds the fix for each problem)."""
-    with open_cli_manager(workspace, overrides) as manager:
+    with cli_manager(workspace, overrides, keep_open=False) as manager:
         load_model(manager, quiet=as_json)
         data = manager.status().to_dict()
         if deep:

@@ -1,5 +1,10 @@
 """What every command shares: ``-w/--workspace``, ``-c KEY=VALUE`` overrides, ``--json``, opening the
-manager (with the embedding model's load shown), progress lines on the terminal, JSON output."""
+manager (with the embedding model's load shown), progress lines on the terminal, JSON output.
+
+Two hooks let a daemon run a command for a one-shot client exactly as that client would have run it
+(cli/warm/server.py): :data:`REQUEST_ENVIRON`, the client's values of the variables options read,
+and :data:`DAEMON`, which :func:`cli_manager` asks for the manager instead of opening one.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,9 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -27,11 +34,47 @@ F = TypeVar("F", bound=Callable[..., Any])
 #: The exit code of a command stopped by Ctrl-C (128 + SIGINT, as shells report it).
 INTERRUPTED = 130
 
+#: The environment options read their defaults from (``MDRECALL_WORKSPACE``,
+#: ``MDRECALL_SESSION_KEY``): this process's, or, while a daemon runs a client's command, the client's.
+REQUEST_ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar("mdrecall_request_environ", default=None)
+
+#: ``DaemonManagers(workspace, overrides, keep_open)``: the manager a daemon lends a command it runs
+#: for a client (a context manager; it raises when the daemon must not answer, before anything runs).
+DaemonManagers = Callable[[str, Sequence[str], bool], AbstractContextManager["MemorySearchManager"]]
+DAEMON: ContextVar[DaemonManagers | None] = ContextVar("mdrecall_daemon", default=None)
+
+
+def environ() -> Mapping[str, str]:
+    requested = REQUEST_ENVIRON.get()
+    return os.environ if requested is None else requested
+
+
+#: ``-c`` values PyYAML would read as these (YAML 1.1's booleans and nulls among plain words).
+_YAML_WORDS: dict[str, Any] = {
+    **dict.fromkeys(("yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"), True),
+    **dict.fromkeys(("no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"), False),
+    **dict.fromkeys(("null", "Null", "NULL"), None),
+}
+#: Values read without PyYAML (importing it costs a one-shot command more than the rest of this
+#: parse): a word or path (no resolver of PyYAML's starts with a letter or a slash, so these are
+#: strings or the words above), or a decimal integer. tests/cli/test_startup.py compares them with
+#: yaml.safe_load.
+_PLAIN = re.compile(r"[A-Za-z/][A-Za-z0-9_./-]*")
+_DECIMAL = re.compile(r"0|[1-9][0-9]*")
+
+
+def _override_value(raw: str) -> Any:
+    if _PLAIN.fullmatch(raw):
+        return _YAML_WORDS.get(raw, raw)
+    if _DECIMAL.fullmatch(raw):
+        return int(raw)
+    import yaml
+
+    return yaml.safe_load(raw)
+
 
 def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
     """``["query.maxResults=5", "provider=none"]`` → a nested mapping (values parsed as YAML)."""
-    import yaml
-
     out: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
@@ -41,8 +84,12 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
         if not all(part.strip() for part in parts):
             raise ConfigError(f"config override {item!r}: {key.strip()!r} is not a key (e.g. query.maxResults)")
         try:
-            value = yaml.safe_load(raw) if raw else ""
-        except yaml.YAMLError as exc:
+            value = _override_value(raw) if raw else ""
+        except Exception as exc:
+            import yaml
+
+            if not isinstance(exc, yaml.YAMLError):
+                raise
             problem = getattr(exc, "problem", None) or "cannot be read"
             raise ConfigError(
                 f"-c {key.strip()}: {raw!r} is not a valid YAML value ({problem}); quote a string in the value, "
@@ -165,7 +212,7 @@ def workspace_options(func: F | None = None, *, must_exist: bool = True) -> F | 
         f = click.option(
             "-w",
             "--workspace",
-            default=lambda: os.environ.get("MDRECALL_WORKSPACE", "."),
+            default=lambda: environ().get("MDRECALL_WORKSPACE", "."),
             show_default="$MDRECALL_WORKSPACE or the current directory",
             callback=_existing_workspace if must_exist else None,
             help="agent workspace holding MEMORY.md and memory/",
@@ -182,8 +229,9 @@ def json_option(func: F) -> F:
 def session_key_option(func: F) -> F:
     return click.option(
         "--session-key",
-        envvar="MDRECALL_SESSION_KEY",
-        default=None,
+        # Read as Click reads an envvar (an empty value is no value), from environ(): a daemon
+        # running this for a client must see the client's variable, not its own.
+        default=lambda: environ().get("MDRECALL_SESSION_KEY") or None,
         metavar="KEY",
         help="who is asking: that session's transcripts are visible (or $MDRECALL_SESSION_KEY)",
     )(func)
@@ -314,6 +362,22 @@ def open_cli_manager(workspace: str, overrides: Sequence[str], **updates: Any) -
 
     root = workspace_path(workspace)
     return open_manager(root, load_cli_config(workspace, overrides, **updates))
+
+
+@contextmanager
+def cli_manager(workspace: str, overrides: Sequence[str], *, keep_open: bool) -> Iterator[MemorySearchManager]:
+    """The manager a one-shot command (search, get, status) works with, closed after it. In a daemon
+    answering for a client (:data:`DAEMON`) the daemon lends it instead: with ``keep_open``, its own
+    long-lived one, when what the command reports does not depend on the process that runs it (a
+    search's answer, a file's lines); without, one opened for this command (``status`` reports the
+    process: what it synced, recorded, loaded)."""
+    daemon = DAEMON.get()
+    if daemon is not None:
+        with daemon(workspace, overrides, keep_open) as lent:
+            yield lent
+        return
+    with open_cli_manager(workspace, overrides) as manager:
+        yield manager
 
 
 def load_model(manager: MemorySearchManager, *, quiet: bool = False) -> None:

@@ -1,8 +1,11 @@
-"""``mdrecall watch``: sync now, then re-sync whenever memory files change (the manager's own watcher)."""
+"""``mdrecall watch``: sync now, then re-sync whenever memory files change (the manager's own watcher),
+and answer one-shot ``search``, ``get`` and ``status`` for the workspace meanwhile (cli/warm/)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -43,8 +46,12 @@ def _stamp() -> str:
 @workspace_options
 @click.option("--debounce-ms", type=int, default=None, help="quiet period before a sync (default sync.watchDebounceMs = 1500)")
 @click.option("--polling", is_flag=True, help="poll the filesystem instead of OS events (network drives, WSL)")
-def watch(workspace: str, overrides: tuple[str, ...], debounce_ms: int | None, polling: bool) -> int:
-    """Keep the index fresh: sync now, then re-sync whenever memory files change (Ctrl-C to stop)."""
+@click.option("--serve/--no-serve", default=True, show_default=True,
+              help="answer this workspace's one-shot search, get and status from this process (a socket only "
+                   "this user can use; same answers, no start-up cost)")  # fmt: skip
+def watch(workspace: str, overrides: tuple[str, ...], debounce_ms: int | None, polling: bool, serve: bool) -> int:
+    """Keep the index fresh: sync now, then re-sync whenever memory files change (Ctrl-C to stop).
+    Meanwhile one-shot search, get and status with the same configuration are answered from here."""
     sync: dict[str, object] = {"watch": True}
     if debounce_ms is not None:
         sync["watchDebounceMs"] = debounce_ms
@@ -70,9 +77,21 @@ def watch(workspace: str, overrides: tuple[str, ...], debounce_ms: int | None, p
             raise MdrecallError(f"the file watcher could not start: {manager.status().details.get('watcher')}")
         watcher.wait_ready(60.0)  # attaching to a large tree takes a while; searches never wait for it
         click.echo(f"watching {', '.join(watcher.stats.roots) or '(nothing yet)'}; Ctrl-C to stop")
-        try:
-            while watcher.running:
-                time.sleep(0.5)
-        except KeyboardInterrupt:
-            click.echo("stopped")
+        with _serving(workspace, overrides, serve):
+            try:
+                while watcher.running:
+                    time.sleep(0.5)
+            except KeyboardInterrupt:
+                click.echo("stopped")
     return 0
+
+
+@contextmanager
+def _serving(workspace: str, overrides: Sequence[str], serve: bool) -> Iterator[None]:
+    if not serve:
+        yield
+        return
+    from mdrecall.cli.warm.server import WarmServer
+
+    with WarmServer(workspace, overrides, say=lambda line: click.echo(f"[{_stamp()}] {line}")):
+        yield

@@ -1,0 +1,62 @@
+"""What a one-shot command imports: nothing it does not use (docs/cli.md has the figures). The rules
+that keep it so are checked here, not timed: speed is measured in benchmarks/."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mdrecall.cli.options import _override_value
+
+from .conftest import subprocess_env
+
+EDGES = [
+    "none", "local", "None", "NONE", "null", "Null", "NULL", "nULL", "~", "yes", "Yes", "YES", "yEs", "no", "No", "on",
+    "On", "ON", "oN", "off", "Off", "OFF", "true", "True", "TRUE", "tRUE", "false", "y", "n", "Y", "N", "0", "00", "012",
+    "08", "1", "10", "1_000", "0x1f", "0o17", "0b101", "1e3", "1.5", "1.", ".5", ".inf", ".nan", "-1", "+1", "1:30",
+    "2026-11-05", "/tmp/x.sqlite", "/", "//", "a/b", "a.b", "a-b", "a_b", "a:b", "a: b", "a #b", "a b", "#x", "*x", "&x",
+    "!x", "%x", "@x", "`x", "'x'", '"x"', "[1, 2]", "{a: 1}", "-", "--", "-x", "?", "x?", "=", "<<", "sentence-transformers/all-MiniLM-L6-v2",
+]  # fmt: skip
+
+
+def _random_values(n: int) -> list[str]:
+    rng = random.Random(27)
+    alphabet = "aNoyT01_./-:9x #"
+    return ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 8))) for _ in range(n)]
+
+
+def test_override_values_read_as_yaml_reads_them() -> None:
+    for raw in EDGES + _random_values(3000):
+        try:
+            expected = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            with pytest.raises(yaml.YAMLError):
+                _override_value(raw)
+            continue
+        got = _override_value(raw)
+        assert (type(got), got) == (type(expected), expected), raw
+
+
+def _modules_after(tmp_path: Path, argv: list[str]) -> list[str]:
+    code = ("import json, sys\nfrom mdrecall.cli import main\ncode = main(sys.argv[1:])\n"
+            "print(json.dumps([code, sorted({m.split('.')[0] for m in sys.modules})]), file=sys.stderr)\n")  # fmt: skip
+    env = {**subprocess_env(tmp_path / "home"), "MDRECALL_WARM": "off"}
+    proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env, timeout=120)
+    code_, modules = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert code_ == 0, proc.stderr
+    return list(modules)
+
+
+def test_a_keyword_search_imports_no_numpy_and_no_yaml(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text("# Memory\n\n- We deploy on Tuesdays.\n", encoding="utf-8")
+    store = tmp_path / "index.sqlite"
+    modules = _modules_after(tmp_path, ["search", "deploy", "-w", str(ws), "-c", "provider=none", "-c", f"store.path={store}"])
+    assert "numpy" not in modules and "yaml" not in modules, modules
