@@ -42,11 +42,12 @@ SLOW_JUNK = ("sleep 4; \"$QMD\" \"$@\" | while IFS= read -r line; do echo 'qmd: 
 HEALTHY = 'exec "$QMD" "$@"'
 
 
-def _wrapper(path: Path, qmd_binary: Path, mcp_body: str) -> Path:
+def _wrapper(path: Path, qmd_binary: Path, mcp_body: str, first: str = "") -> Path:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(
         "#!/bin/sh\n"
         f'QMD="{qmd_binary}"\n'
+        f"{first}\n"
         'case " $* " in *" mcp "*) ;; *) exec "$QMD" "$@";; esac\n'
         f"{mcp_body}\n"
     )
@@ -67,13 +68,13 @@ def faulty(qmd_workspace: Path, tmp_path: Path, qmd_binary: Path) -> Iterator[An
     """``faulty(mcp_body, **qmd)``: a QMD manager whose ``qmd mcp`` is the wrapper; closed after the test."""
     opened: list[Any] = []
 
-    def factory(mcp_body: str | None, **qmd: Any) -> Any:
+    def factory(mcp_body: str | None, first: str = "", sync: dict[str, Any] | None = None, **qmd: Any) -> Any:
         binary = tmp_path / "qmd-wrapper"
         if mcp_body is not None:
-            _wrapper(binary, qmd_binary, mcp_body)
+            _wrapper(binary, qmd_binary, mcp_body, first)
         _prebuild_fallback(qmd_workspace, tmp_path)
         settings = {"binary": str(binary), "timeoutMs": TIMEOUT_MS, "startTimeoutMs": START_TIMEOUT_MS, **qmd}
-        manager = open_qmd(qmd_workspace, tmp_path, qmd=settings)
+        manager = open_qmd(qmd_workspace, tmp_path, qmd=settings, sync=sync or {})
         opened.append(manager)
         return manager
 
@@ -206,3 +207,44 @@ def test_stopped_warm_process_bounds_every_search_and_restarts_by_itself(faulty:
     # A new process starts by itself at the retry time, no search needed.
     wait_for(lambda: m.process is not None and m.process.alive and m.process.pid != pid, 20, "a new QMD process")
     _qmd_answers_again(m)
+
+
+@pytest.mark.slow
+def test_stopped_qmd_update_never_holds_a_search(faulty: Any, tmp_path: Path, qmd_workspace: Path) -> None:
+    flag = tmp_path / "stop-update"
+    # `qmd update` stops itself (SIGSTOP) while the flag exists; `qmd mcp` and the rest are the real qmd.
+    stop_update = f'case " $* " in *" update "*) [ -e "{flag}" ] && kill -STOP $$;; esac'
+    m = faulty(HEALTHY, first=stop_update, sync={"searchWaitMs": 500}, updateTimeoutMs=6000, retryInitialMs=500,
+               retryMaxMs=2000)  # fmt: skip
+    assert m.wait_warm(60)
+    response, _ = _timed_search(m)
+    assert response.provider == "qmd", response.warnings
+    flag.touch()
+    note = qmd_workspace / "memory" / "2026-11-21.md"
+    note.write_text("# 2026-11-21\n\n- The zeppelin hangar inspection moved to Thursday.\n", encoding="utf-8")
+
+    def search_new_note() -> Any:
+        started = time.monotonic()
+        response = m.search("zeppelin hangar inspection")
+        elapsed = time.monotonic() - started
+        assert elapsed < 0.5 + BOUND_S, f"the search took {elapsed:.2f} s behind a stopped qmd update"
+        return response
+
+    try:
+        # The search's re-index (qmd update) is stopped: the search waits sync.searchWaitMs for it, no
+        # more, and QMD answers from its index as it is, marked stale.
+        response = search_new_note()
+        assert response.stale and any("another sync in this process is running" in w for w in response.warnings), response.warnings
+        flag.unlink()
+        # The stopped update is killed at updateTimeoutMs (a failure: backoff); then QMD indexes the
+        # new note and finds it.
+        deadline = time.monotonic() + 40
+        while True:
+            response = search_new_note()
+            if response.provider == "qmd" and response.results and response.results[0].path == "memory/2026-11-21.md":
+                break
+            assert time.monotonic() < deadline, response.warnings
+            time.sleep(0.3)
+    finally:
+        flag.unlink(missing_ok=True)
+        note.unlink()

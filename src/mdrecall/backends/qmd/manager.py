@@ -27,7 +27,7 @@ import re
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -71,6 +71,13 @@ _NO_BINARY = "no qmd binary: run scripts/install-qmd.sh, put qmd on PATH or set 
 #: The share of ``qmd.timeoutMs`` a search may spend waiting for a start: the rest is for the question.
 _START_WAIT_SHARE = 0.75
 
+@dataclass
+class _SyncJob:
+    done: threading.Event = field(default_factory=threading.Event)
+    report: SyncReport | None = None
+    error: BaseException | None = None
+
+
 class QmdMemoryManager(ManagerBase):
     backend = "qmd"
 
@@ -106,6 +113,8 @@ class QmdMemoryManager(ManagerBase):
         #: The files as the last successful ``qmd update`` saw them; None before the first.
         self._indexed: FileStamps | None = None
         self._background: threading.Thread | None = None
+        self._sync_job: _SyncJob | None = None  # the sync a search waits for (see _sync_within)
+        self._cancel = threading.Event()  # set on close: a running qmd update is killed
         self._first_sync = threading.Event()  # the warm-up's first sync finished (or failed)
         self._closed = False
         self._write_config()
@@ -169,6 +178,7 @@ class QmdMemoryManager(ManagerBase):
         if self._closed:
             return
         self._closed = True
+        self._cancel.set()
         self._run_close_hooks()  # background writers (recall tracking) drain first
         self.monitor.stop()
         self.supervisor.close()  # first: the warm-up may be waiting for a start
@@ -200,7 +210,7 @@ class QmdMemoryManager(ManagerBase):
 
     def _run_cli(self, args: Sequence[str], timeout_ms: int) -> str:
         """One QMD command to completion (``update``, ``embed``); its output, or QmdError."""
-        return run_command(self._argv(*args), self._env, self.layout.root, timeout_ms)
+        return run_command(self._argv(*args), self._env, self.layout.root, timeout_ms, self._cancel)
 
     # -- configuration and models ---------------------------------------------------------------
     def _write_config(self) -> bool:
@@ -252,7 +262,34 @@ class QmdMemoryManager(ManagerBase):
             if (pending.outstanding if defer_sessions else pending.count) == 0:
                 self.monitor.compared(comparison, generation)
                 return SyncReport(files_scanned=pending.files_on_disk, files_unchanged=pending.files_on_disk)
-        return self.sync(lock_timeout=lock_timeout)
+        if lock_timeout is None:
+            return self.sync()
+        return self._sync_within(lock_timeout)
+
+    def _sync_within(self, wait_s: float) -> SyncReport:
+        """A sync a search (or an interval round) waits for at most ``wait_s``: ``qmd update`` runs on
+        its own thread and carries on past that, bounded by ``qmd.updateTimeoutMs``; the caller hears
+        "busy" and answers from the index as it is, marked stale. A slow or stopped ``qmd update``
+        never holds a search longer than ``sync.searchWaitMs``."""
+        with self._lock:
+            job = self._sync_job
+            if job is None or job.done.is_set():
+                job = self._sync_job = _SyncJob()
+
+                def run(job: _SyncJob = job) -> None:
+                    try:
+                        job.report = self.sync(lock_timeout=wait_s)
+                    except BaseException as exc:  # handed to the waiter, if one still waits
+                        job.error = exc
+                    finally:
+                        job.done.set()
+
+                threading.Thread(target=run, name="mdrecall-qmd-sync", daemon=True).start()
+        if not job.done.wait(wait_s):
+            return SyncReport(rebuild_reason=BUSY_OTHER_THREAD)
+        if job.error is not None:
+            raise job.error
+        return job.report or SyncReport(rebuild_reason=BUSY_OTHER_THREAD)
 
     # -- sync ------------------------------------------------------------------------------------
     def sync(self, force: bool = False, progress: ProgressCallback | None = None, *, lock_timeout: float | None = None) -> SyncReport:

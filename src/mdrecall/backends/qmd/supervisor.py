@@ -130,6 +130,9 @@ class Supervisor:
     def acquire(self, wait_s: float) -> QmdProcess:
         """The live process for one request, waiting at most ``wait_s`` for a start; else :class:`Unavailable`.
 
+        A start is waited for within ``wait_s`` of its beginning, not of each request: while a slow
+        start runs on, later requests fall back at once instead of each waiting its share again.
+
         A process found dead (killed, crashed) is a failure like any other: it is not restarted on
         the spot, so the answer falls back and the backoff decides when QMD runs again.
         """
@@ -158,7 +161,7 @@ class Supervisor:
                     if not self._begin_start():
                         raise Unavailable("closed", "the manager is closed")
                     waited_for = self._start_generation
-                    remaining = deadline - time.monotonic()
+                    remaining = min(deadline, self._start_began + wait_s) - time.monotonic()
                     if remaining <= 0:
                         began = time.monotonic() - self._start_began
                         raise Unavailable("starting", f"QMD is starting ({began:.1f} s so far, allowed "
