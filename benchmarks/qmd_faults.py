@@ -11,7 +11,8 @@ for every command but ``qmd mcp`` (the warm process), which it breaks:
 * ``missing-binary``: ``qmd.binary`` names no file.
 
 For each, on the example workspace with ``qmd.timeoutMs`` 1000 and the default ``qmd.startTimeoutMs``
-(20 s): the first search right after opening (what ``mdrecall search`` does), the next searches (one
+(20 s), the fallback's index built beforehand (as in any session after the first, so the figures are
+QMD's part): the first search right after opening (what ``mdrecall search`` does), the next searches (one
 every 0.2 s for ``--follow`` seconds), who answered each; then the fault is removed (the wrapper
 execs the real qmd) and searches continue until QMD answers again: the seconds that took and the
 slowest search meanwhile.
@@ -80,6 +81,8 @@ def run_fault(name: str, real: Path, workspace: Path, tmp: Path, timeout_ms: int
         "qmd": {"indexDir": str(tmp / "qmd"), "binary": str(qmd_binary), "timeoutMs": timeout_ms, "retryInitialMs": 1000,
                 "retryMaxMs": 4000},
     }  # fmt: skip
+    with open_manager(workspace, {**config, "backend": "builtin"}, use_global_config=False) as builtin:
+        builtin.sync()
     opened = time.monotonic()
     manager = open_manager(workspace, config, use_global_config=False)
     try:

@@ -138,15 +138,20 @@ class LanceStore:
                 delay = min(delay * 2, 1.0)
         raise AssertionError("unreachable")
 
-    def read(self, action: Callable[[], Any]) -> Any:
-        try:
-            return action()
-        except Exception as exc:
-            if not is_missing_file(exc):
-                raise
-            with contextlib.suppress(Exception):
-                self.table.checkout_latest()
-            return action()
+    def read(self, action: Callable[[], Any], attempts: int = 4) -> Any:
+        """Run a read; when another process's clean-up removed a version's files under it (between
+        listing versions and reading one, say), read the latest again, a few times: with several
+        writers maintaining the table, one retry can meet the next clean-up."""
+        for attempt in range(attempts):
+            try:
+                return action()
+            except Exception as exc:
+                if not is_missing_file(exc) or attempt == attempts - 1:
+                    raise
+                with contextlib.suppress(Exception):
+                    self.table.checkout_latest()
+                time.sleep(0.02 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     # -- tables ------------------------------------------------------------------------------------
 

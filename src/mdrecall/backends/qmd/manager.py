@@ -27,7 +27,7 @@ import re
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ from mdrecall.backends.qmd.layout import INDEX_NAME, Collection, QmdLayout, find
 from mdrecall.backends.qmd.process import QmdError, QmdProcess, run_command
 from mdrecall.backends.qmd.query import Ranked, merge_keyword, merge_ranked, parse_hits, plan_keywords
 from mdrecall.backends.qmd.sessions import TranscriptMirror
-from mdrecall.backends.qmd.supervisor import Supervisor, Unavailable
+from mdrecall.backends.qmd.supervisor import BoundedSync, Supervisor, Unavailable
 from mdrecall.config import MemoryConfig
 from mdrecall.contract import AS_OF_UNSUPPORTED, ManagerBase, MemorySearchManager, search_memory
 from mdrecall.errors import MdrecallError
@@ -70,13 +70,6 @@ _INDEXED = re.compile(r"Indexed: (\d+) new, (\d+) updated, (\d+) unchanged, (\d+
 _NO_BINARY = "no qmd binary: run scripts/install-qmd.sh, put qmd on PATH or set qmd.binary"
 #: The share of ``qmd.timeoutMs`` a search may spend waiting for a start: the rest is for the question.
 _START_WAIT_SHARE = 0.75
-
-@dataclass
-class _SyncJob:
-    done: threading.Event = field(default_factory=threading.Event)
-    report: SyncReport | None = None
-    error: BaseException | None = None
-
 
 class QmdMemoryManager(ManagerBase):
     backend = "qmd"
@@ -113,7 +106,7 @@ class QmdMemoryManager(ManagerBase):
         #: The files as the last successful ``qmd update`` saw them; None before the first.
         self._indexed: FileStamps | None = None
         self._background: threading.Thread | None = None
-        self._sync_job: _SyncJob | None = None  # the sync a search waits for (see _sync_within)
+        self._bounded_sync = BoundedSync()
         self._cancel = threading.Event()  # set on close: a running qmd update is killed
         self._first_sync = threading.Event()  # the warm-up's first sync finished (or failed)
         self._closed = False
@@ -264,32 +257,9 @@ class QmdMemoryManager(ManagerBase):
                 return SyncReport(files_scanned=pending.files_on_disk, files_unchanged=pending.files_on_disk)
         if lock_timeout is None:
             return self.sync()
-        return self._sync_within(lock_timeout)
-
-    def _sync_within(self, wait_s: float) -> SyncReport:
-        """A sync a search (or an interval round) waits for at most ``wait_s``: ``qmd update`` runs on
-        its own thread and carries on past that, bounded by ``qmd.updateTimeoutMs``; the caller hears
-        "busy" and answers from the index as it is, marked stale. A slow or stopped ``qmd update``
-        never holds a search longer than ``sync.searchWaitMs``."""
-        with self._lock:
-            job = self._sync_job
-            if job is None or job.done.is_set():
-                job = self._sync_job = _SyncJob()
-
-                def run(job: _SyncJob = job) -> None:
-                    try:
-                        job.report = self.sync(lock_timeout=wait_s)
-                    except BaseException as exc:  # handed to the waiter, if one still waits
-                        job.error = exc
-                    finally:
-                        job.done.set()
-
-                threading.Thread(target=run, name="mdrecall-qmd-sync", daemon=True).start()
-        if not job.done.wait(wait_s):
-            return SyncReport(rebuild_reason=BUSY_OTHER_THREAD)
-        if job.error is not None:
-            raise job.error
-        return job.report or SyncReport(rebuild_reason=BUSY_OTHER_THREAD)
+        # A slow or stopped `qmd update` never holds a search past the wait: it carries on in the
+        # background (bounded by updateTimeoutMs), and the answer is marked stale meanwhile.
+        return self._bounded_sync.run(lambda: self.sync(lock_timeout=lock_timeout), lock_timeout)
 
     # -- sync ------------------------------------------------------------------------------------
     def sync(self, force: bool = False, progress: ProgressCallback | None = None, *, lock_timeout: float | None = None) -> SyncReport:
@@ -414,9 +384,9 @@ class QmdMemoryManager(ManagerBase):
 
     def _unavailable(self, exc: Unavailable) -> str:
         """Why QMD did not answer, for ``warnings`` and ``status()``."""
-        if exc.kind == "starting":
+        if exc.kind in ("starting", "closed"):
             return f"{exc}; answered by the builtin engine meanwhile"
-        if exc.kind in ("backoff", "closed"):
+        if exc.kind == "backoff":
             return (f"QMD unavailable ({self.backoff.last_kind}: {self.backoff.last_error}); answered by the builtin engine; "
                     f"QMD is retried after {iso(self.backoff.retry_at)}")  # fmt: skip
         delay = max(0.0, self.backoff.retry_at - time.time())

@@ -1,4 +1,5 @@
-"""The warm ``qmd mcp`` process: started off the search path, handed to requests within their budget.
+"""QMD's processes kept off the search path: the warm ``qmd mcp`` process (:class:`Supervisor`) and
+the re-index a search waits for only so long (:class:`BoundedSync`).
 
 A search never starts QMD on its own thread and never waits ``qmd.startTimeoutMs`` for it. It asks
 :meth:`Supervisor.acquire` for the process; when there is none (first use, a failure, a restart for
@@ -19,9 +20,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from mdrecall.backends.qmd.health import Backoff
 from mdrecall.backends.qmd.process import QmdError, QmdProcess
+from mdrecall.freshness.monitor import BUSY_OTHER_THREAD
+from mdrecall.types import SyncReport
 
 log = logging.getLogger(__name__)
 
@@ -222,3 +226,44 @@ class Supervisor:
             starting.kill()
         if proc is not None:
             proc.close()
+
+
+@dataclass
+class _Job:
+    done: threading.Event = field(default_factory=threading.Event)
+    report: SyncReport | None = None
+    error: BaseException | None = None
+
+
+class BoundedSync:
+    """One sync at a time on its own thread, waited for at most ``wait_s`` by each caller.
+
+    A caller that runs out of time hears "busy" (``BUSY_OTHER_THREAD``, which the freshness monitor
+    turns into a stale answer with a warning) while the sync carries on, bounded by its own timeout;
+    a caller arriving meanwhile waits for the same sync rather than start another.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._job: _Job | None = None
+
+    def run(self, sync: Callable[[], SyncReport], wait_s: float) -> SyncReport:
+        with self._lock:
+            job = self._job
+            if job is None or job.done.is_set():
+                job = self._job = _Job()
+                threading.Thread(target=self._work, args=(job, sync), name="mdrecall-qmd-sync", daemon=True).start()
+        if not job.done.wait(wait_s):
+            return SyncReport(rebuild_reason=BUSY_OTHER_THREAD)
+        if job.error is not None:
+            raise job.error
+        return job.report or SyncReport(rebuild_reason=BUSY_OTHER_THREAD)
+
+    @staticmethod
+    def _work(job: _Job, sync: Callable[[], SyncReport]) -> None:
+        try:
+            job.report = sync()
+        except BaseException as exc:  # handed to the caller, if one still waits
+            job.error = exc
+        finally:
+            job.done.set()
