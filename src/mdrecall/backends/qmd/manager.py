@@ -307,7 +307,8 @@ class QmdMemoryManager(ManagerBase):
         except QmdError as exc:
             self.last_sync_error = f"{exc.kind}: {exc}"
             report.rebuild_reason = f"QMD could not index ({exc}); the builtin engine answers meanwhile"
-            self.supervisor.fail(None, exc)
+            if exc.kind != "cancelled":
+                self.supervisor.fail(None, exc)
         if progress is not None:
             progress(SyncProgress(1, 1, "qmd update"))
         builtin = self._builtin

@@ -30,7 +30,8 @@ _OUTPUT_KEEP = 2000  # characters of a failed command's output kept for its erro
 
 
 class QmdError(Exception):
-    """QMD could not answer. ``kind``: spawn, timeout, exited, protocol or tool."""
+    """QMD could not answer. ``kind``: spawn, timeout, exited, protocol, tool, or cancelled (stopped by
+    ``close()``: not QMD's failure)."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
@@ -283,7 +284,7 @@ def run_command(argv: Sequence[str], env: dict[str, str], cwd: Path, timeout_ms:
                 proc.kill()
             proc.communicate()
             if cancelled:
-                raise QmdError("exited", f"{what} stopped: the manager closed") from None
+                raise QmdError("cancelled", f"{what} stopped: the manager closed") from None
             raise QmdError("timeout", f"{what} took longer than {timeout_ms} ms") from None
     text = out.decode("utf-8", "replace")
     if proc.returncode != 0:
