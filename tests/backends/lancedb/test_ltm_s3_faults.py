@@ -88,6 +88,8 @@ STATEMENTS = [
     "Our release train leaves every other Thursday.",
     "I am allergic to peanuts.",
     "The design review board meets on Fridays at ten.",
+    "My sister's birthday is on the ninth of March.",
+    "We agreed to rotate the on-call pager weekly.",
 ]
 
 
@@ -98,7 +100,9 @@ def test_short_faults_are_absorbed_and_every_memory_is_stored_once(ltm: Any, pro
     faults = [
         Fault("status", status=503, times=2, **DATA_PUT),  # SlowDown on the upload of the rows
         Fault("status", status=429, times=2, **MANIFEST_PUT),  # throttled commit
+        Fault("status", status=500, times=2, method="GET", path=r"list-type=2"),  # listing versions fails
         Fault("cut", times=1, **DATA_PUT),  # the upload cut mid-way
+        Fault("delay", seconds=1.0, times=1, **DATA_PUT),  # slow, within the client's timeout
         Fault("delay", seconds=5.0, times=1, **MANIFEST_PUT),  # answered after the client gave up (4 s)
         # The commit lands but its answer is lost, and LanceDB cannot check the outcome (the manifest's
         # HEAD fails): it retries the commit. An append would be stored twice, and maintenance, which
