@@ -81,9 +81,9 @@ def faulty(qmd_workspace: Path, tmp_path: Path, qmd_binary: Path) -> Iterator[An
     yield factory
     for manager in opened:
         proc = manager.process
-        for pid in [proc.pid] if proc is not None and proc.pid else []:
+        if proc is not None and proc.pid:
             try:
-                os.killpg(pid, signal.SIGCONT)  # our own child's group, if a test stopped it
+                os.killpg(proc.pid, signal.SIGCONT)  # our own child's group, if a test stopped it
             except (ProcessLookupError, PermissionError):
                 pass
         manager.close()
