@@ -125,6 +125,22 @@ CATEGORIES: tuple[Category, ...] = (
         (("tests/index/test_first_index.py", r"."),),
     ),
     Category(
+        "QMD misbehaving",
+        "the real `qmd` slow to start, with a garbled handshake, stopped (SIGSTOP) before answering or "
+        "while warm, killed, missing then installed, broken, its `qmd update` stopped: every search "
+        "answers within `qmd.timeoutMs` from the builtin engine, a failed start backs off, QMD comes "
+        "back by itself",
+        (("tests/backends/qmd/test_qmd_faults.py", r"."), ("tests/backends/qmd/test_qmd_failures.py", r".")),
+    ),
+    Category(
+        "LanceDB on a failing object store",
+        "moto behind a fault-injecting proxy: 503 SlowDown, 429, uploads cut mid-way, answers later "
+        "than the client waits, commit answers lost, an outage on every path (open, list, search, "
+        "store, forget, maintenance, tools, CLI), a first commit cut before its manifest, a table "
+        "folder without a manifest, two processes capturing at once under lost answers",
+        (("tests/backends/lancedb/test_ltm_s3_faults.py", r"."), ("tests/backends/lancedb/test_ltm_s3_race.py", r".")),
+    ),
+    Category(
         "Hostile transcripts",
         "malformed and truncated JSONL, invalid UTF-8, huge messages, tool traffic, channel envelopes, "
         "U+2028/U+2029/U+0085 inside strings",

@@ -96,6 +96,9 @@ def _qmd(tmp_path: Path, workspace: Path) -> Iterator[BackendUnderTest]:
         "qmd": {"indexDir": str(tmp_path / "qmd")},
     }
     with open_manager(workspace, config, use_global_config=False) as manager:
+        # QMD starts in the background and a search waits for it only within qmd.timeoutMs: on a
+        # loaded machine the first searches would be the fallback's, which this suite is not about.
+        assert manager.wait_warm(120)  # type: ignore[attr-defined]
         yield BackendUnderTest("qmd", manager, workspace, _markdown_plant(workspace, manager))
         # The contract held through QMD itself, not through its builtin fallback.
         health = manager.backoff  # type: ignore[attr-defined]

@@ -1,7 +1,14 @@
-"""A capturing process for the concurrency test: ``python ltm_worker.py WORKSPACE CONFIG_JSON WORKER TURNS GO_FILE``.
+"""A capturing process for the concurrency tests.
 
-Waits for GO_FILE (so all workers start together), captures TURNS turns of two distinct user
-statements each plus one statement every worker makes, then prints its counters as JSON.
+``python ltm_worker.py WORKSPACE CONFIG_JSON WORKER TURNS GO_FILE``: waits for GO_FILE (so all
+workers start together), captures TURNS turns of two distinct user statements each plus one
+statement every worker makes, then prints its counters as JSON.
+
+``python ltm_worker.py rounds WORKSPACE CONFIG_JSON WORKER TURNS GO_DIR DB_PATH...``: one round per
+DB_PATH (a database no process has opened yet): waits for ``GO_DIR/<round>``, opens the database
+(so the workers race to create its table), captures TURNS turns, closes (maintenance runs), and
+prints one JSON line per round: what each capture reported (created ids, duplicates' existing ids,
+errors). The model loads once for all rounds.
 """
 
 from __future__ import annotations
@@ -60,5 +67,39 @@ def main() -> int:
     return 0
 
 
+def rounds() -> int:
+    workspace, config_json, worker, turns, go_dir = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), Path(sys.argv[6])
+    from mdrecall import open_manager
+    from mdrecall.errors import MdrecallError
+
+    base = json.loads(config_json)
+    for n, db_path in enumerate(sys.argv[7:]):
+        config = {**base, "lancedb": {**base["lancedb"], "dbPath": db_path}}
+        go = go_dir / str(n)
+        deadline = time.monotonic() + 120
+        while not go.exists() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        created: list[dict[str, str]] = []
+        duplicates: list[dict[str, str]] = []
+        errors: list[dict[str, object]] = []
+        manager = open_manager(Path(workspace), config)
+        try:
+            for turn in range(turns):
+                texts = statements(worker, turn) + ([SHARED] if turn == 0 else [])
+                try:
+                    report = manager.capture_turn([{"role": "user", "content": " ".join(texts)}], force=True)
+                except MdrecallError as exc:  # reported failed: allowed, and checked by the test
+                    errors.append({"error": f"{type(exc).__name__}: {exc}", "texts": texts})
+                    continue
+                created += [{"id": c["id"], "text": c["text"]} for c in report["captured"]]
+                duplicates += [{"existingId": d["existingId"], "existingText": d["existingText"], "text": d["text"]}
+                               for d in report["duplicates"]]
+        finally:
+            manager.close()
+        print(json.dumps({"worker": worker, "round": n, "created": created, "duplicates": duplicates, "errors": errors,
+                          "maintenanceError": manager.maintainer.last_error}), flush=True)
+    return 0
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(rounds() if sys.argv[1] == "rounds" else main())

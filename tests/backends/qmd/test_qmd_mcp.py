@@ -33,9 +33,10 @@ def test_memory_search_over_mcp_answers_from_qmd(qmd_workspace: Path, tmp_path: 
                 async with ClientSession(streams[0], streams[1]) as session:
                     await session.initialize()
                     deadline = time.monotonic() + 90
-                    while True:  # the server indexes in the background after it starts
+                    while True:  # the server indexes and starts QMD in the background after it starts
                         status = (await session.call_tool("memory_status", {})).structured_content
-                        if status.get("lastUpdate") or time.monotonic() > deadline:
+                        ready = status.get("lastUpdate") and status.get("process", {}).get("running")
+                        if ready or time.monotonic() > deadline:
                             break
                         await anyio.sleep(0.2)
                     out["search"] = (await session.call_tool("memory_search", {"query": PLANTED_QUESTION})).structured_content

@@ -32,7 +32,8 @@ from mdrecall.backends.lancedb import results
 from mdrecall.backends.lancedb.capture import normalized_key, plan_capture
 from mdrecall.backends.lancedb.categories import detect_category, parse_category
 from mdrecall.backends.lancedb.maintenance import Maintainer
-from mdrecall.backends.lancedb.store import LanceStore, Row, new_record, text_hash, unit_rows
+from mdrecall.backends.lancedb.records import Row, new_record, text_hash, unit_rows
+from mdrecall.backends.lancedb.store import LanceStore
 from mdrecall.config import MemoryConfig, mdrecall_home
 from mdrecall.contract import ManagerBase
 from mdrecall.embeddings.base import EmbeddingProvider

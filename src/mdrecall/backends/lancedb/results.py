@@ -14,7 +14,7 @@ from mdrecall.errors import PathError
 from mdrecall.types import SearchHit, format_citation
 
 if TYPE_CHECKING:
-    from mdrecall.backends.lancedb.store import Row
+    from mdrecall.backends.lancedb.records import Row
 
 CITATION_PREFIX = "ltm:"
 SOURCE = "memory"

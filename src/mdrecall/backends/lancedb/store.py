@@ -11,6 +11,12 @@ role, message index, redaction, ...) and ``textHash`` (exact-duplicate key).
 * **Writes survive concurrency.** Every commit is retried on a commit conflict (another process
   committed first) with jittered backoff. On a local folder, the duplicate check and its insert run
   under an OS file lock, so concurrent writers cannot both insert the same memory.
+* **Writes survive a flaky object store.** New rows go in with an insert-if-absent merge on ``id``,
+  not a plain append: when a commit's answer is lost and LanceDB cannot tell whether it landed, its
+  retry finds the rows there and adds nothing, where an append would have stored them twice.
+* **Every LanceDB failure is a StoreError** naming the operation and the database, in one line
+  (:func:`lance_errors`); a listed table folder with no manifest (a first commit cut before it
+  landed) is not a table: it is skipped, and created afresh when it is the one needed.
 * **Forgetting is physical.** A LanceDB delete only marks rows; :meth:`purge` rewrites the fragments
   that held them (one merge-insert commit), rebuilds the full-text index and removes every older
   version's files, so no byte of the text is left in the table's directory.
@@ -22,17 +28,14 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import logging
 import os
 import random
 import threading
 import time
-import uuid
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -40,123 +43,22 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from mdrecall.backends.lancedb.capture import normalized_key
+from mdrecall.backends.lancedb.failures import (
+    is_conflict,
+    is_missing_file,
+    is_missing_fts,
+    is_missing_table,
+    lance_errors,
+    short_error,
+)
+from mdrecall.backends.lancedb.records import COLUMNS, META_IDENTITY, Row, quote, schema_for, unit_rows
 from mdrecall.backends.lancedb.results import is_memory_id
 from mdrecall.embeddings.base import provider_key
 from mdrecall.errors import StoreError
 
 log = logging.getLogger("mdrecall.lancedb")
 
-META_IDENTITY = b"mdrecall.identity"
-META_DIMS = b"mdrecall.dims"
-COLUMNS = ("id", "text", "importance", "category", "createdAt", "agentId", "source", "sessionKey", "provenance", "textHash")
 EmbedFn = Callable[[Sequence[str]], list[list[float]]]
-
-
-def text_hash(text: str) -> str:
-    return hashlib.sha1(normalized_key(text).encode("utf-8")).hexdigest()[:16]
-
-
-def quote(value: str) -> str:
-    """A SQL string literal for LanceDB filters."""
-    return "'" + value.replace("'", "''") + "'"
-
-
-def schema_for(dims: int, identity: dict[str, Any]) -> pa.Schema:
-    return pa.schema(
-        [
-            pa.field("id", pa.string(), nullable=False),
-            pa.field("text", pa.string(), nullable=False),
-            pa.field("vector", pa.list_(pa.float32(), dims), nullable=False),
-            pa.field("importance", pa.float32()),
-            pa.field("category", pa.string()),
-            pa.field("createdAt", pa.int64()),
-            pa.field("agentId", pa.string()),
-            pa.field("source", pa.string()),
-            pa.field("sessionKey", pa.string()),
-            pa.field("provenance", pa.string()),
-            pa.field("textHash", pa.string()),
-        ],
-        metadata={META_IDENTITY: json.dumps(identity, sort_keys=True).encode(), META_DIMS: str(dims).encode()},
-    )
-
-
-def unit_rows(vectors: Sequence[Sequence[float]]) -> np.ndarray:
-    """Vectors scaled to length 1, so cosine distance is ``1 - dot`` whatever the provider returns."""
-    m = np.asarray(vectors, dtype=np.float32)
-    if m.ndim != 2:
-        raise StoreError("embedding provider returned no vectors")
-    return m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
-
-
-def is_conflict(exc: BaseException) -> bool:
-    text = f"{type(exc).__name__} {exc}".lower()
-    return "conflict" in text or "retryable" in text or "concurrent" in text
-
-
-def is_missing_file(exc: BaseException) -> bool:
-    # A reader on a version whose files another process just cleaned up: read the latest again.
-    text = str(exc).lower()
-    return "not found" in text or "no such file" in text or "does not exist" in text
-
-
-@dataclass
-class Row:
-    id: str
-    text: str
-    importance: float
-    category: str
-    created_at: int
-    agent_id: str
-    source: str
-    session_key: str | None
-    provenance: dict[str, Any]
-    score: float | None = None
-
-    @classmethod
-    def from_record(cls, rec: dict[str, Any]) -> Row:
-        score = None
-        if rec.get("_distance") is not None:
-            score = max(0.0, min(1.0, 1.0 - float(rec["_distance"])))
-        try:
-            provenance = json.loads(rec.get("provenance") or "{}")
-        except ValueError:
-            provenance = {}
-        return cls(
-            id=rec["id"], text=rec["text"], importance=float(rec.get("importance") or 0.0),
-            category=rec.get("category") or "other", created_at=int(rec.get("createdAt") or 0),
-            agent_id=rec.get("agentId") or "", source=rec.get("source") or "", session_key=rec.get("sessionKey"),
-            provenance=provenance if isinstance(provenance, dict) else {}, score=score,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "id": self.id, "text": self.text, "category": self.category, "importance": round(self.importance, 3),
-            "createdAt": self.created_at, "agentId": self.agent_id, "source": self.source,
-            "sessionKey": self.session_key, "provenance": self.provenance,
-        }
-        if self.score is not None:
-            out["score"] = round(self.score, 4)
-        return out
-
-
-def new_record(
-    text: str, vector: np.ndarray, *, importance: float, category: str, agent_id: str, source: str,
-    session_key: str | None, provenance: dict[str, Any], memory_id: str | None = None, created_at: int | None = None,
-) -> dict[str, Any]:
-    return {
-        "id": memory_id or str(uuid.uuid4()),
-        "text": text,
-        "vector": vector.astype(np.float32).tolist(),
-        "importance": float(importance),
-        "category": category,
-        "createdAt": int(created_at if created_at is not None else time.time() * 1000),
-        "agentId": agent_id,
-        "source": source,
-        "sessionKey": session_key,
-        "provenance": json.dumps(provenance, ensure_ascii=False, sort_keys=True),
-        "textHash": text_hash(text),
-    }
 
 
 class LanceStore:
@@ -164,8 +66,6 @@ class LanceStore:
 
     def __init__(self, uri: str, *, storage_options: dict[str, str] | None = None, prefix: str = "memories",
                  retries: int = 10) -> None:
-        import lancedb
-
         self.uri = uri
         self.prefix = prefix
         self.retries = retries
@@ -173,12 +73,7 @@ class LanceStore:
         self.storage_options = dict(storage_options or {})
         if self.local:
             Path(uri.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
-        try:
-            # read_consistency_interval=0: every read sees the latest commit of any process.
-            self.db = lancedb.connect(uri, storage_options=self.storage_options or None,
-                                      read_consistency_interval=timedelta(0))
-        except Exception as exc:
-            raise StoreError(f"cannot open LanceDB at {uri}: {exc}") from exc
+        self._db: Any = None
         self.table: Any = None
         self.name: str | None = None
         self.dims: int | None = None
@@ -186,6 +81,23 @@ class LanceStore:
         self._mutex = threading.RLock()
         self.commits = 0
         self.conflicts_retried = 0
+
+    @property
+    def db(self) -> Any:
+        """The connection, made on first use: on an object store connecting already reads it, and a
+        store that is down then fails this call (a StoreError), not the manager's construction, so a
+        long-lived process recovers by itself when it is back."""
+        with self._mutex:
+            if self._db is None:
+                import lancedb
+
+                try:
+                    # read_consistency_interval=0: every read sees the latest commit of any process.
+                    self._db = lancedb.connect(self.uri, storage_options=self.storage_options or None,
+                                               read_consistency_interval=timedelta(0))  # fmt: skip
+                except Exception as exc:
+                    raise StoreError(f"LanceDB connecting failed ({self.uri}): {short_error(exc)}") from exc
+            return self._db
 
     # -- locking and retries -----------------------------------------------------------------------
 
@@ -216,7 +128,7 @@ class LanceStore:
             except Exception as exc:
                 stale = is_missing_file(exc)  # our version's files were cleaned up by another process
                 if not (is_conflict(exc) or stale) or attempt == self.retries:
-                    raise StoreError(f"LanceDB {what} failed: {exc}") from exc
+                    raise StoreError(f"LanceDB {what} failed ({self.uri}): {short_error(exc)}") from exc
                 if stale and self.table is not None:
                     with contextlib.suppress(Exception):
                         self.table.checkout_latest()
@@ -226,54 +138,93 @@ class LanceStore:
                 delay = min(delay * 2, 1.0)
         raise AssertionError("unreachable")
 
-    def read(self, action: Callable[[], Any]) -> Any:
-        try:
-            return action()
-        except Exception as exc:
-            if not is_missing_file(exc):
-                raise
-            with contextlib.suppress(Exception):
-                self.table.checkout_latest()
-            return action()
+    def read(self, action: Callable[[], Any], attempts: int = 4) -> Any:
+        """Run a read; when another process's clean-up removed a version's files under it (between
+        listing versions and reading one, say), read the latest again, a few times: with several
+        writers maintaining the table, one retry can meet the next clean-up."""
+        for attempt in range(attempts):
+            try:
+                return action()
+            except Exception as exc:
+                if not is_missing_file(exc) or attempt == attempts - 1:
+                    raise
+                with contextlib.suppress(Exception):
+                    self.table.checkout_latest()
+                time.sleep(0.02 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     # -- tables ------------------------------------------------------------------------------------
 
-    def table_names(self) -> list[str]:
+    def _listed(self) -> list[str]:
         response = self.db.list_tables(limit=None)
         names: list[str] = [str(n) for n in getattr(response, "tables", response)]
         return sorted(n for n in names if n.startswith(self.prefix + "_"))
 
+    def _try_open(self, name: str) -> Any:
+        """The table, or None when its folder holds no manifest (nothing was ever committed there)."""
+        try:
+            return self.db.open_table(name)
+        except Exception as exc:
+            if is_missing_table(exc):
+                return None
+            raise
+
+    def _tables(self) -> dict[str, Any]:
+        """This store's tables by name, opened; listed folders without a manifest left out."""
+        opened = {name: self._try_open(name) for name in self._listed()}
+        return {name: table for name, table in opened.items() if table is not None}
+
+    @lance_errors("listing tables")
+    def table_names(self) -> list[str]:
+        return sorted(self._tables())
+
+    @lance_errors("opening the table")
     def open_named(self, name: str) -> None:
         self.table, self.name = self.db.open_table(name), name
 
+    @lance_errors("opening the table")
     def open_any(self) -> None:
         """Open some model's table, for reads that need no vectors (keyword search, listing)."""
-        names = self.table_names()
-        if names:
-            self.open_named(names[0])
+        tables = self._tables()
+        if tables:
+            name = min(tables)
+            self.table, self.name = tables[name], name
 
     def table_name_for(self, identity: dict[str, Any], dims: int) -> str:
         return f"{self.prefix}_{provider_key({**identity, 'dims': dims})[:12]}"
 
+    @lance_errors("opening the table")
     def open(self, identity: dict[str, Any], dims: int, embed: EmbedFn | None) -> None:
-        """Open (or create) the table for this model; rows of other models' tables are re-embedded into it."""
+        """Open (or create) the table for this model; rows of other models' tables are re-embedded into it.
+
+        A folder of this table with no manifest (a first commit cut between its transaction file
+        and its manifest) is no table: it is created afresh, as if the folder were not there (it
+        held no rows: a created table's first version is empty, a migration's source tables are
+        only dropped once their rows are committed here)."""
         name = self.table_name_for(identity, dims)
         schema = schema_for(dims, identity)
         with self.write_lock():
-            names = self.table_names()
-            foreign = [n for n in names if n != name]
-            if name in names:
-                self.table = self.db.open_table(name)
+            tables = self._tables()
+            foreign = [n for n in tables if n != name]
+            if name in tables:
+                self.table = tables[name]
             elif not foreign:
-                with contextlib.suppress(Exception):
-                    self.table = self.db.create_table(name, schema=schema, exist_ok=True)
-                if self.table is None:
-                    self.table = self.db.open_table(name)
+                self.table = self._create(name, schema)
             self.name, self.dims = name, dims
             if foreign:
                 if embed is None:
                     raise StoreError("the memories were embedded with another model; an embedding provider is needed to migrate them")
                 self._absorb(name, schema, foreign, embed)
+
+    def _create(self, name: str, schema: pa.Schema) -> Any:
+        """The new, empty table ``name``; another process's, when it created it at the same moment."""
+        try:
+            return self.db.create_table(name, schema=schema, exist_ok=True)
+        except Exception as exc:
+            table = self._try_open(name)  # created by another process between our look and our commit
+            if table is None:
+                raise StoreError(f"LanceDB creating table {name} failed ({self.uri}): {short_error(exc)}") from exc
+            return table
 
     def _absorb(self, name: str, schema: pa.Schema, foreign: list[str], embed: EmbedFn) -> None:
         started = time.time()
@@ -321,12 +272,17 @@ class LanceStore:
 
     # -- writes ------------------------------------------------------------------------------------
 
+    @lance_errors("add")
     def add(self, records: Sequence[dict[str, Any]]) -> None:
+        """Insert rows whose ids are not stored yet, in one commit. Idempotent: if the commit's answer
+        is lost (a cut connection, a timeout) and LanceDB retries it, the retry, joined against the
+        table again, finds the rows there; a plain append would have stored them a second time."""
         if not records:
             return
         data = pa.Table.from_pylist(list(records), schema=self.table.schema)
-        self.commit("add", lambda: self.table.add(data))
+        self.commit("add", lambda: self.table.merge_insert("id").when_not_matched_insert_all().execute(data))
 
+    @lance_errors("forget")
     def purge(self, ids: Sequence[str]) -> int:
         """Delete rows so that no byte of them is left in any version, index or data file."""
         ids = [i for i in ids if is_memory_id(i)]
@@ -378,6 +334,7 @@ class LanceStore:
             warnings.simplefilter("ignore")  # "cleanup_older_than=0 removes every version": meant
             return self.table.optimize(cleanup_older_than=keep, delete_unverified=purge_unverified)
 
+    @lance_errors("maintenance")
     def maintain(self, keep: timedelta) -> dict[str, Any]:
         """Compact, refresh the full-text index, drop exact duplicates, delete old versions."""
         started = time.time()
@@ -392,19 +349,24 @@ class LanceStore:
 
     def _drop_exact_duplicates(self) -> int:
         # Writers on an object store cannot lock each other out; two that stored the same text at
-        # the same moment both succeed. Keep the oldest copy.
-        data = self.table.to_arrow().select(["id", "textHash", "agentId", "createdAt"]).to_pylist()
-        first: dict[tuple[str, str], tuple[int, str]] = {}
-        extra: list[str] = []
-        for rec in sorted(data, key=lambda r: (r["createdAt"] or 0, r["id"])):
+        # the same moment both succeed. Keep the oldest copy. Rows are deleted by row, not by id: a
+        # row stored twice under one id (an append retried after its answer was lost, before adds
+        # were idempotent) keeps one copy, where a delete by id would remove both.
+        data = (self.table.search().with_row_id(True).select(["id", "textHash", "agentId", "createdAt", "_rowid"])
+                .limit(None).to_arrow().to_pylist())  # fmt: skip
+        first: set[tuple[str, str]] = set()
+        extra: list[tuple[int, str]] = []
+        for rec in sorted(data, key=lambda r: (r["createdAt"] or 0, r["id"], r["_rowid"])):
             key = (rec["agentId"] or "", rec["textHash"] or "")
             if key in first:
-                extra.append(rec["id"])
+                extra.append((int(rec["_rowid"]), str(rec["id"])))
             else:
-                first[key] = (rec["createdAt"], rec["id"])
+                first.add(key)
         if extra:
-            id_list = ", ".join(quote(i) for i in extra)
-            self.commit("dedupe", lambda: self.table.delete(f"id IN ({id_list})"))
+            # The id guards the row address: if a compaction moved the rows before this commit, a
+            # retried delete matches nothing rather than another memory.
+            clause = " OR ".join(f"(_rowid = {row} AND id = {quote(memory_id)})" for row, memory_id in extra)
+            self.commit("dedupe", lambda: self.table.delete(clause))
         return len(extra)
 
     # -- reads -------------------------------------------------------------------------------------
@@ -412,6 +374,7 @@ class LanceStore:
     def _records(self, query: Any) -> list[dict[str, Any]]:
         return self.read(lambda: query.to_list())
 
+    @lance_errors("search")
     def nearest(self, vector: np.ndarray, agent_id: str, limit: int, where: str | None = None) -> list[Row]:
         if self.table is None:
             return []
@@ -420,6 +383,7 @@ class LanceStore:
              .where(clause, prefilter=True).select([*COLUMNS, "_distance"]).limit(limit))
         return [Row.from_record(r) for r in self._records(q)]
 
+    @lance_errors("keyword search")
     def keyword(self, query: str, agent_id: str, limit: int) -> list[tuple[Row, float]]:
         if self.table is None or not query.strip():
             return []
@@ -427,15 +391,19 @@ class LanceStore:
             q = (self.table.search(query, query_type="fts").where(f"agentId = {quote(agent_id)}", prefilter=True)
                  .select([*COLUMNS, "_score"]).limit(limit))
             return [(Row.from_record(r), float(r.get("_score") or 0.0)) for r in self._records(q)]
-        except Exception as exc:  # no full-text index yet
+        except Exception as exc:
+            if not is_missing_fts(exc):
+                raise  # an unreachable store is an error, not "no match"
             log.debug("lancedb keyword search unavailable: %s", exc)
             return []
 
+    @lance_errors("duplicate check")
     def by_hash(self, digest: str, agent_id: str) -> Row | None:
         q = self.table.search().where(f"textHash = {quote(digest)} AND agentId = {quote(agent_id)}").select(list(COLUMNS)).limit(1)
         rows = self._records(q)
         return Row.from_record(rows[0]) if rows else None
 
+    @lance_errors("read")
     def get(self, memory_id: str, agent_id: str | None = None) -> Row | None:
         if self.table is None or not is_memory_id(memory_id):
             return None
@@ -443,6 +411,7 @@ class LanceStore:
         rows = self._records(self.table.search().where(clause).select(list(COLUMNS)).limit(1))
         return Row.from_record(rows[0]) if rows else None
 
+    @lance_errors("list")
     def rows(self, agent_id: str | None, *, category: str | None = None, limit: int | None = None,
              offset: int = 0) -> list[Row]:
         if self.table is None:
@@ -460,14 +429,17 @@ class LanceStore:
         data = data[offset : offset + limit if limit is not None else None]
         return [Row.from_record(r) for r in data]
 
+    @lance_errors("count")
     def count(self, agent_id: str | None = None) -> int:
         if self.table is None:
             return 0
         return int(self.read(lambda: self.table.count_rows(f"agentId = {quote(agent_id)}" if agent_id else None)))
 
+    @lance_errors("listing versions")
     def version_count(self) -> int:
         return len(self.read(lambda: self.table.list_versions())) if self.table is not None else 0
 
+    @lance_errors("stats")
     def stats(self) -> dict[str, Any]:
         if self.table is None:
             return {"table": None}

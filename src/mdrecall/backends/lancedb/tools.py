@@ -15,6 +15,11 @@ as ``invalid_arguments``), and returns the answers a model acts on:
   "candidates", candidates}`` when the query does not single out one memory, ``{action: "none"}``,
   ``{action: "not_found"}``, or ``{action: "error", error, code}`` (``missing_param``, ``invalid_id``).
 
+A store that fails (an object store down, a table that cannot be opened) is an answer too, saying
+what did not happen: ``{disabled: true, unavailable: true, code: "store_unavailable", error, ...}``
+with ``action: "error"`` and a ``message`` ("Not stored: ...") for store and forget, ``count: 0`` and
+a ``text`` for recall. Nothing was written when ``memory_store`` answers so.
+
 Light on purpose (the plugin imports it whenever tools are listed): the manager is imported only
 when a tool runs.
 """
@@ -27,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from mdrecall.backends.lancedb.categories import CATEGORIES
 from mdrecall.backends.lancedb.results import citation
+from mdrecall.errors import StoreError
 
 if TYPE_CHECKING:
     from mdrecall.backends.lancedb.manager import LanceMemoryManager
@@ -77,11 +83,19 @@ def _ltm(manager: MemorySearchManager) -> LanceMemoryManager:
     return manager
 
 
+def _store_failed(exc: StoreError, what: str) -> dict[str, Any]:
+    return {"action": "error", "code": "store_unavailable", "disabled": True, "unavailable": True, "error": str(exc),
+            "message": f"{what}: the long-term memory store failed ({exc}). Try again later."}  # fmt: skip
+
+
 def memory_store(manager: MemorySearchManager, args: dict[str, Any], session_key: str | None) -> dict[str, Any]:
-    outcome = _ltm(manager).store_memory(
-        args["text"], importance=args.get("importance"), category=args.get("category"), source="tool",
-        session_key=session_key, provenance={"via": MEMORY_STORE},
-    )  # fmt: skip
+    try:
+        outcome = _ltm(manager).store_memory(
+            args["text"], importance=args.get("importance"), category=args.get("category"), source="tool",
+            session_key=session_key, provenance={"via": MEMORY_STORE},
+        )  # fmt: skip
+    except StoreError as exc:
+        return _store_failed(exc, "Not stored")
     if outcome["action"] == "duplicate":
         outcome["message"] = f'Similar memory already exists: "{outcome["existingText"]}"'
     else:
@@ -92,7 +106,11 @@ def memory_store(manager: MemorySearchManager, args: dict[str, Any], session_key
 
 
 def memory_recall(manager: MemorySearchManager, args: dict[str, Any], session_key: str | None) -> dict[str, Any]:
-    hits = _ltm(manager).recall(args["query"], limit=args.get("limit") or 5, session_key=session_key)
+    try:
+        hits = _ltm(manager).recall(args["query"], limit=args.get("limit") or 5, session_key=session_key)
+    except StoreError as exc:
+        return {"count": 0, "memories": [], "code": "store_unavailable", "disabled": True, "unavailable": True,
+                "error": str(exc), "text": f"Long-term memory is unavailable right now ({exc})."}  # fmt: skip
     if not hits:
         return {"count": 0, "memories": [], "text": "No relevant memories found."}
     memories = [
@@ -109,7 +127,10 @@ def memory_forget(manager: MemorySearchManager, args: dict[str, Any], session_ke
     memory_id, query = args.get("memoryId") or None, args.get("query") or None
     if not memory_id and not query:
         return {"action": "error", "error": "Provide query or memoryId.", "code": "missing_param"}
-    outcome = _ltm(manager).forget(memory_id=memory_id, query=None if memory_id else query)
+    try:
+        outcome = _ltm(manager).forget(memory_id=memory_id, query=None if memory_id else query)
+    except StoreError as exc:
+        return _store_failed(exc, "Not forgotten")
     if outcome.get("action") == "error":
         outcome["code"] = outcome["error"]
         outcome["error"] = outcome.get("message", outcome["code"])

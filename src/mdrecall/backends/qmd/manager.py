@@ -1,7 +1,9 @@
 """``backend: qmd``: searches answered by the external QMD tool, kept warm, with a builtin fallback.
 
-Process model (docs/qmd.md): one ``qmd mcp`` child per manager, spoken to over stdio, started on
-first need and kept for the manager's life, so a search costs a few pipe round trips and no process.
+Process model (docs/qmd.md): one ``qmd mcp`` child per manager, spoken to over stdio, started in
+the background (:mod:`mdrecall.backends.qmd.supervisor`: never on a search's thread, never under a
+lock a search needs) and kept for the manager's life, so a search costs a few pipe round trips and no
+process.
 ``qmd update`` (and ``qmd embed`` when the mode needs vectors and the model is present) run as
 short-lived commands on ``sync()``.
 
@@ -11,10 +13,11 @@ re-checks the files when the monitor says so. A file walk (mtime+size against wh
 successful ``qmd update`` saw) decides whether ``qmd update`` must run, so a search over unchanged
 files starts no process.
 
-Failures: a search that QMD cannot answer (no binary, a crash, a timeout, a process found dead) is
-answered by the builtin engine (``backend: builtin`` on the same workspace and config), with the
-reason first in ``warnings`` and in ``status()``; QMD is retried after a backoff
-(:mod:`mdrecall.backends.qmd.health`), forever.
+Failures: a search that QMD cannot answer within ``qmd.timeoutMs`` (no binary, a crash, a timeout, a
+process found dead, a start still under way or failed) is answered by the builtin engine
+(``backend: builtin`` on the same workspace and config), with the reason first in ``warnings`` and in
+``status()``; QMD is retried after a backoff (:mod:`mdrecall.backends.qmd.health`), forever. A failed
+start counts as a failure too.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from mdrecall.backends.qmd.layout import INDEX_NAME, Collection, QmdLayout, find
 from mdrecall.backends.qmd.process import QmdError, QmdProcess, run_command
 from mdrecall.backends.qmd.query import Ranked, merge_keyword, merge_ranked, parse_hits, plan_keywords
 from mdrecall.backends.qmd.sessions import TranscriptMirror
+from mdrecall.backends.qmd.supervisor import BoundedSync, Supervisor, Unavailable
 from mdrecall.config import MemoryConfig
 from mdrecall.contract import AS_OF_UNSUPPORTED, ManagerBase, MemorySearchManager, search_memory
 from mdrecall.errors import MdrecallError
@@ -64,6 +68,8 @@ log = logging.getLogger(__name__)
 
 _INDEXED = re.compile(r"Indexed: (\d+) new, (\d+) updated, (\d+) unchanged, (\d+) removed")
 _NO_BINARY = "no qmd binary: run scripts/install-qmd.sh, put qmd on PATH or set qmd.binary"
+#: The share of ``qmd.timeoutMs`` a search may spend waiting for a start: the rest is for the question.
+_START_WAIT_SHARE = 0.75
 
 class QmdMemoryManager(ManagerBase):
     backend = "qmd"
@@ -83,7 +89,6 @@ class QmdMemoryManager(ManagerBase):
         #: What QMD's ``status`` tool said last (document counts, vectors).
         self.qmd_status: dict[str, Any] = {}
         self.version: str | None = None
-        self.starts = 0
         #: Who answered the last search (``qmd`` | ``builtin``), and why QMD did not.
         self.answered_by: str | None = None
         self.fallback_state: dict[str, Any] | None = None
@@ -92,15 +97,17 @@ class QmdMemoryManager(ManagerBase):
         self.last_update: dict[str, Any] | None = None
         self.builtin_error: str | None = None
         self._env = self.layout.env()
-        self._lock = threading.RLock()  # the process, the backoff, the answer bookkeeping
+        self.supervisor = Supervisor(lambda: QmdProcess(self._argv("mcp"), self._env, self.layout.root),
+                                     self.settings.startTimeoutMs / 1000.0, self.backoff, self._started)  # fmt: skip
+        self._lock = threading.Lock()  # the answer bookkeeping (who answered, the fallback's reason)
         self._sync_lock = threading.Lock()
         self._builtin_lock = threading.Lock()
-        self._proc: QmdProcess | None = None
-        self._restart_needed = False
         self._builtin: MemorySearchManager | None = None
         #: The files as the last successful ``qmd update`` saw them; None before the first.
         self._indexed: FileStamps | None = None
         self._background: threading.Thread | None = None
+        self._bounded_sync = BoundedSync()
+        self._cancel = threading.Event()  # set on close: a running qmd update is killed
         self._first_sync = threading.Event()  # the warm-up's first sync finished (or failed)
         self._closed = False
         self._write_config()
@@ -115,14 +122,13 @@ class QmdMemoryManager(ManagerBase):
     def _warm_up(self) -> None:
         try:
             self.sync()
-            with self._lock:
-                if not self._closed and self.backoff.ready():
-                    self._ensure_process()
         except Exception as exc:  # searches report it; the fallback answers meanwhile
             log.warning("mdrecall: QMD warm-up failed: %s", exc)
         finally:
             self._first_sync.set()
-        # QMD first, the fallback after: opening the builtin may load an embedding model (seconds).
+        # The process starts on its own thread (a failed start is recorded in the backoff); the
+        # fallback opens meanwhile, so it is ready if QMD is slow to start or never does.
+        self.supervisor.start()
         if self.settings.fallback == "builtin" and self.settings.warmFallback and not self._closed:
             builtin = self._builtin_manager()
             try:
@@ -132,6 +138,7 @@ class QmdMemoryManager(ManagerBase):
                 log.warning("mdrecall: builtin fallback index could not sync: %s", exc)
         if not self._closed:
             self.monitor.start()
+        self.supervisor.wait_started(self.settings.startTimeoutMs / 1000.0 + 5.0)
 
     def wait_warm(self, timeout: float | None = None) -> bool:
         """Wait for :meth:`start_background`'s first sync, process start and watcher (True: done)."""
@@ -148,7 +155,12 @@ class QmdMemoryManager(ManagerBase):
     @property
     def process(self) -> QmdProcess | None:
         """The warm ``qmd mcp`` process (None before the first start or after a failure)."""
-        return self._proc
+        return self.supervisor.process
+
+    @property
+    def starts(self) -> int:
+        """Processes started successfully over the manager's life."""
+        return self.supervisor.starts
 
     @property
     def builtin(self) -> MemorySearchManager | None:
@@ -159,14 +171,12 @@ class QmdMemoryManager(ManagerBase):
         if self._closed:
             return
         self._closed = True
+        self._cancel.set()
         self._run_close_hooks()  # background writers (recall tracking) drain first
         self.monitor.stop()
+        self.supervisor.close()  # first: the warm-up may be waiting for a start
         if self._background is not None and self._background is not threading.current_thread():
             self._background.join(10.0)
-        with self._lock:
-            proc, self._proc = self._proc, None
-        if proc is not None:
-            proc.close()
         with self._builtin_lock:
             builtin, self._builtin = self._builtin, None
         if builtin is not None:
@@ -178,44 +188,22 @@ class QmdMemoryManager(ManagerBase):
             raise QmdError("spawn", _NO_BINARY)
         return [str(self.binary), "--index", INDEX_NAME, *command, *self.settings.extraArgs]
 
-    def _ensure_process(self) -> QmdProcess:
-        """The live process, started if there is none. Caller holds ``_lock``.
-
-        A process found dead (killed, crashed) is a failure like any other: it is not restarted on
-        the spot, so the answer falls back and the backoff decides when QMD runs again.
-        """
-        proc = self._proc
-        if proc is not None and proc.alive and not self._restart_needed:
-            return proc
-        if proc is not None:
-            self._proc = None
-            proc.kill()
-            if not self._restart_needed:
-                raise QmdError("exited", proc.exit_message())
-        self._restart_needed = False
-        proc = QmdProcess(self._argv("mcp"), self._env, self.layout.root)
-        proc.start(self.settings.startTimeoutMs / 1000.0)
-        self.starts += 1
+    def _started(self, proc: QmdProcess) -> None:
+        """A new process, before any search gets it (on the start's thread)."""
         self.version = str(proc.server_info.get("version") or "") or self.version
-        self._proc = proc
         self._refresh_qmd_status(proc)
-        return proc
 
     def _refresh_qmd_status(self, proc: QmdProcess) -> None:
         self.qmd_status = proc.call_tool("status", {}, self.settings.timeoutMs / 1000.0)
 
-    def _on_failure(self, exc: QmdError) -> float:
-        """Record a failure, drop the process; seconds until QMD is tried again. Caller holds ``_lock``."""
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            proc.kill()
-        delay = self.backoff.fail(exc.kind, str(exc))
-        log.warning("mdrecall: QMD failed (%s: %s); the fallback answers, QMD retried in %.1fs", exc.kind, exc, delay)
-        return delay
+    def _acquire(self, deadline: float) -> QmdProcess:
+        """The process for one request, waiting for a start at most a share of the time left."""
+        budget = max(0.0, deadline - time.monotonic())
+        return self.supervisor.acquire(budget * _START_WAIT_SHARE)
 
     def _run_cli(self, args: Sequence[str], timeout_ms: int) -> str:
         """One QMD command to completion (``update``, ``embed``); its output, or QmdError."""
-        return run_command(self._argv(*args), self._env, self.layout.root, timeout_ms)
+        return run_command(self._argv(*args), self._env, self.layout.root, timeout_ms, self._cancel)
 
     # -- configuration and models ---------------------------------------------------------------
     def _write_config(self) -> bool:
@@ -267,7 +255,11 @@ class QmdMemoryManager(ManagerBase):
             if (pending.outstanding if defer_sessions else pending.count) == 0:
                 self.monitor.compared(comparison, generation)
                 return SyncReport(files_scanned=pending.files_on_disk, files_unchanged=pending.files_on_disk)
-        return self.sync(lock_timeout=lock_timeout)
+        if lock_timeout is None:
+            return self.sync()
+        # A slow or stopped `qmd update` never holds a search past the wait: it carries on in the
+        # background (bounded by updateTimeoutMs), and the answer is marked stale meanwhile.
+        return self._bounded_sync.run(lambda: self.sync(lock_timeout=lock_timeout), lock_timeout)
 
     # -- sync ------------------------------------------------------------------------------------
     def sync(self, force: bool = False, progress: ProgressCallback | None = None, *, lock_timeout: float | None = None) -> SyncReport:
@@ -290,7 +282,7 @@ class QmdMemoryManager(ManagerBase):
         if self.mirror is not None:
             self.mirror.export()
         if self._write_config():
-            self._restart_needed = self._proc is not None  # the running server read the old collections
+            self.supervisor.restart()  # the running server read the old collections
         observed: dict[str, Observed] = {}
         on_disk = stat_files(self.workspace, self.config, self.adapters, observed)
         try:
@@ -306,17 +298,17 @@ class QmdMemoryManager(ManagerBase):
             self._indexed = indexed_stamps(on_disk)
             self.last_sync_at = time.time()
             self.monitor.synced(SyncRun(report, observed), dirs, generation, report.files_scanned)
-            with self._lock:
-                if self._proc is not None and self._proc.alive and not self._restart_needed:
-                    try:
-                        self._refresh_qmd_status(self._proc)
-                    except QmdError:
-                        pass  # the next search finds out
+            proc = self.supervisor.current()
+            if proc is not None:
+                try:
+                    self._refresh_qmd_status(proc)
+                except QmdError:
+                    pass  # the next search finds out
         except QmdError as exc:
             self.last_sync_error = f"{exc.kind}: {exc}"
             report.rebuild_reason = f"QMD could not index ({exc}); the builtin engine answers meanwhile"
-            with self._lock:
-                self._on_failure(exc)
+            if exc.kind != "cancelled":
+                self.supervisor.fail(None, exc)
         if progress is not None:
             progress(SyncProgress(1, 1, "qmd update"))
         builtin = self._builtin
@@ -355,20 +347,23 @@ class QmdMemoryManager(ManagerBase):
         floor = cut_off(self.config, mode == "search", min_score)
         # While QMD is backing off, not even its index is touched: the builtin keeps itself fresh.
         stale, notes = self.monitor.before_search(session_key) if self.backoff.ready() else (False, [])
+        # QMD's share of this search, waiting for a start included: past it the fallback answers.
+        deadline = time.monotonic() + self.settings.timeoutMs / 1000.0
         reason: str | None = None
         ranked: list[Ranked] = []
-        with self._lock:
-            if not self.backoff.ready():
-                reason = (f"QMD unavailable ({self.backoff.last_kind}: {self.backoff.last_error}); answered by the builtin engine; "
-                          f"QMD is retried after {iso(self.backoff.retry_at)}")  # fmt: skip
-            else:
-                try:
-                    ranked = self._ask(self._ensure_process(), mode, text, wanted)
-                    self.backoff.succeed()
+        try:
+            proc = self._acquire(deadline)
+        except Unavailable as exc:
+            reason = self._unavailable(exc)
+        else:
+            try:
+                ranked = self._ask(proc, mode, text, wanted, max(0.0, deadline - time.monotonic()))
+                self.supervisor.succeed()
+                with self._lock:
                     self.answered_by, self.fallback_state = "qmd", None
-                except QmdError as exc:
-                    delay = self._on_failure(exc)
-                    reason = f"QMD failed ({exc.kind}: {exc}); answered by the builtin engine; QMD is retried in {delay:.1f} s"
+            except QmdError as exc:
+                delay = self.supervisor.fail(proc, exc)
+                reason = f"QMD failed ({exc.kind}: {exc}); answered by the builtin engine; QMD is retried in {delay:.1f} s"
         if reason is not None:
             response = self._fall_back(reason, request)
         else:
@@ -388,11 +383,20 @@ class QmdMemoryManager(ManagerBase):
         self._notify_search(text, response, session_key, when)
         return response
 
-    def _ask(self, proc: QmdProcess, mode: str, text: str, wanted: Sequence[str]) -> list[Ranked]:
+    def _unavailable(self, exc: Unavailable) -> str:
+        """Why QMD did not answer, for ``warnings`` and ``status()``."""
+        if exc.kind in ("starting", "closed"):
+            return f"{exc}; answered by the builtin engine meanwhile"
+        if exc.kind == "backoff":
+            return (f"QMD unavailable ({self.backoff.last_kind}: {self.backoff.last_error}); answered by the builtin engine; "
+                    f"QMD is retried after {iso(self.backoff.retry_at)}")  # fmt: skip
+        delay = max(0.0, self.backoff.retry_at - time.time())
+        return f"QMD failed ({exc.kind}: {exc}); answered by the builtin engine; QMD is retried in {delay:.1f} s"
+
+    def _ask(self, proc: QmdProcess, mode: str, text: str, wanted: Sequence[str], timeout: float) -> list[Ranked]:
         names = sorted(c.name for c in self.collections.values() if c.source in wanted)
         if not names:
             return []
-        timeout = self.settings.timeoutMs / 1000.0
         # QMD's lex sub-query returns at most 20 documents per collection; ask for all of them.
         base: dict[str, Any] = {"limit": 20 * len(names), "collections": names}
         if mode == "search":
@@ -467,13 +471,17 @@ class QmdMemoryManager(ManagerBase):
             # (`mdrecall status`) waits a moment for the warm-up's first sync rather than report
             # every file as pending.
             self._first_sync.wait(self.config.sync.searchWaitMs / 1000.0)
-        with self._lock:
-            if self.backoff.ready() and not self._closed:
+        if self.backoff.ready() and not self._closed:
+            try:
+                proc = self._acquire(time.monotonic() + self.settings.timeoutMs / 1000.0)
+            except Unavailable:
+                pass  # starting, or the failure is recorded: build_status says which
+            else:
                 try:
-                    self._refresh_qmd_status(self._ensure_process())
-                    self.backoff.succeed()
+                    self._refresh_qmd_status(proc)
+                    self.supervisor.succeed()
                 except QmdError as exc:
-                    self._on_failure(exc)
+                    self.supervisor.fail(proc, exc)
         return build_status(self)
 
     def probe_embedding_availability(self) -> ProbeResult:

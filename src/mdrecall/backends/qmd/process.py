@@ -30,7 +30,8 @@ _OUTPUT_KEEP = 2000  # characters of a failed command's output kept for its erro
 
 
 class QmdError(Exception):
-    """QMD could not answer. ``kind``: spawn, timeout, exited, protocol or tool."""
+    """QMD could not answer. ``kind``: spawn, timeout, exited, protocol, tool, or cancelled (stopped by
+    ``close()``: not QMD's failure)."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
@@ -255,9 +256,11 @@ class QmdProcess:
         return list(self._stderr)
 
 
-def run_command(argv: Sequence[str], env: dict[str, str], cwd: Path, timeout_ms: int) -> str:
+def run_command(argv: Sequence[str], env: dict[str, str], cwd: Path, timeout_ms: int,
+                cancel: threading.Event | None = None) -> str:  # fmt: skip
     """One short QMD command (``update``, ``embed``) to completion: its output, or QmdError. Killed
-    with its whole process group past ``timeout_ms``."""
+    with its whole process group past ``timeout_ms``, or as soon as ``cancel`` is set (the manager
+    closed: a stopped command must not outlive it)."""
     what = "qmd " + " ".join(argv[3:])  # after [qmd, --index, name]
     try:
         proc = subprocess.Popen(
@@ -266,15 +269,23 @@ def run_command(argv: Sequence[str], env: dict[str, str], cwd: Path, timeout_ms:
         )  # fmt: skip
     except OSError as exc:
         raise QmdError("spawn", f"cannot start {argv[0]}: {exc}") from exc
-    try:
-        out, _ = proc.communicate(timeout=timeout_ms / 1000.0)
-    except subprocess.TimeoutExpired:
+    deadline = time.monotonic() + timeout_ms / 1000.0
+    while True:
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            proc.kill()
-        proc.communicate()
-        raise QmdError("timeout", f"{what} took longer than {timeout_ms} ms") from None
+            out, _ = proc.communicate(timeout=max(0.0, min(0.25, deadline - time.monotonic())))
+            break
+        except subprocess.TimeoutExpired:
+            cancelled = cancel is not None and cancel.is_set()
+            if not cancelled and time.monotonic() < deadline:
+                continue  # communicate() may be called again after a timeout; nothing is lost
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                proc.kill()
+            proc.communicate()
+            if cancelled:
+                raise QmdError("cancelled", f"{what} stopped: the manager closed") from None
+            raise QmdError("timeout", f"{what} took longer than {timeout_ms} ms") from None
     text = out.decode("utf-8", "replace")
     if proc.returncode != 0:
         raise QmdError("exited", f"{what} exited with code {proc.returncode}: {text.strip()[-_OUTPUT_KEEP:]}")

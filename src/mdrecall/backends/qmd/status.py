@@ -50,6 +50,7 @@ def build_status(manager: QmdMemoryManager) -> Status:
         "process": {
             "transport": "mcp-stdio",
             "running": bool(process and process.alive),
+            "starting": manager.supervisor.starting,
             "pid": process.pid if process else None,
             "startedAt": iso(process.started_at) if process else None,
             "starts": manager.starts,
