@@ -44,7 +44,6 @@ from mdrecall.search import relevance as rel
 from mdrecall.search.filelines import lengths_for
 from mdrecall.search.pipeline import SearchPlan, gather
 from mdrecall.search.scope import scope_for
-from mdrecall.search.speaker import asked_speaker
 
 
 def _covers(hit_path: str, start: int, end: int, gold: list[dict[str, Any]]) -> bool:
@@ -94,7 +93,7 @@ def collect(args: argparse.Namespace) -> list[dict[str, Any]]:
                                 "known": found.stats.known if found.stats else 0.0,
                                 "topical": found.topical,
                                 "nterms": len(found.stats.terms) if found.stats else 0,
-                                "asked": asked_speaker(q["query"]), "other_speaker": int(h.other_speaker),
+                                "asked": found.speaker.kind if found.speaker else None, "other_speaker": int(h.other_speaker),
                             })
             print(f"{dataset} {provider}: {len(rows)} rows", file=sys.stderr, flush=True)
     return rows
@@ -208,20 +207,24 @@ def fit(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def fit_speaker(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The logit offset of a hit stating the other speaker's words (search/speaker.py): a logistic
+    """The logit offset of a hit stating another speaker's words (search/speaker.py): a logistic
     regression of the label on the shipped logit and that indicator, over on-topic questions that ask
-    about one speaker; the offset is the indicator's weight in units of the logit's own."""
+    about one speaker (by role, or by name); the offset is the indicator's weight in units of the
+    logit's own."""
     out: dict[str, Any] = {}
     for name, provider in (("keyword", lambda r: r["provider"] == "none"), ("hybrid", lambda r: r["provider"] != "none")):
-        asked = [r for r in rows if provider(r) and not r["offtopic"] and r.get("asked")]
-        if not asked or not any(r["other_speaker"] for r in asked):
-            continue
-        w = fit_logistic(np.array([[shipped_logit(r), r["other_speaker"]] for r in asked]),
-                         np.array([r["label"] for r in asked], float))  # fmt: skip
-        other = [r for r in asked if r["other_speaker"]]
-        out[name] = {"offset": round(float(w[2] / w[1]), 3), "logit_weight": round(float(w[1]), 3), "n": len(asked),
-                     "n_other": len(other), "gold_other": sum(r["label"] for r in other),
-                     "gold_same": sum(r["label"] for r in asked if not r["other_speaker"])}
+        for kind in ("role", "name"):
+            asked = [r for r in rows if provider(r) and not r["offtopic"] and r.get("asked") == kind]
+            if not asked or not any(r["other_speaker"] for r in asked):
+                continue
+            w = fit_logistic(np.array([[shipped_logit(r), r["other_speaker"]] for r in asked]),
+                             np.array([r["label"] for r in asked], float))  # fmt: skip
+            other = [r for r in asked if r["other_speaker"]]
+            out[f"{name}/{kind}"] = {
+                "offset": round(float(w[2] / w[1]), 3), "logit_weight": round(float(w[1]), 3), "n": len(asked),
+                "n_other": len(other), "gold_other": sum(r["label"] for r in other),
+                "gold_same": sum(r["label"] for r in asked if not r["other_speaker"]),
+            }
     return out
 
 

@@ -194,6 +194,14 @@ class QueryConfig(_Section):
     # weak on-topic hits (LoCoMo keyword-only recall@budget 0.81 → 0.74 at 0.35). Used only while
     # minScore is left at its configured value; an explicit min_score always wins. 0.1 ≈ P 0.0007.
     keywordOnlyMinScore: float = Field(default=0.1, ge=0, le=1)
+    # A question about no one this memory knows (no "I"/"we", no person its notes name: "What is
+    # the capital of Mongolia?") is general knowledge: a hybrid or vector search answers it only
+    # when its best hit reaches this score (0.5 ≈ P 0.053) or a hit matches words specific to this
+    # memory; then every hit above the cut-off is shown. A memory of chats about everything
+    # otherwise answers most such questions with a near miss (docs/retrieval.md, "General
+    # questions"). Keyword lookups ("Safari", "on-call rotation"), questions about someone and
+    # keyword-only searches are not gated. Used only while minScore is left as configured.
+    generalMinScore: float = Field(default=0.5, ge=0, le=1)
     maxInjectedChars: int = Field(default=4000, ge=100)
     hybrid: HybridConfig = Field(default_factory=HybridConfig)
     mmr: MmrConfig = Field(default_factory=MmrConfig)

@@ -8,7 +8,16 @@ from pathlib import Path
 import pytest
 
 from mdrecall import open_manager
-from mdrecall.search.speaker import asked_speaker, line_speakers, prefer
+from mdrecall.search.speaker import (
+    asked_names,
+    asked_speaker,
+    is_question,
+    line_name,
+    line_speakers,
+    name_counts,
+    prefer,
+    speaker_names,
+)
 
 
 @pytest.mark.parametrize(
@@ -91,3 +100,72 @@ def test_a_piece_of_a_long_reply_is_still_the_assistants(make_ws: Callable[..., 
         assert hits[0].path == "memory/2024-03-09.md"
         piece = next(h for h in hits if h.path == "memory/2024-03-02.md")
         assert not piece.snippet.startswith("- assistant") and piece.explanation["speaker"]["statedBy"] == "assistant"
+
+
+@pytest.mark.parametrize(
+    ("line", "name"),
+    [
+        ("- [D1:3] Caroline: I went to a support group.", "caroline"),
+        ("Melanie: Hey Caroline!", "melanie"),
+        ("- **Tomás Ribeiro**: owns the importer", "tomás ribeiro"),
+        ("- user: hi", None),  # a role, read by the role rules
+        ("- note: lower-case labels name nobody", None),
+        ("- Plain text without a label.", None),
+    ],
+)
+def test_the_person_a_line_names(line: str, name: str | None) -> None:
+    assert line_name(line) == name
+
+
+def test_only_a_name_labelling_two_lines_is_a_speaker() -> None:
+    assert speaker_names([name_counts(["caroline", "stack", "melanie", "caroline", None]), {"melanie": 1}]) == {"caroline", "melanie"}
+
+
+@pytest.mark.parametrize(
+    ("query", "names"),
+    [
+        ("What pets does Melanie have?", {"melanie"}),
+        ("How long have Mel and her husband been married?", {"melanie"}),  # a capitalised short form
+        ("What car does John drive?", {"john"}),  # "car" is not Caroline
+        ("What is Caroline's favourite book?", {"caroline"}),
+        ("Did Caroline and Melanie both go camping?", {"caroline", "melanie"}),
+        ("Where is the database hosted?", set()),
+    ],
+)
+def test_the_people_a_question_names(query: str, names: set[str]) -> None:
+    assert asked_names(query, frozenset({"caroline", "melanie", "john"})) == names
+
+
+def test_a_line_asks_when_the_sentences_holding_the_words_are_questions() -> None:
+    def holds(sentence: str) -> bool:
+        return "yoga" in sentence
+
+    assert is_question("- [D2:4] Maria: Wow, that looks great! What kind of yoga is it?", holds)
+    assert is_question("- [D2:5] Maria: Is it a martial arts place or a yoga studio? It looks awesome!", holds)
+    assert not is_question("- [D2:6] Maria: I love aerial yoga. Have you tried it?", holds)
+    assert is_question("Caroline: how are you? [shares a photo]")
+
+
+def test_a_question_naming_a_person_prefers_that_persons_statements(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict]
+) -> None:
+    """Caroline states her own pets; asked about Melanie's, the exchange where Melanie answers ranks
+    first and Caroline's statement pays the named-speaker offset, saying who stated it."""
+    ws = make_ws({
+        "MEMORY.md": "# Memory\n",
+        "memory/2024-01-05.md": "# 2024-01-05\n\n- Caroline: My pets are two guinea pigs, Pip and Squeak.\n"
+                                "- Melanie: They sound adorable!\n- Caroline: They really are.\n",
+        "memory/2024-02-09.md": "# 2024-02-09\n\n- Caroline: Do you have any pets at home these days?\n"
+                                "- Melanie: Yes, we got another cat named Bailey, so two cats now.\n- Caroline: Lovely.\n",
+    })
+    config = cfg(dreaming={"enabled": False}, query={"minScore": 0})
+    with open_manager(ws, config) as m:
+        hits = m.search("What pets does Melanie have?").results
+        assert [h.path for h in hits] == ["memory/2024-02-09.md", "memory/2024-01-05.md"], [h.path for h in hits]
+        assert hits[1].explanation["speaker"] == {**hits[1].explanation["speaker"], "asked": "Melanie", "statedBy": "Caroline"}
+        assert "speaker" not in hits[0].explanation
+    config["query"] = {**config["query"], "speakers": False}
+    with open_manager(ws, config) as m:
+        plain = m.search("What pets does Melanie have?").results
+        assert all("speaker" not in h.explanation for h in plain)
+        assert plain[0].path == "memory/2024-01-05.md"  # the statement that repeats the words, without the rule

@@ -219,6 +219,10 @@ class ApproximateVectors:
             gone = keys[np.isin(have, now, invert=True)][:, 0]
             kept = keys[np.isin(have, now)]
             new = refs[np.isin(now, have, invert=True)]
+            if not rebuild and not len(gone) and not len(new) and _matches(built, wanted):
+                # Nothing moved (a search asked again while an update ran): keep the files and the
+                # record of the last real update.
+                return {"unchanged": True, "entries": int(len(keys))}
             index.remove(gone)
             layout = VectorLayout(False, str(wanted["encoding"]))
             added: list[Any] = []

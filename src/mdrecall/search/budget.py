@@ -74,6 +74,8 @@ class Hit:
     #: and what that costs its logit.
     other_speaker: bool = False
     speaker_logit: float = 0.0
+    #: Who states the hit's matching line when that is not the asked speaker (explanations).
+    stated_by: str | None = None
     decay: float | None = None
     #: Knowledge updates (search/supersede.py): the newer statement's citation when this one is
     #: known to be out of date, and what the explanation says about it.

@@ -65,8 +65,8 @@ def explain(hit: Hit, found: Gathered, debug: bool = False) -> dict[str, Any]:
         out["date"] = {"score": _score(logit), "change": round(_score(logit) - _score(before), 4)}
     if hit.other_speaker and found.speaker is not None and hit.speaker_logit:
         before, logit = logit, logit + hit.speaker_logit
-        stated_by = "assistant" if found.speaker == "user" else "user"
-        out["speaker"] = {"asked": found.speaker, "statedBy": stated_by, "score": _score(logit),
+        stated_by = hit.stated_by or ("assistant" if found.speaker.wanted == "user" else "user")
+        out["speaker"] = {"asked": found.speaker.label(), "statedBy": stated_by, "score": _score(logit),
                           "change": round(_score(logit) - _score(before), 4)}  # fmt: skip
     if hit.supersession:
         moved = dict(hit.supersession)

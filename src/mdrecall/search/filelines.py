@@ -13,11 +13,11 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mdrecall.search.speaker import Speaker, markdown_speaker
+from mdrecall.search.speaker import Speaker, line_name, markdown_speaker, name_counts
 
 #: (path, source) -> the length of each line as a reader of the citation gets it (a Markdown line's
 #: characters; a transcript line's message content), or None when the file cannot be read.
@@ -46,6 +46,10 @@ class FileLineLengths:
         found = self._lines(path)
         return found.speakers if found is not None else None
 
+    def names(self, path: str, source: str) -> FileLines | None:
+        """Whom each line of the file names as its speaker, and the file's people (search/speaker.py)."""
+        return self._lines(path)
+
     def _lines(self, path: str) -> FileLines | None:
         candidate = Path(path)
         full = candidate if candidate.is_absolute() else self.root / candidate
@@ -66,11 +70,13 @@ class FileLineLengths:
         except OSError:
             return None
         jsonl = path.endswith(".jsonl")
-        found: FileLines = FileLines([], [])
+        found: FileLines = FileLines([], [], [])
         for line in text.replace("\r\n", "\n").split("\n"):
-            length, speaker = _read_line(line, jsonl)
+            length, speaker, name = _read_line(line, jsonl)
             found.lengths.append(length)
             found.speakers.append(speaker)
+            found.names.append(name)
+        found.people = name_counts(found.names)
         with self._lock:
             self._cache[path] = (stamp, found)
             if len(self._cache) > self._max:
@@ -84,15 +90,19 @@ class FileLines:
 
     lengths: list[int]
     speakers: list[Speaker | None]
+    #: The person each line names as its speaker ("- [D1:3] Caroline: …"), case-folded.
+    names: list[str | None]
+    #: How many lines each name labels: who speaks in this file.
+    people: dict[str, int] = field(default_factory=dict)
 
 
-def _read_line(line: str, jsonl: bool) -> tuple[int, Speaker | None]:
+def _read_line(line: str, jsonl: bool) -> tuple[int, Speaker | None, str | None]:
     if not jsonl:
-        return len(line), markdown_speaker(line)
+        return len(line), markdown_speaker(line), line_name(line)
     try:
         record = json.loads(line)
     except ValueError:
-        return len(line), None
+        return len(line), None, None
     if isinstance(record, dict):
         inner = record.get("message")
         message: dict[str, Any] = inner if isinstance(inner, dict) else record
@@ -100,9 +110,9 @@ def _read_line(line: str, jsonl: bool) -> tuple[int, Speaker | None]:
         speaker: Speaker | None = role if role in ("user", "assistant") else None
         content = message.get("content", "")
         if isinstance(content, str):
-            return len(content), speaker
-        return len(json.dumps(content)), speaker
-    return len(line), None
+            return len(content), speaker, line_name(content)
+        return len(json.dumps(content)), speaker, None
+    return len(line), None, None
 
 
 _SHARED: dict[Path, FileLineLengths] = {}

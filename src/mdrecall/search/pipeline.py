@@ -16,7 +16,7 @@ own candidates (the Postgres backend); the corpus statistics it needs come from 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -34,13 +34,22 @@ from mdrecall.search.dates import date_logit, query_dates
 from mdrecall.search.dating import FileTimes
 from mdrecall.search.decay import decay_multiplier
 from mdrecall.search.explain import explain
-from mdrecall.search.filelines import FileLineLengths, LineLengths
+from mdrecall.search.filelines import FileLineLengths, FileLines, LineLengths
 from mdrecall.search.fusion import rrf_fusion
 from mdrecall.search.keyword import Candidate, keyword_search, scan_search
 from mdrecall.search.markup import ChunkRow, MarkupSource, collect
 from mdrecall.search.mmr import mmr_rerank
 from mdrecall.search.scope import ScopeLike
-from mdrecall.search.speaker import Speaker, asked_speaker, line_speakers, other_speaker, prefer
+from mdrecall.search.speaker import (
+    asked_names,
+    asked_speaker,
+    general_question,
+    is_question,
+    line_speakers,
+    other_speaker,
+    prefer,
+    speaker_names,
+)
 from mdrecall.search.supersede import Context, Link, enforce, supersede
 from mdrecall.store.db import IndexDB
 from mdrecall.text import cjk_share
@@ -52,6 +61,10 @@ VectorSearch = Callable[[IndexDB, "np.ndarray", int, ScopeLike], list[Candidate]
 NOTHING_RELEVANT = "nothing relevant"
 #: Why a search returned nothing: no chunk matched at all.
 NO_CANDIDATES = "no candidates"
+#: A hit whose matched query words weigh this much, in units of the rarest word possible (a word
+#: only it holds weighs ~0.8-0.9), matches what is specific to this memory: a general question it
+#: answers is not gated (``general_gate``).
+SPECIFIC_MASS = 0.9
 #: The logit of a side that found nothing (far below any cut-off).
 _NO_EVIDENCE = -12.0
 
@@ -96,6 +109,20 @@ class Retrieved:
     query_vec: Vector | None
 
 
+@dataclass(frozen=True)
+class Asked:
+    """Whom a question asks about: the user's or the assistant's words (``kind`` "role"), or one or
+    more people a conversation's lines name (``kind`` "name")."""
+
+    kind: str
+    wanted: str | frozenset[str]
+
+    def label(self) -> str:
+        if isinstance(self.wanted, str):
+            return self.wanted
+        return " and ".join(sorted(name.title() for name in self.wanted))
+
+
 @dataclass
 class Gathered:
     """Every candidate of one search with its evidence and score, before filtering and packing."""
@@ -107,8 +134,11 @@ class Gathered:
     stats: rel.QueryStats | None
     #: The query's mean cosine to every stored vector (None without vectors).
     topical: float | None = None
-    #: Whose words the question asks about (search/speaker.py), None: it does not say.
-    speaker: Speaker | None = None
+    #: Whose words the question asks about (search/speaker.py): a role or the people it names
+    #: (None: it does not say).
+    speaker: Asked | None = None
+    #: The people the candidates' files name as speakers (search/speaker.py).
+    people: frozenset[str] = frozenset()
 
 
 def cut_off(config: MemoryConfig, keyword_only: bool, requested: float | None) -> float:
@@ -119,6 +149,20 @@ def cut_off(config: MemoryConfig, keyword_only: bool, requested: float | None) -
     if requested is not None and requested != q.minScore:
         return requested
     return q.keywordOnlyMinScore if keyword_only else q.minScore
+
+
+def general_gate(config: MemoryConfig, query: str, people: frozenset[str], requested: float | None,
+                 mode: SearchMode) -> float | None:
+    """The score a search's best hit must reach for it to answer at all, when ``query`` is a general
+    question (search/speaker.py ``general_question``); None when no gate applies: a lookup, a question
+    about someone, a caller's own ``min_score``, or a search on keywords alone (keyword evidence
+    cannot tell "what is the cat called?" over a small memory from an off-topic question: measured
+    in docs/retrieval.md). A search with a hit that matches words specific to this memory
+    (``SPECIFIC_MASS``) is never gated either. The same rule in every backend."""
+    q = config.query
+    if (requested is not None and requested != q.minScore) or mode in ("keyword-only", "file-scan"):
+        return None
+    return q.generalMinScore if general_question(query, people) else None
 
 
 def candidate_limit(config: MemoryConfig, max_results: int, as_of: datetime | None = None) -> int:
@@ -305,7 +349,8 @@ def score_candidates(
                 if rowid in hits:
                     hits[rowid].cosine = cos
 
-    wanted = _speakers(list(hits.values()), plan.query, plan.line_lengths) if q.speakers and hits else None
+    people = _people(list(hits.values()), plan.line_lengths)
+    wanted = _speakers(list(hits.values()), plan.query, plan.line_lengths, stats, corpus, people) if q.speakers and hits else None
     topical = corpus.mean_cosine(query_vec) if query_vec is not None and hits else None
     vmodel = rel.vector_model(model)
     dates = query_dates(plan.query, plan.now) if q.dates.enabled else []
@@ -324,12 +369,12 @@ def score_candidates(
             hit.date_boost = date_logit(hit.path, hit.source, dates, q.dates.boost, q.dates.nearbyDays)
             logit += hit.date_boost
         if wanted is not None and hit.other_speaker:
-            hit.speaker_logit = rel.SPEAKER_OFFSET
+            hit.speaker_logit = rel.SPEAKER_OFFSET if wanted.kind == "role" else rel.NAMED_SPEAKER_OFFSET.get(mode, 0.0)
             logit += hit.speaker_logit
         hit.logit = logit
         hit.score = rel.SCALE.score(logit)
     ordered = sorted(hits.values(), key=lambda h: h.score, reverse=True)
-    return Gathered(ordered, mode, warnings, degraded, stats, topical, wanted)
+    return Gathered(ordered, mode, warnings, degraded, stats, topical, wanted, people)
 
 
 def rank_candidates(
@@ -377,6 +422,7 @@ def rank_candidates(
         links = supersede(hits, ctx)
 
     relevance = {id(h): h.score for h in hits}
+    gated = False
     if q.temporalDecay.enabled:
         for h in hits:
             h.decay = decay_multiplier(h.path, h.source, plan.now, q.temporalDecay.halfLifeDays)
@@ -389,6 +435,13 @@ def rank_candidates(
     if not passing and q.temporalDecay.enabled:
         # Decay must not hide the only answer: fall back to hits relevant before decay.
         passing = [h for h in hits if relevance[id(h)] >= min_score]
+    general = general_gate(config, plan.query, found.people, plan.min_score, found.mode)
+    if passing and general is not None and not any(h.evidence is not None and h.evidence.mass >= SPECIFIC_MASS for h in passing):
+        best = max(relevance[id(h)] for h in passing)
+        if best < general:
+            warnings.append(f"nothing relevant: a general question (about no one in this memory) is answered only when "
+                            f"its best hit scores at least generalMinScore {general:g} (best {best:.3f})")  # fmt: skip
+            passing, gated = [], True
 
     if q.mmr.enabled and len(passing) > 1:
         head = passing[: max(q.mmr.candidates, plan.max_results)]
@@ -401,7 +454,7 @@ def rank_candidates(
         reason = NOTHING_RELEVANT if hits or later_only else NO_CANDIDATES
         if later_only and plan.as_of is not None:
             warnings.append(f"nothing relevant: nothing known as of {plan.as_of.isoformat(timespec='minutes')} matched")
-        elif hits:
+        elif hits and not gated:  # a gated search has said why
             warnings.append(
                 f"nothing relevant: no memory scored at least minScore {min_score:g} (best {hits[0].score:.3f})"
             )
@@ -426,39 +479,116 @@ def rank_candidates(
     return SearchOutcome(results, found.mode, warnings, found.degraded, reason)
 
 
-def _speakers(hits: Sequence[Hit], query: str, lengths: LineLengths | None) -> Speaker | None:
+def _people(hits: Sequence[Hit], lengths: LineLengths | None) -> frozenset[str]:
+    """The names that label at least two lines of the candidates' files: the people speaking there."""
+    if not isinstance(lengths, FileLineLengths) or not hits:
+        return frozenset()
+    counts: list[dict[str, int]] = []
+    for path, source in {(h.path, h.source) for h in hits}:
+        found = lengths.names(path, source)
+        if found is not None:
+            counts.append(found.people)
+    return speaker_names(counts)
+
+
+def _speakers(hits: Sequence[Hit], query: str, lengths: LineLengths | None, stats: rel.QueryStats | None,
+              corpus: Corpus, people: frozenset[str]) -> Asked | None:
     """Mark each hit for the speaker the question asks about (search/speaker.py): the line it is
     narrowed to (and states its fact on) is that speaker's where it has one that matches, and a hit
-    whose statement is the other speaker's says so (``other_speaker``; its score pays for it)."""
-    wanted = asked_speaker(query)
-    if wanted is None:
+    whose statement is another speaker's says so (``other_speaker``; its score pays for it). A
+    question naming people of a conversation asks about them; else one in the first person asks
+    about the user's words, one recalling "what you said" about the assistant's."""
+    files = lengths if isinstance(lengths, FileLineLengths) else None
+    names = asked_names(query, people)
+    role = asked_speaker(query)
+    holds: Callable[[str], bool] | None = None
+    if names:
+        asked = Asked("name", names)
+        if stats is not None:
+            # The asked person's name is on every line they speak: which line states the fact is
+            # told by the question's other words.
+            named = {i for i, term in enumerate(stats.terms) if asked_names(term.title(), names)}
+            kept = replace(stats, forms=[f for i, f in enumerate(stats.forms) if i not in named],
+                           cjk=[c for i, c in enumerate(stats.cjk) if i not in named])
+            holds = (lambda text: rel.holds_terms(kept, text, corpus)) if kept.forms else None
+            for hit in hits:
+                if hit.evidence is not None and len(hit.evidence.line_terms) == len(hit.line_weights):
+                    hit.line_weights = [sum(stats.idf[i] for i in terms if i not in named) for terms in hit.evidence.line_terms]
+    elif role is not None:
+        asked = Asked("role", role)
+    else:
         return None
-    file_speakers = lengths.speakers if isinstance(lengths, FileLineLengths) else None
     for hit in hits:
         if hit.source == "sessions" and hit.line_map is None:
             hit.line_map = message_map(hit.text, hit.start_line, hit.end_line)
-        speakers = _hit_speakers(hit, file_speakers)
+        numbers = _line_numbers(hit)
+        lines = _file_lines(files, hit) if files is not None and numbers is not None else None
+        if lines is not None and numbers is not None:
+            labels = lines.names if asked.kind == "name" else lines.speakers
+            # A question states a fact of whoever answers it, in a conversation between people; a
+            # user's question to an assistant often states the user's own ("we fly to Lisbon on
+            # Friday: what should I pack?"), so roles keep their lines' own speakers.
+            speakers: list[str | None] = (_stating(hit, numbers, labels, lines.lengths, holds) if asked.kind == "name"
+                                          else [labels[n - 1] for n in numbers])
+        elif asked.kind == "role":
+            speakers = list(line_speakers(hit.text, hit.source, hit.line_map))
+        else:
+            continue
         if hit.line_weights and "\n" in hit.text:
-            hit.line_weights = prefer(hit.line_weights, speakers, wanted)
-        hit.other_speaker = other_speaker(hit.line_weights or [0.0] * len(speakers), speakers, wanted)
-    return wanted
+            hit.line_weights = prefer(hit.line_weights, speakers, asked.wanted)
+        hit.other_speaker = other_speaker(hit.line_weights or [0.0] * len(speakers), speakers, asked.wanted)
+        if hit.other_speaker:
+            hit.stated_by = _stated_by(hit.line_weights, speakers, asked)
+    return asked
 
 
-def _hit_speakers(hit: Hit, file_speakers: Callable[[str, str], Sequence[Speaker | None] | None] | None) -> list[Speaker | None]:
-    """Who spoke each line of the hit's text: read from the file where it can be (a piece of a long
-    line does not start with its speaker), else from the text itself."""
+def _line_numbers(hit: Hit) -> list[int] | None:
+    """The file line (transcript message) of each line of the hit's text, or None when unknown."""
     count = hit.text.count("\n") + 1
-    numbers: Sequence[int] | None
     if hit.source == "sessions":
-        numbers = hit.line_map
-    elif hit.end_line - hit.start_line + 1 == count:
-        numbers = range(hit.start_line, hit.end_line + 1)
+        return list(hit.line_map) if hit.line_map is not None and len(hit.line_map) == count else None
+    if hit.end_line - hit.start_line + 1 == count:
+        return list(range(hit.start_line, hit.end_line + 1))
+    return [hit.start_line] * count if hit.start_line == hit.end_line else None
+
+
+def _file_lines(files: FileLineLengths, hit: Hit) -> FileLines | None:
+    found = files.names(hit.path, hit.source)
+    numbers = _line_numbers(hit)
+    if found is None or numbers is None or not all(1 <= n <= len(found.names) for n in numbers):
+        return None
+    return found
+
+
+def _stating(hit: Hit, numbers: list[int], labels: Sequence[str | None], lengths: Sequence[int],
+             holds: Callable[[str], bool] | None) -> list[str | None]:
+    """Per line of the hit, whose statement it carries: its speaker's, except for a question, which
+    states nothing itself: it carries the statement of whoever answers it on the next line (message)
+    of the file ("Caroline: how long have you been married?" / "Melanie: 5 years")."""
+    texts = hit.text.split("\n")
+    own = [labels[n - 1] for n in numbers]
+    asks = {n for i, n in enumerate(numbers) if (i + 1 == len(numbers) or numbers[i + 1] != n) and is_question(texts[i], holds)}
+    out: list[str | None] = []
+    for n, label in zip(numbers, own):
+        if n in asks:
+            nxt = n + 1
+            while nxt <= len(lengths) and lengths[nxt - 1] == 0:  # blank lines between turns
+                nxt += 1
+            answer = labels[nxt - 1] if nxt <= len(labels) else None
+            label = answer if answer is not None else label
+        out.append(label)
+    return out
+
+
+def _stated_by(weights: Sequence[float], speakers: Sequence[str | None], asked: Asked) -> str | None:
+    if weights and max(weights) > 0 and len(weights) == len(speakers):
+        best = max(range(len(weights)), key=lambda i: (weights[i], -i))
+        label = speakers[best]
     else:
-        numbers = [hit.start_line] * count if hit.start_line == hit.end_line else None
-    found = file_speakers(hit.path, hit.source) if file_speakers is not None and numbers is not None else None
-    if found is not None and numbers is not None and len(numbers) == count and all(1 <= n <= len(found) for n in numbers):
-        return [found[n - 1] for n in numbers]
-    return line_speakers(hit.text, hit.source, hit.line_map)
+        label = next((s for s in speakers if s is not None), None)
+    if label is None:
+        return None
+    return label if asked.kind == "role" else label.title()
 
 
 def _rank_fuse(hits: list[Hit], vector_weight: float, text_weight: float, k: int) -> None:
@@ -476,7 +606,7 @@ def _reads_cjk(languages: Sequence[str]) -> bool:
 
 
 __all__ = [
-    "NOTHING_RELEVANT", "NO_CANDIDATES", "Gathered", "Retrieved", "SearchOutcome", "SearchPlan", "VectorSearch",
-    "candidate_limit", "cut_off", "explain", "gather", "rank_candidates", "retrieve", "run_search", "score_candidates",
+    "NOTHING_RELEVANT", "NO_CANDIDATES", "Asked", "Gathered", "Retrieved", "SearchOutcome", "SearchPlan", "VectorSearch",
+    "candidate_limit", "cut_off", "explain", "general_gate", "gather", "rank_candidates", "retrieve", "run_search", "score_candidates",
     "vector_skip_reason",
 ]  # fmt: skip

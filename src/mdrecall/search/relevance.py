@@ -94,6 +94,12 @@ FUSION_MODEL = FusionModel(intercept=0.948, keyword=0.645, vector=0.429)
 #: Logit added to a hit whose statement is the other speaker's than the question asks about
 #: (search/speaker.py): fitted by benchmarks/calibrate.py (see docs/retrieval.md).
 SPEAKER_OFFSET = -4.1
+#: The same for a question naming one person of a conversation and a hit stating another's words,
+#: by mode. Fitted by benchmarks/calibrate.py on LoCoMo (both layouts): -2.05 keyword-only, -1.30
+#: hybrid; hybrid takes none because there the vector evidence already tells the people apart
+#: (LoCoMo hybrid recall@budget 0.8305 / 0.8130 without it against 0.8293 / 0.8074 with it;
+#: keyword-only 0.8201 -> 0.8259 daily with it).
+NAMED_SPEAKER_OFFSET = {"keyword-only": -2.0, "file-scan": -2.0}
 SCALE = ScoreScale(pivot=math.log(0.016 / 0.984), spread=2.0)
 
 
@@ -240,6 +246,14 @@ def evidence(stats: QueryStats, text: str, ref_length: float, tokenizer: Tokens)
         line_terms=per_line,
         known=stats.known,
     )
+
+
+def holds_terms(stats: QueryStats, text: str, tokenizer: Tokens) -> bool:
+    """Whether ``text`` holds any of the query's terms (as :func:`evidence` matches them)."""
+    present = set(tokenizer.tokens(text))
+    flat = text.replace(" ", "") if any(stats.cjk) else ""
+    return any(form[0] in flat if is_cjk else all(s in present for s in form)
+               for form, is_cjk in zip(stats.forms, stats.cjk, strict=True))  # fmt: skip
 
 
 class FallbackTokens:
