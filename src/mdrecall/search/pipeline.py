@@ -11,6 +11,11 @@ Everything after retrieval (:func:`rank_candidates`) is shared by every engine t
 own candidates (the Postgres backend); the corpus statistics it needs come from a
 :class:`~mdrecall.search.corpus.Corpus` of that engine's store. Each hit carries an
 ``explanation``: the signals behind its score (docs/retrieval.md).
+
+Why this module is long: every stage after retrieval reads the same candidate list and the same
+query analysis (named speakers, general questions, restatements), and splitting the stages apart
+would pass that state through a dozen signatures; each stage's own arithmetic lives in its module
+(relevance, narrowing, packing, supersession).
 """
 
 from __future__ import annotations
