@@ -25,7 +25,7 @@ warm-up (model load, first index, caches filling). Slopes are least squares over
 
     nice -n 10 python benchmarks/soak.py --minutes 30 --out benchmarks/results/soak.json
 
-tests/test_soak.py runs the same driver for ~25 s (no flatness verdict: that needs the long run).
+tests/test_soak.py runs the same driver for ~20 s (no flatness verdict: that needs the long run).
 Figures: docs/reliability.md, "Soak".
 
 This module is longer than 500 lines because it is one experiment: the churn model, the MCP driver,
@@ -130,6 +130,11 @@ class Run:
 # --- the workspace and its churn ------------------------------------------------------------------
 
 
+def read(path: Path) -> str:
+    """A note as an editor shows it (the odd notes hold bytes that are not UTF-8)."""
+    return path.read_bytes().decode("utf-8", errors="replace")
+
+
 class Churn:
     """The driver's file writes. Facts are unique tokens (``kx`` + 8 characters) on their own line;
     which file holds which is read back from the files, so renames and replaces never lose track."""
@@ -204,7 +209,7 @@ class Churn:
 
     def append_daily(self) -> list[str]:
         path = self.daily()
-        if not path.exists() or path.read_text().count("\n") > 60:
+        if not path.exists() or read(path).count("\n") > 60:
             return self.new_daily()
         token, line = self.plant(self.rel(path))
         with path.open("a") as fh:
@@ -214,7 +219,7 @@ class Churn:
     def new_topic(self) -> list[str]:
         self.serial += 1
         r = self.rng
-        folder = self.ws / "memory" / ("topics" if r.random() < 0.6 else f"projects/p{self.serial % 7}/{r.choice(WORDS)}")
+        folder = self.ws / "memory" / ("topics" if r.random() < 0.5 else f"projects/p{self.serial % 7}/{r.choice(WORDS)}")
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{r.choice(TOPICS)}-{self.serial}.md"
         planted = [self.plant(self.rel(path)) for _ in range(r.randint(1, 3))]
@@ -228,7 +233,7 @@ class Churn:
         r = self.rng
         pool = [*self.notes(), self.ws / "MEMORY.md", self.ws / AGENT_LOG]
         path = r.choice(pool)
-        lines = path.read_text().splitlines(keepends=True)
+        lines = read(path).replace("\x00", "").splitlines(keepends=True)  # the save repairs an odd note
         dropped: list[str] = []
         facts = [i for i, line in enumerate(lines) if TOKEN.search(line)]
         if len(lines) > 40:
@@ -248,9 +253,10 @@ class Churn:
     def edit_in_place(self) -> None:
         """A write into the same inode (truncate and write), half the time keeping the size."""
         path = self.rng.choice(self.notes())
-        text = path.read_text()
-        if self.rng.random() < 0.5:
-            i = text.index("\n") - 1  # a letter of the title: no fact changes
+        text = read(path)
+        title_end = text.find("\n")
+        if title_end > 2 and self.rng.random() < 0.5:
+            i = title_end - 1  # a letter of the title: no fact changes
             text = text[:i] + self.rng.choice("abcdefgh") + text[i + 1 :]
         else:
             text += self.filler()
@@ -262,14 +268,51 @@ class Churn:
         folder = self.ws / "memory" / ("topics" if self.rng.random() < 0.7 else "archive")
         folder.mkdir(parents=True, exist_ok=True)
         new = folder / f"{path.stem.split('~')[0]}~r{self.serial}.md"
-        text = path.read_text()
+        text = read(path)
         path.rename(new)
         self.moved(text, self.rel(new))
+
+    def odd_note(self) -> None:
+        """A note the index must skip (NUL bytes, not UTF-8) or that holds nothing; editor saves
+        later turn it into text, renames move it, deletes remove it."""
+        self.serial += 1
+        path = self.ws / "memory" / "topics" / f"odd-{self.serial}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        kind = self.rng.choice(["nul", "latin1", "empty"])
+        body = {"nul": b"# odd\n\x00\x01 binary\n", "latin1": "# odd\ncaf\xe9 cr\xe8me\n".encode("latin-1"), "empty": b""}[kind]
+        path.write_bytes(body)
+
+    def folders(self) -> list[Path]:
+        """Leaf folders of project notes (memory/projects/pN/<word>...), which move and go whole."""
+        return sorted(p for p in (self.ws / "memory" / "projects").glob("p*/*") if p.is_dir() and any(p.rglob("*.md")))
+
+    def move_folder(self) -> None:
+        """A whole folder of notes moved elsewhere (a user reorganising): one event for many files."""
+        folders = self.folders()
+        if not folders:
+            return
+        folder = self.rng.choice(folders)
+        self.serial += 1
+        new = self.ws / "memory" / "projects" / f"p{self.serial % 7}" / f"{folder.name.split('~')[0]}~m{self.serial}"
+        new.parent.mkdir(parents=True, exist_ok=True)
+        texts = {p.relative_to(folder): read(p) for p in folder.rglob("*.md")}
+        folder.rename(new)
+        for rel, text in texts.items():
+            self.moved(text, self.rel(new / rel))
+
+    def delete_folder(self) -> list[str]:
+        folders = self.folders()
+        if not folders:
+            return self.delete()
+        folder = self.rng.choice(folders)
+        text = "".join(read(p) for p in folder.rglob("*.md"))
+        shutil.rmtree(folder)
+        return self.removed(text)
 
     def delete(self) -> list[str]:
         notes = [p for p in self.notes() if p != self.daily()]  # not the note daily appends go to
         path = self.rng.choice(notes)
-        text = path.read_text()
+        text = read(path)
         path.unlink()
         return self.removed(text)
 
@@ -283,14 +326,14 @@ class Churn:
         path.write_text(json.dumps({"role": "user", "content": f"New session {self.transcript}."}) + "\n")
         removed: list[str] = []
         for old in sorted(path.parent.glob("s*.jsonl"), key=lambda p: int(p.stem[1:]))[:-3]:
-            text = old.read_text()
+            text = read(old)
             old.unlink()
             removed += self.removed(text)
         return removed
 
     def transcript_append(self) -> tuple[list[str], list[str]]:
         path = self.transcript_path()
-        removed = self.new_transcript() if path.read_text().count("\n") > 150 else []
+        removed = self.new_transcript() if read(path).count("\n") > 150 else []
         path = self.transcript_path()
         token, line = self.plant(self.rel(path), kind="sessions")
         messages = [{"role": "user", "content": self.filler().strip("- \n")},
@@ -450,7 +493,7 @@ async def churn_loop(driver: Driver, churn: Churn, opts: SoakOptions, deadline: 
         grow = 8 if count < churn.target else 2
         shrink = 8 if count > churn.target else 2
         ops: dict[str, float] = {"append_daily": 30, "editor_save": 14, "edit_in_place": 6, "rename": 8,
-                                 "delete": shrink, "new_topic": grow, "transcript": 14, "memory_write": 5}  # fmt: skip
+                                 "move_folder": 3, "delete": shrink, "delete_folder": shrink / 4, "odd_note": 1, "new_topic": grow, "transcript": 14, "memory_write": 5}  # fmt: skip
         op = rng.choices(list(ops), weights=list(ops.values()))[0]
         planted: list[str] = []
         removed: list[str] = []
@@ -465,6 +508,12 @@ async def churn_loop(driver: Driver, churn: Churn, opts: SoakOptions, deadline: 
                 churn.rename()
             elif op == "delete":
                 removed = churn.delete()
+            elif op == "odd_note":
+                churn.odd_note()
+            elif op == "move_folder":
+                churn.move_folder()
+            elif op == "delete_folder":
+                removed = churn.delete_folder()
             elif op == "new_topic":
                 planted = churn.new_topic()
             elif op == "transcript":

@@ -1,4 +1,4 @@
-"""A short day: benchmarks/soak.py's driver for ~25 s (the figures come from its 30-minute run).
+"""A short day: benchmarks/soak.py's driver for ~20 s (the figures come from its 30-minute run).
 
 The real ``mdrecall mcp`` (stdio, the official client, its own watcher) and ``mdrecall watch`` share
 one workspace and index under a steady churn of appends, editor saves, in-place edits, renames,
@@ -32,7 +32,7 @@ def _provider() -> str:
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_short_soak(tmp_path: Path) -> None:
-    opts = SoakOptions(seconds=25, ops_per_second=2.0, probes_per_second=2.0, sample_every=5.0, bound=15.0,
+    opts = SoakOptions(seconds=20, ops_per_second=2.0, probes_per_second=2.0, sample_every=4.0, bound=15.0, settle=3.0,
                        provider=_provider(), notes=16, work=tmp_path / "soak")  # fmt: skip
     result = run_soak(opts)
     fresh = result["freshness"]
