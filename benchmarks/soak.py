@@ -46,6 +46,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -66,6 +67,9 @@ SESSION_KEY = "main"
 META_KEY = "mdrecall/sessionKey"
 AGENT_LOG = "memory/agent-log.md"
 SESSIONS = ".openclaw/sessions"
+#: How long after a rename or delete a search may still cite the old file: the OS event's way to the
+#: watcher (watchfiles waits 50 ms for quiet, at most 400 ms) on a loaded machine.
+GRACE_S = 1.0
 
 
 @dataclass
@@ -119,6 +123,9 @@ class Run:
     probes_removed: int = 0
     missed: int = 0
     ghosts: int = 0
+    vanished: dict[str, float] = field(default_factory=dict)  # path -> when it was renamed or deleted
+    raced_paths: int = 0  # hits citing a file gone less than GRACE_S before the search
+    ghost_paths: int = 0  # ... gone longer: wrong answers
     samples: list[dict[str, Any]] = field(default_factory=list)
 
     def error(self, message: str) -> None:
@@ -173,6 +180,9 @@ class Churn:
                 fact.removed_at = now
                 gone.append(token)
         return gone
+
+    def vanish(self, path: Path) -> None:
+        self.run.vanished[self.rel(path)] = time.monotonic()
 
     def moved(self, text: str, rel: str) -> None:
         for token in TOKEN.findall(text):
@@ -270,6 +280,7 @@ class Churn:
         new = folder / f"{path.stem.split('~')[0]}~r{self.serial}.md"
         text = read(path)
         path.rename(new)
+        self.vanish(path)
         self.moved(text, self.rel(new))
 
     def odd_note(self) -> None:
@@ -298,6 +309,7 @@ class Churn:
         texts = {p.relative_to(folder): read(p) for p in folder.rglob("*.md")}
         folder.rename(new)
         for rel, text in texts.items():
+            self.vanish(folder / rel)
             self.moved(text, self.rel(new / rel))
 
     def delete_folder(self) -> list[str]:
@@ -305,8 +317,11 @@ class Churn:
         if not folders:
             return self.delete()
         folder = self.rng.choice(folders)
-        text = "".join(read(p) for p in folder.rglob("*.md"))
+        files = list(folder.rglob("*.md"))
+        text = "".join(read(p) for p in files)
         shutil.rmtree(folder)
+        for path in files:
+            self.vanish(path)
         return self.removed(text)
 
     def delete(self) -> list[str]:
@@ -314,6 +329,7 @@ class Churn:
         path = self.rng.choice(notes)
         text = read(path)
         path.unlink()
+        self.vanish(path)
         return self.removed(text)
 
     def transcript_path(self) -> Path:
@@ -344,6 +360,60 @@ class Churn:
 
 
 # --- processes ------------------------------------------------------------------------------------
+
+
+#: The MCP SDK's client waits this long after closing a server's stdin, then terminates it.
+SERVER_EXIT_S = 2.0
+
+
+def _exit_clock(pid: int) -> Callable[[], float | None]:
+    """Start timing a process's exit; the returned function says after how many seconds it exited
+    (a zombie counts as exited; None: still running after 10 s)."""
+    started = time.monotonic()
+    done: list[float] = []
+
+    def poll() -> None:
+        while time.monotonic() - started < 10:
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                state = "gone"
+            if state in ("Z", "X", "gone"):
+                done.append(time.monotonic() - started)
+                return
+            time.sleep(0.02)
+
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+
+    def result() -> float | None:
+        thread.join(11)
+        return round(done[0], 2) if done else None
+
+    return result
+
+
+def _interrupt(proc: subprocess.Popen[bytes], run: Run, patience: float = 30.0) -> float | None:
+    """Ctrl-C, as a user stops ``mdrecall watch``; seconds until it exited. One that has not exited
+    after ``patience`` seconds is asked for its threads' stacks (faulthandler, on SIGABRT: they go to
+    its stderr and so into the errors), then killed."""
+    if proc.poll() is not None:
+        run.error(f"mdrecall watch had already exited ({proc.returncode})")
+        return None
+    started = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(patience)
+        return round(time.monotonic() - started, 2)
+    except subprocess.TimeoutExpired:
+        run.error(f"mdrecall watch still running {patience:.0f} s after Ctrl-C; its stacks follow")
+        proc.send_signal(signal.SIGABRT)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        return None
 
 
 def _children_matching(word: str) -> list[int]:
@@ -407,7 +477,10 @@ class Driver:
         self.run = run
         self.timeout = timeout
 
-    async def call(self, tool: str, arguments: dict[str, Any], key: str = SESSION_KEY) -> dict[str, Any] | None:
+    async def call(self, tool: str, arguments: dict[str, Any], key: str = SESSION_KEY,
+                   expected: Callable[[dict[str, Any]], bool] | None = None) -> dict[str, Any] | None:  # fmt: skip
+        """The tool's answer (None: it failed, an error is recorded; ``expected`` names tool errors
+        that are right answers, returned as they are)."""
         try:
             with anyio.fail_after(self.timeout):
                 result = await self.session.call_tool(tool, arguments, meta={META_KEY: key})
@@ -415,6 +488,8 @@ class Driver:
             self.run.error(f"{tool} {arguments}: {type(exc).__name__}: {exc}")
             return None
         data = result.structured_content or {}
+        if result.is_error and expected is not None and expected(data):
+            return data
         if result.is_error:
             self.run.error(f"{tool} {arguments}: tool error {json.dumps(data)[:300]}")
             return None
@@ -424,6 +499,7 @@ class Driver:
         """Whether a search finds ``token`` (None: the search failed). A hit whose snippet does not
         show it is read with memory_get, as an agent would."""
         started = time.perf_counter()
+        asked_at = time.monotonic()
         data = await self.call("memory_search", {"query": token, "minScore": 0, "maxResults": 10, "corpus": "all"}, key)
         elapsed = (time.perf_counter() - started) * 1000
         run = self.run
@@ -436,6 +512,8 @@ class Driver:
             run.stale += 1
             run.window_stale += 1
         results = data.get("results", [])
+        for hit in results:
+            self.check_path(hit, asked_at, data)
         if any(token in r.get("snippet", "").lower() for r in results):
             return True
         for hit in results[:3]:
@@ -443,10 +521,26 @@ class Driver:
                 continue
             run.gets += 1
             lines = hit["endLine"] - hit["startLine"] + 1
-            got = await self.call("memory_get", {"path": hit["path"], "from": hit["startLine"], "lines": min(lines, 120)}, key)
+            path = hit["path"]
+            got = await self.call("memory_get", {"path": path, "from": hit["startLine"], "lines": min(lines, 120)}, key,
+                                  expected=lambda d, p=path: d.get("code") == "not_found" and p in run.vanished)  # fmt: skip
             if got is not None and token in got.get("text", "").lower():
                 return True
         return False
+
+    def check_path(self, hit: dict[str, Any], asked_at: float, data: dict[str, Any]) -> None:
+        """A hit citing a file renamed or deleted before the search was asked: allowed while the
+        change's event may still be on its way (``GRACE_S``), a wrong answer after that."""
+        gone_at = self.run.vanished.get(hit.get("path", ""))
+        if gone_at is None or hit.get("source") != "memory":
+            return
+        age = asked_at - gone_at
+        if age <= GRACE_S:
+            self.run.raced_paths += 1
+            return
+        self.run.ghost_paths += 1
+        self.run.error(f"a search cited {hit['path']}, gone {age:.2f}s before it was asked (stale: {data.get('stale')}, "
+                       f"warnings: {data.get('warnings')}, freshness: {data.get('freshness')})")  # fmt: skip
 
 
 async def watch_fact(driver: Driver, fact: Fact, bound: float, removal: bool) -> None:
@@ -757,14 +851,12 @@ async def _drive(opts: SoakOptions, ws: Path, work: Path, store: Path, env: dict
                 result["sweep"] = await _sweep(driver, opts)
                 result["server_pid"] = pids["server"]
                 result["server_alive_at_end"] = Path(f"/proc/{pids['server']}").exists()
+                exited = _exit_clock(pids["server"])  # the client closes the server's stdin: it must exit
+        result["server_exit_s"] = exited()
+        if result["server_exit_s"] is None or result["server_exit_s"] >= SERVER_EXIT_S:
+            run.error(f"the MCP server did not exit within {SERVER_EXIT_S} s of its stdin closing (the client then kills it)")
     finally:
-        if watch.poll() is None:
-            watch.send_signal(signal.SIGINT)
-            try:
-                watch.wait(30)
-            except subprocess.TimeoutExpired:
-                watch.kill()
-                watch.wait()
+        result["watch_exit_s"] = _interrupt(watch, run)
     result["watch_rc"] = watch.returncode
     if watch.returncode != 0:
         run.error(f"mdrecall watch exited {watch.returncode}")
@@ -789,6 +881,8 @@ def run_soak(opts: SoakOptions) -> dict[str, Any]:
     (ws / ".mdrecall.yaml").write_text(config_text(opts, store))
     env = {k: v for k, v in os.environ.items() if not k.startswith("MDRECALL_")}
     env["MDRECALL_HOME"] = str(work / "home")
+    env["PYTHONFAULTHANDLER"] = "1"  # a hung process can be asked for its stacks (SIGABRT)
+    env["PYTHONUNBUFFERED"] = "1"  # watch's output is whole even when it is killed
     load_start = os.getloadavg()
     try:
         outcome = anyio.run(_drive, opts, ws, work, store, env)
@@ -837,11 +931,13 @@ def report(opts: SoakOptions, run: Run, outcome: dict[str, Any], final: dict[str
                       "transcript_found_delay_s": _summary(run.transcript_delays), "transcript_deferred": run.deferred,
                       "bound_s": opts.bound},  # fmt: skip
         "probes": {"old_live": run.probes_live, "missed": run.missed, "old_removed": run.probes_removed, "ghosts": run.ghosts},
+        "cited_gone_files": {"within_grace": run.raced_paths, "after_grace": run.ghost_paths, "grace_s": GRACE_S},
         "settle": outcome.get("settle"),
         "sweep": outcome.get("sweep"),
         "final": final,
         "processes": {"server_pid": outcome.get("server_pid"), "server_alive_at_end": outcome.get("server_alive_at_end"),
-                      "watch_rc": outcome.get("watch_rc")},  # fmt: skip
+                      "server_exit_s": outcome.get("server_exit_s"), "watch_rc": outcome.get("watch_rc"),
+                      "watch_exit_s": outcome.get("watch_exit_s")},  # fmt: skip
         "trends": trends,
         "verdict": {"errors": run.error_count, "index_equals_rebuild": final["equal"], "flat": flat,
                     "flat_rule": "last third's mean - second third's mean <= max(floor, 2 * stdev of the second third); "
