@@ -217,7 +217,7 @@ class Churn:
             self.new_transcript()
             path = self.transcript_path()
             with path.open("a") as fh:
-                for _ in range(r.randint(30, 70)):
+                for _ in range(r.randint(self.target, 2 * self.target)):
                     token, line = self.plant(self.rel(path), kind="sessions")
                     fh.write(json.dumps({"role": "user", "content": self.filler().strip("- \n")}) + "\n")
                     fh.write(json.dumps({"role": "assistant", "content": line.strip("- \n")}) + "\n")
@@ -483,10 +483,20 @@ class StderrTail:
 
 
 class Driver:
-    def __init__(self, session: Any, run: Run, timeout: float = 120.0) -> None:
+    def __init__(self, session: Any, run: Run, ws: Path, timeout: float = 120.0) -> None:
         self.session = session
         self.run = run
+        self.ws = ws
         self.timeout = timeout
+        self.last: dict[str, Any] = {}  # the last search's answer, in short, for error messages
+
+    def explain(self, fact: Fact) -> str:
+        """What a wrong answer about ``fact`` looked like: how long ago its file changed, the answer."""
+        try:
+            age = f"{time.time() - (self.ws / fact.path).stat().st_mtime:.1f}s"
+        except OSError:
+            age = "gone"
+        return f"its file last changed {age} ago; answer {json.dumps(self.last)[:600]}"
 
     async def call(self, tool: str, arguments: dict[str, Any], key: str = SESSION_KEY,
                    expected: Callable[[dict[str, Any]], bool] | None = None) -> dict[str, Any] | None:  # fmt: skip
@@ -523,6 +533,9 @@ class Driver:
             run.stale += 1
             run.window_stale += 1
         results = data.get("results", [])
+        self.last = {"stale": data.get("stale"), "warnings": data.get("warnings"), "mode": data.get("mode"),
+                     "hits": [f"{r.get('path')}#L{r.get('startLine')}-L{r.get('endLine')} {r.get('score', 0):.2f}"
+                              for r in results[:5]]}  # fmt: skip
         for hit in results:
             self.check_path(hit, asked_at, data)
         if any(token in r.get("snippet", "").lower() for r in results):
@@ -580,10 +593,10 @@ async def watch_fact(driver: Driver, fact: Fact, bound: float, removal: bool) ->
                 run.deferred += 1
             elif removal:
                 run.lingering += 1
-                run.error(f"removed fact {fact.token} ({fact.path}) still found {now - since:.1f}s after its removal")
+                run.error(f"removed fact {fact.token} ({fact.path}) still found {now - since:.1f}s after its removal: {driver.explain(fact)}")
             else:
                 run.late += 1
-                run.error(f"planted fact {fact.token} ({fact.path}) not found {now - since:.1f}s after it was written")
+                run.error(f"planted fact {fact.token} ({fact.path}) not found {now - since:.1f}s after it was written: {driver.explain(fact)}")
             return
         await anyio.sleep(0.2 if strict else 1.0)
 
@@ -659,13 +672,13 @@ async def probe_loop(driver: Driver, opts: SoakOptions, deadline: float) -> None
             found = await driver.has(fact.token)
             if found is False and fact.removed_at is None:
                 run.missed += 1
-                run.error(f"old fact {fact.token} ({fact.path}) not found")
+                run.error(f"old fact {fact.token} ({fact.path}) not found: {driver.explain(fact)}")
         elif gone:
             fact = rng.choice(gone)
             run.probes_removed += 1
             if await driver.has(fact.token):
                 run.ghosts += 1
-                run.error(f"removed fact {fact.token} ({fact.path}) found again")
+                run.error(f"removed fact {fact.token} ({fact.path}) found again: {driver.explain(fact)}")
 
 
 async def sample_loop(driver: Driver, opts: SoakOptions, pids: dict[str, int], store: Path, tails: list[StderrTail],
@@ -806,13 +819,25 @@ async def _sweep(driver: Driver, opts: SoakOptions) -> dict[str, int]:
         out["live_checked"] += 1
         if not await driver.has(fact.token):
             out["live_missing"] += 1
-            run.error(f"after settling, fact {fact.token} ({fact.path}) not found")
+            run.error(f"after settling, fact {fact.token} ({fact.path}) not found: {driver.explain(fact)}")
     for fact in rng.sample(gone, min(len(gone), opts.sweep_limit)):
         out["removed_checked"] += 1
         if await driver.has(fact.token):
             out["removed_found"] += 1
-            run.error(f"after settling, removed fact {fact.token} ({fact.path}) still found")
+            run.error(f"after settling, removed fact {fact.token} ({fact.path}) still found: {driver.explain(fact)}")
     return out
+
+
+async def _wait_clean(driver: Driver, seconds: float) -> dict[str, Any]:
+    """memory_status until it says the index matches the files (its last answer)."""
+    deadline = time.monotonic() + seconds
+    status: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        status = await driver.call("memory_status", {}) or {}
+        if status.get("clean"):
+            break
+        await anyio.sleep(1.0)
+    return status
 
 
 async def _settle(driver: Driver, opts: SoakOptions) -> dict[str, Any]:
@@ -820,13 +845,7 @@ async def _settle(driver: Driver, opts: SoakOptions) -> dict[str, Any]:
     await anyio.sleep(opts.settle)
     before = await driver.call("memory_status", {}) or {}
     await driver.has("kxsettle00", key="soak-settle")  # a new session key: its first search syncs in full
-    deadline = time.monotonic() + 120
-    status: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        status = await driver.call("memory_status", {}) or {}
-        if status.get("clean"):
-            break
-        await anyio.sleep(1.0)
+    status = await _wait_clean(driver, 120)
     return {"pending_before": before.get("pendingChanges"), "clean": status.get("clean"),
             "pending_after": status.get("pendingChanges")}  # fmt: skip
 
@@ -855,10 +874,14 @@ async def _drive(opts: SoakOptions, ws: Path, work: Path, store: Path, env: dict
                 if len(servers) != 1:
                     raise RuntimeError(f"expected one MCP server process, found {servers}")
                 pids = {"server": servers[0], "watcher": watch.pid}
-                driver = Driver(session, run)
+                driver = Driver(session, run, ws)
                 started = time.monotonic()
-                await driver.has("kxwarmup00")  # the first index (the server syncs at start too)
+                await driver.has("kxwarmup00")  # answers at once (from the files while the first index runs)
                 result["first_search_s"] = round(time.monotonic() - started, 1)
+                first = await _wait_clean(driver, 900)  # the churn starts on a complete index
+                result["first_index_s"] = round(time.monotonic() - started, 1)
+                if not first.get("clean"):
+                    run.error(f"the first index was not complete after 900 s: {first.get('pendingChanges')}")
                 seeded = len(run.facts)
                 for fact in run.facts.values():  # indexed by the first search: from now on they must be found
                     fact.found_at = fact.planted_at = time.monotonic()
@@ -944,6 +967,7 @@ def report(opts: SoakOptions, run: Run, outcome: dict[str, Any], final: dict[str
                     "load1_max": round(max(loads), 2) if loads else None},  # fmt: skip
         "duration_s": outcome.get("churn_s"),
         "first_search_s": outcome.get("first_search_s"),
+        "first_index_s": outcome.get("first_index_s"),
         "ops": run.ops,
         "writes": sum(run.ops.values()),
         "watch_syncs": outcome.get("watch_syncs"),

@@ -33,7 +33,7 @@ def _provider() -> str:
 @pytest.mark.timeout(300)
 def test_short_soak(tmp_path: Path) -> None:
     opts = SoakOptions(seconds=20, ops_per_second=2.0, probes_per_second=2.0, sample_every=4.0, bound=15.0, settle=3.0,
-                       provider=_provider(), notes=16, work=tmp_path / "soak")  # fmt: skip
+                       provider=_provider(), notes=8, sweep_limit=40, work=tmp_path / "soak")  # fmt: skip
     result = run_soak(opts)
     fresh = result["freshness"]
     assert result["errors"] == [] and result["verdict"]["errors"] == 0, result["errors"]
