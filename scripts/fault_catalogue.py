@@ -155,6 +155,14 @@ CATEGORIES: tuple[Category, ...] = (
         "restart and a crash",
         (("tests/backends/postgres/test_faults.py", r"."),),
     ),
+    Category(
+        "A long day",
+        "the MCP server and `mdrecall watch` on one workspace under steady churn (appends, editor saves, "
+        "renames, whole folders moved and deleted, notes the index must skip, transcript appends, "
+        "`memory_write`): planted facts found, removed ones gone, no stale citation, index = fresh rebuild; "
+        "an embedding batch cut by Ctrl-C stops",
+        (("tests/test_soak.py", r"."), ("tests/embeddings/test_onnx_encoder.py", r"failed_batch")),
+    ),
 )
 
 

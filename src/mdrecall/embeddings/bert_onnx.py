@@ -197,8 +197,16 @@ class OnnxBertEncoder:
             return out
         # Longest first, so the last texts to start are short and the workers finish together.
         order = sorted(range(len(encoded)), key=lambda i: -len(encoded[i]))
-        for future in [self._executor(count).submit(run, i) for i in order]:
-            future.result()
+        futures = [self._executor(count).submit(run, i) for i in order]
+        try:
+            for future in futures:
+                future.result()
+        except BaseException:
+            # Ctrl-C (or a failed text): drop the texts not started, or the pool's threads would
+            # embed every one of them before the process could exit (as bert_numpy.py does).
+            for future in futures:
+                future.cancel()
+            raise
         return out
 
     def _executor(self, count: int) -> ThreadPoolExecutor:
