@@ -219,3 +219,45 @@ def test_index_corpus_caches_follow_every_write(tmp_path: Path) -> None:
     db.remove_file("memory/b.md")
     assert corpus.chunk_count() == 2 and corpus.doc_freqs(["camping"], [("camp",)], [False]) == [2]
     db.close()
+
+
+def test_a_small_index_skips_counting_postings_with_the_same_terms(tmp_path: Path) -> None:
+    """keyword.candidate_terms with the chunk count: the same answer as counting the postings."""
+    from mdrecall.search.keyword import CANDIDATE_POSTINGS, candidate_terms
+
+    db = IndexDB(tmp_path / "i.sqlite", StoreOptions())
+    _put(db, "memory/a.md", [f"note {n} about camping and painting" for n in range(300)])
+    terms = ["camping", "painting", "note", "about"]
+    assert 300 * len(terms) <= CANDIDATE_POSTINGS
+    assert candidate_terms(db, terms, 300) is None and candidate_terms(db, terms) is None
+    # past the budget the count decides nothing: the postings are counted as before
+    import mdrecall.search.keyword as keyword
+
+    old, keyword.CANDIDATE_POSTINGS = keyword.CANDIDATE_POSTINGS, 500
+    try:
+        assert candidate_terms(db, terms, 300) == candidate_terms(db, terms) is not None
+    finally:
+        keyword.CANDIDATE_POSTINGS = old
+    db.close()
+
+
+def test_line_numbers_follow_writes_and_are_the_callers_own(tmp_path: Path) -> None:
+    from mdrecall.index.chunking import encode_numbers
+
+    db = IndexDB(tmp_path / "i.sqlite", StoreOptions())
+
+    def put(numbers: list[int]) -> int:
+        row = ChunkRow("s:1", "sessions/s.jsonl", "sessions", numbers[0], numbers[-1], "h", "a\nb\nc", None, "a b c",
+                       line_numbers=encode_numbers(numbers))  # fmt: skip
+        db.replace_file(FileRow("sessions/s.jsonl", "sessions", str(numbers), 0, 0), [row], "test")
+        return int(db.conn.execute("SELECT rowid FROM chunks").fetchone()[0])
+
+    corpus = index_corpus(db, "unicode61")
+    rowid = put([3, 4, 4])
+    first = corpus.line_numbers([rowid])
+    assert first == {rowid: [3, 4, 4]}
+    first[rowid].append(99)  # a caller changing its list changes nothing kept
+    assert corpus.line_numbers([rowid]) == {rowid: [3, 4, 4]}
+    rowid = put([7, 7, 8])
+    assert corpus.line_numbers([rowid]) == {rowid: [7, 7, 8]}
+    db.close()

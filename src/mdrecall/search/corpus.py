@@ -148,6 +148,8 @@ class _Stored:
         self.texts: dict[int, str] = {}
         #: rowid -> (float32 vector, its norm or 1.0); None: the chunk has no usable vector.
         self.vectors: dict[int, tuple[Any, float] | None] = {}
+        #: rowid -> the source line of each text line (transcripts); None: none stored.
+        self.numbers: dict[int, tuple[int, ...] | None] = {}
 
 
 class IndexCorpus:
@@ -387,11 +389,24 @@ class IndexCorpus:
         return message_lines([(int(r[1]), int(r[2]), str(r[3]), numbers.get(int(r[0]))) for r in rows], message)
 
     def line_numbers(self, ids: Sequence[int]) -> dict[int, list[int]]:
+        stored = self._current()
+        known = stored.numbers if stored is not None else {}
+        missing = [rowid for rowid in ids if rowid not in known]
+        found: dict[int, tuple[int, ...] | None] = {}
+        if missing:
+            read = self.db.chunk_line_numbers(missing)
+            for rowid in missing:
+                decoded = decode_numbers(read[rowid]) if rowid in read else None
+                found[rowid] = tuple(decoded) if decoded is not None else None
+            if stored is not None:
+                if len(known) + len(found) > STORED_CACHE_CHUNKS:
+                    known.clear()
+                known.update(found)
         out: dict[int, list[int]] = {}
-        for rowid, stored in self.db.chunk_line_numbers(ids).items():
-            numbers = decode_numbers(stored)
+        for rowid in ids:
+            numbers = found[rowid] if rowid in found else known.get(rowid)
             if numbers is not None:
-                out[rowid] = numbers
+                out[rowid] = list(numbers)  # a list of its own: a hit may change its map
         return out
 
 
@@ -399,14 +414,24 @@ _CORPORA: weakref.WeakKeyDictionary[IndexDB, IndexCorpus] = weakref.WeakKeyDicti
 _CORPORA_LOCK = threading.Lock()
 
 
-def index_corpus(db: IndexDB, tokenizer: str, matrix: Vector | None = None) -> IndexCorpus:
-    """The :class:`IndexCorpus` of this connection (made once), with the KNN matrix if one is loaded."""
+def _corpus_of(db: IndexDB, tokenizer: str) -> IndexCorpus:
     with _CORPORA_LOCK:
         found = _CORPORA.get(db)
         if found is None or found.kind != tokenizer or found.conn is not db.conn:
             found = _CORPORA[db] = IndexCorpus(db, tokenizer)
+    return found
+
+
+def index_corpus(db: IndexDB, tokenizer: str, matrix: Vector | None = None) -> IndexCorpus:
+    """The :class:`IndexCorpus` of this connection (made once), with the KNN matrix if one is loaded."""
+    found = _corpus_of(db, tokenizer)
     found.matrix = matrix
     return found
+
+
+def indexed_chunks(db: IndexDB, tokenizer: str) -> int:
+    """The index's chunk count, kept by this connection's corpus until the chunks change."""
+    return _corpus_of(db, tokenizer).chunk_count()
 
 
 class CandidateCorpus:
