@@ -14,6 +14,14 @@ truncated file does (in a child process: an exception, or a crash).
     python benchmarks/ann.py --from '/path/to/indexes/*.sqlite' --size 200000 --libraries usearch faiss hnswlib
     python benchmarks/ann.py --from '/path/to/indexes/*.sqlite' --size 1000000 --libraries usearch
 
+``--dev-sets`` asks the development sets' questions (benchmarks/quality.py, hybrid, the kept indexes
+of ``--keep``) twice: as shipped (every dev-set index is below the memory budget: exact KNN), and
+with ``store.vector.memoryCacheMiB`` 0 so that the approximate index answers, built before the first
+question and checked to have answered every search; reports recall@budget of both and how many
+queries got the same results:
+
+    python benchmarks/ann.py --dev-sets locomo-daily locomo-transcripts --keep /work/bench-data/ann-dev --out ann-devsets.json
+
 Results: docs/benchmarks.md, "Approximate vector index".
 """
 
@@ -257,15 +265,91 @@ def _rerank_recall(found: list[np.ndarray], vectors: np.ndarray, queries: np.nda
     return recall(reranked, truth)
 
 
+def dev_sets(datasets: list[str], keep: Path) -> dict[str, Any]:
+    """The dev sets' hybrid results with exact KNN (as shipped) and with the approximate index."""
+    import quality
+
+    paths = quality.Paths(quality.default_bench_dir(), quality.default_lme_dir(quality.default_bench_dir()))
+    answered = {"approximate": 0, "searches": 0}
+    plain_open = quality.open_indexed
+
+    def open_ready(dataset: str, ws: Path, config: dict[str, Any], tmp: Path, timings: dict[str, float]) -> Any:
+        manager = plain_open(dataset, ws, config, tmp, timings)
+        if config.get("store", {}).get("vector", {}).get("memoryCacheMiB") == 0:
+            if manager.ann is None:
+                raise SystemExit("the approximate index is off or unavailable (pip install 'mdrecall[ann]')")
+            manager.ann.update()  # built (or brought up to date) before the first question
+            before = manager.ann.searches
+            search = manager.search
+
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                answered["searches"] += 1
+                found = search(*args, **kwargs)
+                answered["approximate"] += manager.ann.searches - counted.seen  # type: ignore[attr-defined]
+                counted.seen = manager.ann.searches  # type: ignore[attr-defined]
+                return found
+
+            counted.seen = before  # type: ignore[attr-defined]
+            manager.search = counted
+        return manager
+
+    quality.open_indexed = open_ready
+    out: dict[str, Any] = {}
+    for dataset in datasets:
+        runs = {}
+        for label, overrides in (("exact", {}), ("approximate", {"store": {"vector": {"memoryCacheMiB": 0}}})):
+            t0 = time.perf_counter()
+            found, _timings, _off = quality.run_mdrecall(dataset, "hybrid", "auto", paths, overrides, keep, 1, None)
+            path = found.rename(found.with_name(f"{found.stem}-{label}.jsonl"))  # both runs write one name
+            runs[label] = {"path": path, "figures": quality.headline(quality.score(dataset, paths, path, 1, keep)),
+                           "wall_s": round(time.perf_counter() - t0, 1)}
+        exact = [json.loads(line) for line in runs["exact"]["path"].read_text().splitlines() if line.strip()]
+        approx = [json.loads(line) for line in runs["approximate"]["path"].read_text().splitlines() if line.strip()]
+
+        def cited(row: dict[str, Any]) -> list[tuple[str, int, int]]:
+            return [(r["path"], r["startLine"], r["endLine"]) for r in row["results"]]
+
+        out[dataset] = {
+            "queries": len(exact),
+            "recall@budget": {k: runs[k]["figures"]["recall@budget"] for k in runs},
+            "recall@10": {k: runs[k]["figures"]["recall@10"] for k in runs},
+            "recall@budget_difference": round(runs["approximate"]["figures"]["recall@budget"] - runs["exact"]["figures"]["recall@budget"], 4),
+            "same_citations_in_same_order": round(sum(cited(a) == cited(b) for a, b in zip(exact, approx)) / max(1, len(exact)), 4),
+            "identical_results_with_scores": round(sum(a == b for a, b in zip(exact, approx)) / max(1, len(exact)), 4),
+            "wall_s": {k: runs[k]["wall_s"] for k in runs},
+        }
+        print(dataset, json.dumps(out[dataset]), file=sys.stderr, flush=True)
+    out["searches_with_memoryCacheMiB_0"] = answered["searches"]
+    out["answered_by_the_approximate_index"] = answered["approximate"]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--from", dest="source", required=True, help="glob of mdrecall indexes whose stored vectors seed the set")
+    parser.add_argument("--from", dest="source", default=None, help="glob of mdrecall indexes whose stored vectors seed the set")
+    parser.add_argument("--dev-sets", nargs="+", default=None, metavar="DATASET", help="see the module docstring")
+    parser.add_argument("--keep", type=Path, default=None, help="quality.py's work directory (with --dev-sets)")
     parser.add_argument("--size", type=int, default=200_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--libraries", nargs="+", default=["usearch", "faiss", "hnswlib"], choices=sorted(LIBRARIES))
     parser.add_argument("--threads", type=int, default=None, help="build threads (default: the usable cores)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
+    if args.dev_sets:
+        if args.keep is None:
+            parser.error("--dev-sets needs --keep (quality.py's work directory)")
+        started = time.perf_counter()
+        found = {"machine": {"cpus": os.cpu_count(), "loadavg_start": [round(x, 2) for x in os.getloadavg()]},
+                 "dev_sets": dev_sets(args.dev_sets, args.keep)}
+        found["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+        found["wall_s"] = round(time.perf_counter() - started, 1)
+        text = json.dumps(found, indent=2)
+        if args.out:
+            args.out.write_text(text + "\n", encoding="utf-8")
+        print(text)
+        return 0
+    if not args.source:
+        parser.error("--from is needed (or --dev-sets)")
 
     from mdrecall import threads as mdthreads
     from mdrecall.embeddings.local import LocalEmbeddingProvider

@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--provider", default="local")
     parser.add_argument("--queries", type=int, default=120)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--config", default="{}", help="JSON merged over the config (e.g. '{\"sync\": {\"watch\": true}}')")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
 
@@ -78,8 +79,10 @@ def main(argv: list[str] | None = None) -> int:
     from mdrecall import open_manager
 
     queries = make_queries(Path(args.workspace), args.queries + 10)
-    m = open_manager(args.workspace, {"provider": args.provider, "store": {"path": args.store}, "sync": {"watch": False}},
-                     use_global_config=False)
+    config = {"provider": args.provider, "store": {"path": args.store}, "sync": {"watch": False}}
+    for key, value in json.loads(args.config).items():
+        config[key] = {**config[key], **value} if isinstance(value, dict) and isinstance(config.get(key), dict) else value
+    m = open_manager(args.workspace, config, use_global_config=False)
     try:
         m.sync()
         chunks = m.status().chunks

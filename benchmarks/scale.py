@@ -267,25 +267,30 @@ def bench_postgres(corpus: Corpus, agents: int, queries: list[Any], uri: str, hn
 # --- SQLite -------------------------------------------------------------------------------------
 
 
-def bench_sqlite(corpus: Corpus, size: int, queries: list[Any], work: Path) -> dict[str, Any]:
-    from mdrecall.config import MemoryConfig
-    from mdrecall.search.pipeline import SearchPlan, run_search
-    from mdrecall.search.scope import Scope
-    from mdrecall.search.vector import InProcessVectors, sqlite_vec_search
+def _rss_mib() -> float:
+    with open("/proc/self/statm") as fh:
+        return round(int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
+
+
+def _max_rss_mib() -> float:
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def _load_sqlite(corpus: Corpus, size: int, path: Path) -> dict[str, Any]:
+    """Write the corpus into a new builtin index at ``path``, file by file, as a sync writes."""
     from mdrecall.store.db import ChunkRow, FileRow, IndexDB, StoreOptions
     from mdrecall.text import fts_index_text
 
-    config = MemoryConfig()
-    path = work / "scale.sqlite"
     db = IndexDB(path, StoreOptions())
     db.ensure_vec_table(DIMS)
-    out: dict[str, Any] = {"chunks": size}
     started = _timer()
     by_file: dict[str, list[int]] = {}
     for i in range(size):
         _agent, rel, _line, _vis = layout(i, 1)
         by_file.setdefault(rel, []).append(i)
-    for rel, members in by_file.items():
+    for n, (rel, members) in enumerate(by_file.items()):
         rows = []
         for i in members:
             _agent, _rel, line, _vis = layout(i, 1)
@@ -293,21 +298,115 @@ def bench_sqlite(corpus: Corpus, size: int, queries: list[Any], work: Path) -> d
             rows.append(ChunkRow(f"c{i}", rel, "memory", line, line + 5, f"h{i}", text, corpus.vectors[i].tobytes(),
                                  fts_index_text(text), f"h{i}"))
         db.replace_file(FileRow(rel, "memory", "h", 0, 0), rows, "synthetic")
-    out["load_rows"] = _since(started)
+        if n % 5000 == 4999:
+            print(f"loaded {n + 1} files, {_since(started)}", file=sys.stderr, flush=True)
+    out = {"load_rows": _since(started)}
     db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    out["size_mib"] = {"database": round(path.stat().st_size / 2**20, 1)}
-    vectors = InProcessVectors(max_bytes=config.store.vector.memoryCacheMiB * 2**20)
-    knn = vectors.search if vectors.fits(db, DIMS) else sqlite_vec_search
-    out["knn"] = "in-memory matrix" if knn == vectors.search else "sqlite-vec (matrix over memoryCacheMiB)"
-    found: list[bool] = []
+    db.close()
+    return out
 
-    def hybrid(q: Any) -> None:
+
+def _from_stored(db: Any, queries: list[Any], seed: int = 13) -> list[Any]:
+    """Each query's vector made from its target chunk's vector as the index stores it, plus noise:
+    an index built in an earlier run answers for itself (the real vectors its synthetic ones were
+    derived from may have changed since)."""
+    import numpy as np
+
+    from mdrecall.store.db import decode_vector
+
+    rng = np.random.default_rng(seed)
+    encoding = db.vector_encoding()
+    out = []
+    for target, text, _vec in queries:
+        row = db.conn.execute("SELECT v.embedding FROM chunks c JOIN embedding_cache v ON v.rowid = c.vector_id WHERE c.id = ?",
+                              (f"c{target}",)).fetchone()
+        vec = np.frombuffer(decode_vector(row[0], encoding), dtype=np.float32)
+        vec = vec + rng.standard_normal(DIMS).astype(np.float32) / np.sqrt(DIMS) * 0.5
+        out.append((target, text, (vec / np.linalg.norm(vec)).astype(np.float32)))
+    return out
+
+
+def bench_sqlite(corpus: Corpus, size: int, queries: list[Any], work: Path, *, recipe: dict[str, Any],
+                 real_queries: list[tuple[str, Any]], build_only: bool = False, exact: bool = True,
+                 memory_cache_mib: int | None = None) -> dict[str, Any]:
+    """Build (or reuse, when ``work`` holds one built from the same recipe) the builtin index, then
+    measure keyword and hybrid search with the KNN the builtin manager picks: the in-memory matrix
+    under ``store.vector.memoryCacheMiB``, past it the approximate index (search/ann.py), built here
+    once. ``exact``: the same searches again with an exact KNN (the whole matrix in memory), for
+    recall@10 of the engine's results against exact search."""
+    from mdrecall.config import MemoryConfig
+    from mdrecall.search import ann as ann_module
+    from mdrecall.search.ann import ApproximateVectors
+    from mdrecall.search.pipeline import SearchPlan, candidate_limit, run_search
+    from mdrecall.search.scope import Scope
+    from mdrecall.search.vector import InProcessVectors, stored_vector_search
+    from mdrecall.store.db import IndexDB, StoreOptions
+
+    config = MemoryConfig()
+    if memory_cache_mib is not None:  # a small index past the budget: the approximate path (checks of this script)
+        config.store.vector.memoryCacheMiB = memory_cache_mib
+    path = work / "scale.sqlite"
+    marker = work / "scale.sqlite.built.json"
+    out: dict[str, Any] = {"chunks": size, "index": str(path)}
+    built = json.loads(marker.read_text()) if marker.exists() else {}
+    if path.exists() and all(built.get(k) == v for k, v in recipe.items()):
+        out["load_rows"] = "reused (built earlier from the same recipe)"
+    else:
+        marker.unlink(missing_ok=True)
+        for stale in work.glob("scale.sqlite*"):
+            stale.unlink()
+        out.update(_load_sqlite(corpus, size, path))
+        marker.write_text(json.dumps(recipe))
+    out["size_mib"] = {"database": round(path.stat().st_size / 2**20, 1)}
+    # The generator's arrays (~2 GiB at 1M) are not the engine's: freed before the engine opens, so
+    # the RSS figures below are the engine's (plus the interpreter and the queries).
+    corpus.vectors = corpus.words = corpus._common = None  # type: ignore[assignment]
+    import gc
+
+    gc.collect()
+    out["rss_before_engine_mib"] = _rss_mib()
+    db = IndexDB(path, StoreOptions())
+    queries = _from_stored(db, queries)
+    probe = queries[0][2]
+    vectors = InProcessVectors(max_bytes=config.store.vector.memoryCacheMiB * 2**20)
+    approximate = None
+    if vectors.fits(db, DIMS):
+        knn: Any = vectors.search
+        out["knn"] = "in-memory matrix"
+    elif ann_module.available() and db.vector_encoding() == "float16":
+        approximate = ApproximateVectors(path, StoreOptions())
+        rss = _rss_mib()
+        started = _timer()
+        if approximate.search(db, probe, 10, Scope()) is None:  # not built, or stale: build now
+            approximate.wait()
+            out["ann_build"] = {**_since(started), **(approximate.last_update or {}), "error": approximate.last_error}
+        else:
+            out["ann_load"] = _since(started)
+        out["ann_rss_growth_mib"] = round(_rss_mib() - rss, 1)
+        out["size_mib"]["ann_files"] = round(sum(p.stat().st_size for p in work.glob("scale.sqlite.ann*")) / 2**20, 1)
+
+        def knn(db: IndexDB, query_vec: Any, limit: int, scope: Any) -> Any:  # as BuiltinMemoryManager picks it
+            found = approximate.search(db, query_vec, limit, scope)
+            return stored_vector_search(db, query_vec, limit, scope) if found is None else found
+
+        out["knn"] = "approximate index (faiss HNSW), candidates re-scored exactly"
+    else:
+        knn = stored_vector_search
+        out["knn"] = "scan of the stored vectors (over memoryCacheMiB, no approximate index)"
+    if build_only:
+        db.close()
+        return out
+    found: list[bool] = []
+    kept: list[list[tuple[str, int]]] = []
+
+    def search(q: Any, knn_fn: Any, into: list[list[tuple[str, int]]]) -> None:
         target, text, vec = q
         plan = SearchPlan(query=text, max_results=config.query.maxResults, min_score=0.0, scope=Scope(),
                           now=datetime.now(UTC))
-        outcome = run_search(db, config, plan, lambda _q: vec, knn, [])
+        outcome = run_search(db, config, plan, lambda _q: vec, knn_fn, [])
         _agent, rel, line, _vis = layout(target, 1)
         found.append(any(r.path == rel and r.start_line <= line <= r.end_line for r in outcome.results[:10]))
+        into.append([(r.path, r.start_line) for r in outcome.results[:10]])
 
     def keyword_only(q: Any) -> None:
         _target, text, _vec = q
@@ -316,12 +415,59 @@ def bench_sqlite(corpus: Corpus, size: int, queries: list[Any], work: Path) -> d
         run_search(db, config, plan, None, None, [])
 
     started = _timer()
-    hybrid(queries[0])  # the matrix loads on the first query
+    search(queries[0], knn, [])
     out["first_query"] = _since(started)
-    out["hybrid"] = _measure(hybrid, queries)
-    out["hybrid"]["recall_at_10"] = round(sum(found[6:]) / max(1, len(found) - 6), 3)
+    found.clear()
+    out["hybrid"] = _measure(lambda q: search(q, knn, kept), queries)
+    kept = kept[5:]  # the warm-up searches
+    out["hybrid"]["target_in_top_10"] = round(sum(found[5:]) / max(1, len(found) - 5), 3)
     out["keyword"] = _measure(keyword_only, queries)
+    out["rss_mib"] = {"now": _rss_mib(), "engine": round(_rss_mib() - out["rss_before_engine_mib"], 1), "max": _max_rss_mib()}
+    if approximate is not None and exact:
+        full = InProcessVectors(max_bytes=None)
+        started = _timer()
+        full.load(db)
+        out["exact_matrix_load"] = _since(started)
+        reference: list[list[tuple[str, int]]] = []
+        out["hybrid_exact_knn"] = _measure(lambda q: search(q, full.search, reference), queries)
+        reference = reference[5:]
+        out["hybrid"]["recall_at_10_vs_exact"] = round(
+            sum(len(set(a) & set(b)) / max(1, len(b)) for a, b in zip(kept, reference)) / max(1, len(reference)), 4)
+        out["hybrid"]["identical_top_10_share"] = round(sum(a == b for a, b in zip(kept, reference)) / max(1, len(reference)), 4)
+        # the vector side alone, on real questions embedded with the bundled model (ann.py's queries)
+        limit = candidate_limit(config, config.query.maxResults)
+        rec_engine, rec_raw = [], []
+        for _text, qvec in real_queries:
+            truth = [c.rowid for c in full.search(db, qvec, 10, Scope())]
+            got = [c.rowid for c in (approximate.search(db, qvec, limit, Scope()) or [])]
+            raw = [c.rowid for c in (approximate.search(db, qvec, 10, Scope()) or [])]
+            rec_engine.append(len(set(got[:10]) & set(truth)) / max(1, len(truth)))
+            rec_raw.append(len(set(raw) & set(truth)) / max(1, len(truth)))
+        out["vector_recall_at_10_real_questions"] = {
+            "queries": len(real_queries), f"asked_{limit}": round(sum(rec_engine) / max(1, len(rec_engine)), 4),
+            "asked_10": round(sum(rec_raw) / max(1, len(rec_raw)), 4)}
+        out["rss_mib"]["with_exact_matrix"] = _rss_mib()
     db.close()
+    return out
+
+
+def _embedded_questions(count: int, result: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The bench's real questions embedded with the bundled model; the embedding's cost is reported
+    here, apart from the searches (which are given their vectors)."""
+    from mdrecall.embeddings.local import LocalEmbeddingProvider
+    from speed import make_queries
+
+    provider = LocalEmbeddingProvider()
+    texts = make_queries(Path("."), count)
+    provider.embed_query(texts[0])  # loads the model
+    walls, cpus, out = [], [], []
+    for text in texts:
+        w, c = time.perf_counter(), time.process_time()
+        out.append((text, np.asarray(provider.embed_query(text), dtype=np.float32)))
+        walls.append(time.perf_counter() - w)
+        cpus.append(time.process_time() - c)
+    result["query_embedding"] = {**_percentiles(walls), "cpu_mean_ms": round(sum(cpus) / len(cpus) * 1000, 2),
+                                 "runtime": getattr(provider, "runtime", None)}
     return out
 
 
@@ -338,7 +484,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--m", type=int, default=16)
     parser.add_argument("--ef-construction", type=int, default=64)
     parser.add_argument("--ef-search", type=int, default=100)
-    parser.add_argument("--work", type=Path, default=None, help="scratch folder (default: a temporary one)")
+    parser.add_argument("--work", type=Path, default=None,
+                        help="folder for the indexes (default: a temporary one, removed); a builtin index built "
+                             "there earlier from the same recipe is reused")
+    parser.add_argument("--vectors-from", default=None,
+                        help="glob of mdrecall indexes: chunk vectors are then derived from their real vectors "
+                             "(benchmarks/ann.py's synthesise) instead of topic directions")
+    parser.add_argument("--build-only", action="store_true", help="build the builtin index (and its approximate index), then stop")
+    parser.add_argument("--memory-cache-mib", type=int, default=None, help="store.vector.memoryCacheMiB (default: the engine's)")
+    parser.add_argument("--no-exact", action="store_true", help="skip the exact-KNN reference searches (1M: +1.5 GiB)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
 
@@ -347,10 +501,18 @@ def main(argv: list[str] | None = None) -> int:
     threadpool_limits(1)  # NumPy's BLAS threads would compete with the server for the two cores
     work = args.work or Path(tempfile.mkdtemp(prefix="mdrecall-scale-"))
     work.mkdir(parents=True, exist_ok=True)
-    result: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-                              "started": datetime.now(UTC).isoformat()}
+    result: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                                          "loadavg_start": [round(x, 2) for x in os.getloadavg()]},
+                              "started": datetime.now(UTC).isoformat(), "argv": sys.argv[1:]}
     started = _timer()
     corpus = Corpus(max(args.pg_chunks, args.sqlite_chunks), args.topics)
+    real_queries: list[tuple[str, Any]] = []
+    if args.vectors_from:
+        from ann import real_vectors, synthesise
+
+        real = real_vectors(args.vectors_from)
+        corpus.vectors = synthesise(real, corpus.size)
+        result["vectors"] = {"real_seed_vectors": len(real), "synthetic": "mix of two real vectors + noise (benchmarks/ann.py)"}
     result["generate"] = _since(started)
     agents = args.agents
 
@@ -358,9 +520,9 @@ def main(argv: list[str] | None = None) -> int:
         agent, _path, _line, vis = layout(i, agents)
         return i < args.pg_chunks and (agent == "agent-0" or vis == "team")
 
-    pg_queries = corpus.queries(args.queries, visible_to_agent0)
     hnsw = {"m": args.m, "ef_construction": args.ef_construction, "ef_search": args.ef_search}
     if args.pg_chunks:
+        pg_queries = corpus.queries(args.queries, visible_to_agent0)
         server, uri = start_postgres(work / "pgdata")
         try:
             result["postgres"] = bench_postgres(corpus, agents, pg_queries, uri, hnsw)
@@ -369,7 +531,12 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result["postgres"], indent=1), flush=True)
     if args.sqlite_chunks:
         sqlite_queries = corpus.queries(args.queries, lambda i: i < args.sqlite_chunks, seed=12)
-        result["sqlite"] = bench_sqlite(corpus, args.sqlite_chunks, sqlite_queries, work)
+        if not args.build_only:
+            real_queries = _embedded_questions(args.queries, result)
+        recipe = {"chunks": args.sqlite_chunks, "topics": args.topics, "vectors_from": args.vectors_from}
+        result["sqlite"] = bench_sqlite(corpus, args.sqlite_chunks, sqlite_queries, work, recipe=recipe,
+                                        real_queries=real_queries, build_only=args.build_only, exact=not args.no_exact,
+                                        memory_cache_mib=args.memory_cache_mib)
         print(json.dumps(result["sqlite"], indent=1), flush=True)
     if args.work is None:
         shutil.rmtree(work, ignore_errors=True)

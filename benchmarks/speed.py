@@ -713,8 +713,8 @@ def child_cold(spec: dict[str, Any]) -> dict[str, Any]:
 
 def child_memweave(spec: dict[str, Any]) -> dict[str, Any]:
     """memweave (PyPI) in its own virtualenv, hybrid search over the same notes, with the same model
-    run the same way (mdrecall's NumPy all-MiniLM-L6-v2 as memweave's embedding provider), so the
-    difference is the engine. Indexes a copy of the workspace (memweave writes into it)."""
+    run the same way (mdrecall's own local provider, onnxruntime, as memweave's embedding provider),
+    so the difference is the engine. Indexes a copy of the workspace (memweave writes into it)."""
     import asyncio
 
     try:
@@ -727,17 +727,18 @@ def child_memweave(spec: dict[str, Any]) -> dict[str, Any]:
         pass
     from memweave import MemoryConfig, MemWeave
 
-    from mdrecall.embeddings.bert_numpy import load_encoder
-    from mdrecall.embeddings.local import _default_model_path
+    from mdrecall.embeddings.local import LocalEmbeddingProvider
 
-    encoder = load_encoder(Path(_default_model_path()))
+    # The very provider mdrecall's searches use (onnxruntime when installed), so both engines pay
+    # the same query embedding and the difference is the engine.
+    local = LocalEmbeddingProvider()
 
     class Provider:
         async def embed_query(self, text: str) -> list[float]:
-            return encoder.encode(text).tolist()
+            return local.embed_query(text)
 
         async def embed_batch(self, texts: list[str]) -> list[list[float]]:
-            return encoder.encode_many(texts).tolist()
+            return local.embed_documents(texts)
 
     ws = Path(spec["ws"])
     copy = Path(spec["copy"])
@@ -783,9 +784,12 @@ def child_memweave(spec: dict[str, Any]) -> dict[str, Any]:
 
     asyncio.run(main())
     out["index_mib"] = round(sum(p.stat().st_size for p in Path(spec["store"]).parent.glob(Path(spec["store"]).name + "*")) / 2**20, 2)
+    out["embedding_runs_on"] = local.runs_on
     return out
 
 
+#: What ``--phases`` chooses from, per size.
+PHASES = ("keyword", "open", "encoders", "model", "cold", "memweave")
 CHILDREN = {"keyword": child_keyword, "model": child_model, "open": child_open, "cold": child_cold, "memweave": child_memweave,
             "encoders": child_encoders}
 
@@ -847,6 +851,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memweave-python", default=os.environ.get("MDRECALL_MEMWEAVE_PYTHON"),
                         help="python of a virtualenv with memweave (and mdrecall[local]) installed")
     parser.add_argument("--qmd", default=os.environ.get("MDRECALL_QMD_BINARY"), help="QMD launcher (scripts/install-qmd.sh)")
+    parser.add_argument("--phases", nargs="+", default=list(PHASES), choices=list(PHASES),
+                        help="phases to run per size (default: all); e.g. --phases model memweave for warm search side by side")
+    parser.add_argument("--reuse-indexes", action="store_true",
+                        help="search the model and memweave indexes of an earlier run as they are (their index figures are then not measured)")
     parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "mdrecall-speed"), help="generated workspaces (reused)")
     parser.add_argument("--out", default=None, help="write the results as JSON here")
     parser.add_argument("--child", nargs=2, metavar=("KIND", "SPEC"), help=argparse.SUPPRESS)
@@ -883,41 +891,50 @@ def main(argv: list[str] | None = None) -> int:
         log(f"[{size}] workspace: {gen['files']} files, {gen['bytes'] / 2**20:.1f} MiB")
         base = {"ws": str(ws), "queries": args.queries, "corpus": args.corpus, "busy": busy}
         kw_store = workdir / f"kw-{size}.sqlite"
-        if args.reuse_keyword_index and kw_store.exists():
+        phases = set(args.phases)
+        if "keyword" not in phases:
+            pass
+        elif args.reuse_keyword_index and kw_store.exists():
             entry["keyword"] = "reused (--reuse-keyword-index)"
         else:
             entry["keyword"] = run_child("keyword", {**base, "store": str(_fresh(kw_store))})
-        log(f"[{size}] keyword-only: {json.dumps(entry['keyword'])}")
-        entry["open_keyword"] = run_child("open", {**base, "store": str(kw_store), "provider": "none"})
-        if entry["open_keyword"].get("first_search_synced"):  # something moved since the last sync: now it has not
-            entry["open_keyword_after_sync"] = run_child("open", {**base, "store": str(kw_store), "provider": "none"})
-        entry["open_keyword_after_change"] = run_child("open", {**base, "store": str(kw_store), "provider": "none", "change": "zebra crossing"})
-        if args.encoders:
+            log(f"[{size}] keyword-only: {json.dumps(entry['keyword'])}")
+        if "open" in phases:
+            entry["open_keyword"] = run_child("open", {**base, "store": str(kw_store), "provider": "none"})
+            if entry["open_keyword"].get("first_search_synced"):  # something moved since the last sync: now it has not
+                entry["open_keyword_after_sync"] = run_child("open", {**base, "store": str(kw_store), "provider": "none"})
+            entry["open_keyword_after_change"] = run_child("open", {**base, "store": str(kw_store), "provider": "none", "change": "zebra crossing"})
+        if args.encoders and "encoders" in phases:
             entry["encoders"] = run_child("encoders", {**base, "texts": args.encoders, "rounds": args.encoder_rounds})
             log(f"[{size}] encoders: {json.dumps(entry['encoders'])}")
-        if size in (args.model_sizes or []):
+        if size in (args.model_sizes or []) and "model" in phases:
             first = args.model_runtimes[0]
             for runtime in args.model_runtimes:
-                mstore = _fresh(workdir / (f"model-{size}.sqlite" if runtime == first else f"model-{size}-{runtime}.sqlite"))
+                mstore = workdir / (f"model-{size}.sqlite" if runtime == first else f"model-{size}-{runtime}.sqlite")
+                if not (args.reuse_indexes and mstore.exists()):
+                    _fresh(mstore)
                 spec = {**base, "store": str(mstore), "kw_store": str(kw_store), "runtime": runtime,
                         "search": runtime == first, "throughput": runtime == first}
                 key = "model" if runtime == first else f"model_{runtime}"
                 entry[key] = run_child("model", spec)
                 log(f"[{size}] local model ({runtime}): {json.dumps(entry[key])}")
             mstore = workdir / f"model-{size}.sqlite"
-            entry["open_model"] = run_child("open", {**base, "store": str(mstore), "provider": "local"})
-        if size == args.cold_size:
+            if "open" in phases:
+                entry["open_model"] = run_child("open", {**base, "store": str(mstore), "provider": "local"})
+        if size == args.cold_size and "cold" in phases:
             spec = {**base, "store": str(kw_store)}
             if args.qmd and os.path.exists(args.qmd):
                 spec |= {"qmd": args.qmd, "qmd_env": _qmd_index(args.qmd, ws, workdir / f"qmd-{size}")}
             entry["cold"] = run_child("cold", spec)
             log(f"[{size}] cold: {json.dumps(entry['cold'])}")
-        if size in (args.peer_sizes or []):
+        if size in (args.peer_sizes or []) and "memweave" in phases:
             if args.memweave_python:
                 mw_store = workdir / f"memweave-{size}" / "index.sqlite"
-                if mw_store.parent.exists():
-                    shutil.rmtree(mw_store.parent)
-                mw_store.parent.mkdir(parents=True)
+                if not (args.reuse_indexes and mw_store.exists()):
+                    if mw_store.parent.exists():
+                        shutil.rmtree(mw_store.parent)
+                    shutil.rmtree(workdir / f"memweave-ws-{size}", ignore_errors=True)
+                    mw_store.parent.mkdir(parents=True)
                 spec = {**base, "store": str(mw_store), "copy": str(workdir / f"memweave-ws-{size}")}
                 try:
                     entry["memweave"] = run_child("memweave", spec, python=args.memweave_python)

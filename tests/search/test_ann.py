@@ -120,3 +120,42 @@ def test_a_damaged_or_missing_graph_is_rebuilt_from_the_stored_vectors(tmp_path:
         answered = m.ann.searches
         assert _answers(m) == before and m.ann.searches == answered + len(QUERIES)  # and by the rebuilt graph
         assert m.status().details["vector"]["approximate"]["entries"] == m.status().chunks
+
+
+def test_an_update_asked_for_while_another_runs_waits_for_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A direct update() beside the background one that a sync started: one after the other (both
+    used to write the same temporary files, and the second rename failed), the graph then whole."""
+    import threading
+    import time
+
+    from mdrecall.search import ann
+
+    save = ann._Graph.save
+
+    def slow_save(self: Any, path: Path) -> None:
+        time.sleep(0.3)  # widens the window in which two updates would overlap
+        save(self, path)
+
+    monkeypatch.setattr(ann._Graph, "save", slow_save)
+    ws = _workspace(tmp_path / "ws")
+    store = tmp_path / "ann.sqlite"
+    with open_manager(ws, _config(store)) as m:
+        m.sync()  # starts the background update
+        assert m.ann is not None
+        errors: list[BaseException] = []
+
+        def direct() -> None:
+            try:
+                m.ann.update()
+            except BaseException as exc:  # the failure this test is about
+                errors.append(exc)
+
+        threads = [threading.Thread(target=direct) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert m.ann.wait(120)
+        assert errors == [] and m.ann.last_error is None
+        assert m.ann.status()["entries"] == m.status().chunks
+        assert m.search(QUERIES[0], min_score=0).results and m.ann.searches == 1

@@ -72,6 +72,9 @@ class ApproximateVectors:
         self.keys_path = Path(f"{db_path}.ann.keys.npy")
         self.meta_path = Path(f"{db_path}.ann.json")
         self._lock = threading.Lock()  # the graph and its keys, between searches and the updater
+        # One update at a time, whoever runs it (the background worker, a direct caller): two would
+        # write the same temporary files (measured: the second rename failed).
+        self._updating = threading.Lock()
         self._index: Any = None
         self._keys: Any = None  # int64 [n, 2]: chunk rowid, vector key
         self._built_for: dict[str, Any] | None = None
@@ -186,9 +189,13 @@ class ApproximateVectors:
                 return
 
     def update(self) -> dict[str, Any]:
-        """Make the graph match the index now (on the calling thread): apply the differences, or
-        build it from the stored vectors when there is none, it cannot be read, or deletions have
-        worn it (more than REBUILD_AFTER_REMOVED of its entries)."""
+        """Make the graph match the index now (on the calling thread; after any update already
+        running): apply the differences, or build it from the stored vectors when there is none, it
+        cannot be read, or deletions have worn it (more than REBUILD_AFTER_REMOVED of its entries)."""
+        with self._updating:
+            return self._update()
+
+    def _update(self) -> dict[str, Any]:
         import numpy as np
 
         started = time.perf_counter()

@@ -398,6 +398,22 @@ def _merge_touching(hit: Hit, kept: list[Hit], narrow_above: int) -> bool:
     return False
 
 
+class _PerFile:
+    """``lengths`` asked once per file during one packing: costs are counted for every hit, every
+    narrowing tried and every fill simulated, mostly of the same few files (each ask stats the file
+    and resolves its path)."""
+
+    def __init__(self, lengths: LineLengths) -> None:
+        self.lengths = lengths
+        self.found: dict[tuple[str, str], Sequence[int] | None] = {}
+
+    def __call__(self, path: str, source: str) -> Sequence[int] | None:
+        key = (path, source)
+        if key not in self.found:
+            self.found[key] = self.lengths(path, source)
+        return self.found[key]
+
+
 def pack(
     hits: list[Hit],
     max_results: int,
@@ -412,6 +428,8 @@ def pack(
     out: list[Hit] = []
     skipped: list[Hit] = []
     used = 0
+    if lengths is not None:
+        lengths = _PerFile(lengths)
     fit = _Fitter(context, narrow_above, lengths, corpus)
     for index, hit in enumerate(hits):
         if len(out) >= max_results or budget - used < 40:

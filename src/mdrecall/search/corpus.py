@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -25,7 +26,7 @@ from mdrecall.index.chunking import decode_numbers
 from mdrecall.search.keyword import Candidate
 from mdrecall.search.markup import KEYWORD as MARKUP_KEYWORD
 from mdrecall.search.markup import ChunkRow
-from mdrecall.search.relevance import FallbackTokens
+from mdrecall.search.relevance import FallbackTokens, TextProfile, text_profile
 from mdrecall.store.db import IndexDB
 from mdrecall.text import fts_index_text
 
@@ -126,6 +127,29 @@ class PorterTokens:
 
 #: Texts whose tokens one corpus keeps (then it starts again): ~2 MB of lines.
 TOKEN_CACHE_TEXTS = 20_000
+#: Chunks whose indexed text and vector one corpus keeps per version of the chunks (then it starts
+#: again): ~3 KB each.
+STORED_CACHE_CHUNKS = 8192
+#: Chunk texts whose keyword profile one corpus keeps, least recently used dropped first (~3 KB
+#: each: a workspace of a few thousand chunks keeps all its candidates).
+PROFILE_CACHE_TEXTS = 4096
+
+
+class _Stored:
+    """What scoring read from the index at one version of its chunks (``IndexDB.chunks_version``,
+    a new token on every write of chunks): the chunk count, query terms' document frequencies,
+    chunks' indexed texts and vectors. All of them are functions of the chunks alone, so they hold
+    until the token changes; each search reads the token first, then anything it lacks."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+        self.count: int | None = None
+        self.dfs: dict[tuple[tuple[str, ...], bool], int] = {}
+        self.texts: dict[int, str] = {}
+        #: rowid -> (float32 vector, its norm or 1.0); None: the chunk has no usable vector.
+        self.vectors: dict[int, tuple[Any, float] | None] = {}
+        #: rowid -> the source line of each text line (transcripts); None: none stored.
+        self.numbers: dict[int, tuple[int, ...] | None] = {}
 
 
 class IndexCorpus:
@@ -147,6 +171,10 @@ class IndexCorpus:
         self.matrix: Vector | None = None
         self._marked: tuple[object, list[ChunkRow]] | None = None
         self._token_cache: dict[str, tuple[str, ...]] = {}
+        self._profiles: OrderedDict[str, TextProfile] = OrderedDict()
+        self._profiles_lock = threading.Lock()
+        self._stored: _Stored | None = None
+        self._stored_lock = threading.Lock()
         if tokenizer == "unicode61" and db.caps.fts_available:
             try:
                 self._tok = db.conn.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
@@ -170,8 +198,40 @@ class IndexCorpus:
             self._token_cache[text] = found
         return list(found)
 
+    def profile(self, text: str) -> TextProfile:
+        """The text's keyword profile (relevance.text_profile), kept: scoring asks for the same
+        candidates' texts search after search, and a profile depends on nothing else."""
+        with self._profiles_lock:
+            found = self._profiles.get(text)
+            if found is not None:
+                self._profiles.move_to_end(text)
+                return found
+        found = text_profile(text, self)
+        with self._profiles_lock:
+            self._profiles[text] = found
+            if len(self._profiles) > PROFILE_CACHE_TEXTS:
+                self._profiles.popitem(last=False)
+        return found
+
+    def _current(self) -> _Stored | None:
+        """The cache of the chunks' current version (None: an index without version tokens, whose
+        changes cannot be told: nothing is kept)."""
+        token = self.db.chunks_version()
+        if token is None:
+            return None
+        with self._stored_lock:
+            if self._stored is None or self._stored.token != token:
+                self._stored = _Stored(token)
+            return self._stored
+
     def chunk_count(self) -> int:
-        return self.db.chunk_count()
+        # COUNT(*) reads a whole index b-tree (~10 ms at 1M chunks): once per version of the chunks
+        stored = self._current()
+        if stored is None:
+            return self.db.chunk_count()
+        if stored.count is None:
+            stored.count = self.db.chunk_count()
+        return stored.count
 
     def _ensure_vocab(self) -> bool:
         if not self._vocab:
@@ -185,24 +245,52 @@ class IndexCorpus:
         return True
 
     def doc_freqs(self, terms: Sequence[str], forms: Sequence[tuple[str, ...]], cjk: Sequence[bool]) -> list[int]:
+        stored = self._current()
         out: list[int] = []
         use_vocab = self._tok is not None and self._ensure_vocab()
         for form, is_cjk in zip(forms, cjk, strict=True):
+            known = stored.dfs.get((form, is_cjk)) if stored is not None else None
+            if known is not None:
+                out.append(known)
+                continue
             try:
                 if use_vocab and not is_cjk and len(form) == 1:
                     row = self.conn.execute("SELECT doc FROM temp.mdrecall_vocab WHERE term = ?", (form[0],)).fetchone()
-                    out.append(int(row[0]) if row else 0)
-                    continue
-                phrase = " ".join(form[0]) if is_cjk and self.kind == "unicode61" else " ".join(form)
-                row = self.conn.execute(
-                    "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", ('"' + phrase.replace('"', "") + '"',)
-                ).fetchone()
-                out.append(int(row[0]) if row else 0)
-            except apsw.Error:  # no keyword index (file scan): the term counts as unseen
+                else:
+                    phrase = " ".join(form[0]) if is_cjk and self.kind == "unicode61" else " ".join(form)
+                    row = self.conn.execute(
+                        "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", ('"' + phrase.replace('"', "") + '"',)
+                    ).fetchone()
+            except apsw.Error:  # no keyword index (file scan): the term counts as unseen (not kept)
                 out.append(0)
+                continue
+            count = int(row[0]) if row else 0
+            if stored is not None and len(stored.dfs) < STORED_CACHE_CHUNKS:
+                stored.dfs[(form, is_cjk)] = count
+            out.append(count)
         return out
 
     def indexed_texts(self, ids: Sequence[int]) -> dict[int, str]:
+        stored = self._current()
+        if stored is None:
+            return self._read_texts(ids)
+        out: dict[int, str] = {}
+        missing: list[int] = []
+        for rowid in ids:
+            text = stored.texts.get(rowid)
+            if text is None:
+                missing.append(rowid)
+            else:
+                out[rowid] = text
+        if missing:
+            fetched = self._read_texts(missing)
+            if len(stored.texts) + len(fetched) > STORED_CACHE_CHUNKS:
+                stored.texts.clear()
+            stored.texts.update(fetched)
+            out.update(fetched)
+        return out
+
+    def _read_texts(self, ids: Sequence[int]) -> dict[int, str]:
         texts = self.db.indexed_texts(ids)
         if self.kind != "unicode61" or self.db.legacy_layout():
             return texts  # schema 1/2 hands back the FTS copy itself
@@ -212,16 +300,36 @@ class IndexCorpus:
         import numpy as np
 
         q = normalised(query_vec)
+        stored = self._current()
+        vectors: dict[int, tuple[Any, float] | None] = {}
+        missing: list[int] = []
+        for rowid in ids:
+            if stored is not None and rowid in stored.vectors:
+                vectors[rowid] = stored.vectors[rowid]
+            else:
+                missing.append(rowid)
+        if missing:
+            blobs = self.db.chunk_vectors(missing)
+            for rowid in missing:
+                blob = blobs.get(rowid)
+                if blob is None:
+                    vectors[rowid] = None
+                    continue
+                vec = np.frombuffer(blob, dtype=np.float32)
+                vectors[rowid] = (vec, float(np.linalg.norm(vec)) or 1.0)
+            if stored is not None:
+                if len(stored.vectors) + len(missing) > STORED_CACHE_CHUNKS:
+                    stored.vectors.clear()
+                stored.vectors.update((rowid, vectors[rowid]) for rowid in missing)
         out: dict[int, float] = {}
-        for rowid, blob in self.db.chunk_vectors(ids).items():
-            vec = np.frombuffer(blob, dtype=np.float32)
-            if vec.shape[0] == q.shape[0]:
-                out[rowid] = float(np.dot(vec, q)) / (float(np.linalg.norm(vec)) or 1.0)
+        for rowid, found in vectors.items():
+            if found is not None and found[0].shape[0] == q.shape[0]:
+                out[rowid] = float(np.dot(found[0], q)) / found[1]
         return out
 
     def mean_cosine(self, query_vec: Vector) -> float | None:
         matrix = self.matrix
-        key = (self.db.chunks_version(), self.db.chunk_count(), None if matrix is None else matrix.shape)
+        key = (self.db.chunks_version(), self.chunk_count(), None if matrix is None else matrix.shape)
         return self._centroid.mean_cosine(key, lambda: self._compute_centroid(matrix), query_vec)
 
     def _compute_centroid(self, matrix: Vector | None) -> Vector | None:
@@ -249,7 +357,7 @@ class IndexCorpus:
     def marked_chunks(self) -> list[ChunkRow]:
         """Every Markdown chunk holding the word of supersession markup (search/markup.py), found
         through the keyword index and kept until the index changes."""
-        key = (self.db.chunks_version(), self.db.chunk_count())
+        key = (self.db.chunks_version(), self.chunk_count())
         if self._marked is not None and self._marked[0] == key:
             return self._marked[1]
         cols = "c.rowid, c.path, c.source, c.start_line, c.end_line, c.text"
@@ -281,11 +389,24 @@ class IndexCorpus:
         return message_lines([(int(r[1]), int(r[2]), str(r[3]), numbers.get(int(r[0]))) for r in rows], message)
 
     def line_numbers(self, ids: Sequence[int]) -> dict[int, list[int]]:
+        stored = self._current()
+        known = stored.numbers if stored is not None else {}
+        missing = [rowid for rowid in ids if rowid not in known]
+        found: dict[int, tuple[int, ...] | None] = {}
+        if missing:
+            read = self.db.chunk_line_numbers(missing)
+            for rowid in missing:
+                decoded = decode_numbers(read[rowid]) if rowid in read else None
+                found[rowid] = tuple(decoded) if decoded is not None else None
+            if stored is not None:
+                if len(known) + len(found) > STORED_CACHE_CHUNKS:
+                    known.clear()
+                known.update(found)
         out: dict[int, list[int]] = {}
-        for rowid, stored in self.db.chunk_line_numbers(ids).items():
-            numbers = decode_numbers(stored)
+        for rowid in ids:
+            numbers = found[rowid] if rowid in found else known.get(rowid)
             if numbers is not None:
-                out[rowid] = numbers
+                out[rowid] = list(numbers)  # a list of its own: a hit may change its map
         return out
 
 
@@ -293,14 +414,24 @@ _CORPORA: weakref.WeakKeyDictionary[IndexDB, IndexCorpus] = weakref.WeakKeyDicti
 _CORPORA_LOCK = threading.Lock()
 
 
-def index_corpus(db: IndexDB, tokenizer: str, matrix: Vector | None = None) -> IndexCorpus:
-    """The :class:`IndexCorpus` of this connection (made once), with the KNN matrix if one is loaded."""
+def _corpus_of(db: IndexDB, tokenizer: str) -> IndexCorpus:
     with _CORPORA_LOCK:
         found = _CORPORA.get(db)
         if found is None or found.kind != tokenizer or found.conn is not db.conn:
             found = _CORPORA[db] = IndexCorpus(db, tokenizer)
+    return found
+
+
+def index_corpus(db: IndexDB, tokenizer: str, matrix: Vector | None = None) -> IndexCorpus:
+    """The :class:`IndexCorpus` of this connection (made once), with the KNN matrix if one is loaded."""
+    found = _corpus_of(db, tokenizer)
     found.matrix = matrix
     return found
+
+
+def indexed_chunks(db: IndexDB, tokenizer: str) -> int:
+    """The index's chunk count, kept by this connection's corpus until the chunks change."""
+    return _corpus_of(db, tokenizer).chunk_count()
 
 
 class CandidateCorpus:

@@ -42,9 +42,13 @@ _COLUMNS = "c.rowid, c.path, c.source, c.start_line, c.end_line, c.text"
 CANDIDATE_POSTINGS = 8000
 
 
-def candidate_terms(db: IndexDB, terms: list[str]) -> list[str] | None:
+def candidate_terms(db: IndexDB, terms: list[str], chunks: int | None = None) -> list[str] | None:
     """The terms whose chunks are ranked, or None to rank every match: phrases (CJK bigrams, words
-    the tokenizer splits), then single words rarest first while their chunks fit the budget."""
+    the tokenizer splits), then single words rarest first while their chunks fit the budget.
+    ``chunks``: the index's chunk count, when the caller knows it (no term is in more chunks than
+    that, so a small index needs no counting)."""
+    if chunks is not None and chunks * len(terms) <= CANDIDATE_POSTINGS:
+        return None
     frequencies = db.fts_term_chunks([t for t in terms if not CJK_CHAR.match(t)])
     if not frequencies or sum(frequencies.values()) <= CANDIDATE_POSTINGS:
         return None
@@ -58,7 +62,10 @@ def candidate_terms(db: IndexDB, terms: list[str]) -> list[str] | None:
     return chosen if len(chosen) < len(terms) else None
 
 
-def keyword_search(db: IndexDB, query: str, limit: int, scope: ScopeLike, tokenizer: str = "unicode61") -> list[Candidate]:
+def keyword_search(
+    db: IndexDB, query: str, limit: int, scope: ScopeLike, tokenizer: str = "unicode61", chunks: int | None = None
+) -> list[Candidate]:
+    """The ``limit`` best keyword matches of ``query``; ``chunks``: see :func:`candidate_terms`."""
     terms = query_terms(query)
     if not terms:
         return []
@@ -69,7 +76,7 @@ def keyword_search(db: IndexDB, query: str, limit: int, scope: ScopeLike, tokeni
     if expression is None:
         return []
     try:
-        rare = candidate_terms(db, terms)
+        rare = candidate_terms(db, terms, chunks)
         rows = _ranked(db, expression, rare, limit, where)
         if rare is not None and len(rows) < limit:
             # The rare terms' chunks ran out (or the filter hid them): rank every match after all.

@@ -34,7 +34,7 @@ from mdrecall.config import MemoryConfig
 from mdrecall.search import relevance as rel
 from mdrecall.search.asof import known_then
 from mdrecall.search.budget import Hit, message_map, pack
-from mdrecall.search.corpus import CandidateCorpus, Corpus, index_corpus
+from mdrecall.search.corpus import CandidateCorpus, Corpus, index_corpus, indexed_chunks
 from mdrecall.search.dates import date_logit, query_dates
 from mdrecall.search.dating import FileTimes
 from mdrecall.search.decay import decay_multiplier
@@ -206,10 +206,12 @@ def retrieve(
     degraded = bool(degraded_reasons)
     limit = candidate_limit(config, plan.max_results, plan.as_of)
     fts = db.caps.fts_available
+    # The chunk count, kept per version of the chunks: a small index's terms need no counting.
+    chunks = indexed_chunks(db, q.fts.tokenizer) if fts else None
 
     keyword: list[Candidate] = []
     if fts and (q.hybrid.enabled or embed_query is None or vector_search is None):
-        keyword = keyword_search(db, plan.query, limit, plan.scope, q.fts.tokenizer)
+        keyword = keyword_search(db, plan.query, limit, plan.scope, q.fts.tokenizer, chunks)
 
     vector: list[Candidate] = []
     query_vec: Vector | None = None
@@ -219,7 +221,7 @@ def retrieve(
         warnings.append(skip_reason)
         use_vectors = False
         if fts and not keyword:
-            keyword = keyword_search(db, plan.query, limit, plan.scope, q.fts.tokenizer)
+            keyword = keyword_search(db, plan.query, limit, plan.scope, q.fts.tokenizer, chunks)
     if use_vectors and embed_query is not None and vector_search is not None:
         import numpy as np  # the vector side only: keyword-only searches never load numpy
 
@@ -230,7 +232,7 @@ def retrieve(
             degraded = True
             use_vectors = False
             if fts and not keyword:
-                keyword = keyword_search(db, plan.query, limit, plan.scope, q.fts.tokenizer)
+                keyword = keyword_search(db, plan.query, limit, plan.scope, q.fts.tokenizer, chunks)
         else:
             if np.any(query_vec):
                 vector = vector_search(db, query_vec, limit, plan.scope)
@@ -334,13 +336,15 @@ def score_candidates(
         # BM25's length normalisation against the configured chunk size (in estimated tokens), a
         # constant: the corpus's own average would move every score whenever a note is added.
         ref_length = max(8, config.chunking.tokens)
+        idf = stats.idf
         for hit in hits.values():
             ev = rel.evidence(stats, texts.get(hit.rowid, hit.text), ref_length, corpus)
             body_lines = hit.text.count("\n") + 1
             # The indexed text starts with the heading trail: the body's lines are the last ones.
             ev.line_terms = ev.line_terms[-body_lines:] if len(ev.line_terms) >= body_lines else [()] * body_lines
             hit.evidence = ev
-            hit.line_weights = [sum(stats.idf[i] for i in terms) for terms in ev.line_terms]
+            # sum() of a line without terms is the int 0, as before; most lines hold none
+            hit.line_weights = [sum(idf[i] for i in terms) if terms else 0 for terms in ev.line_terms]
     sessions = [rowid for rowid, h in hits.items() if h.source == "sessions" and h.end_line > h.start_line]
     if sessions:
         for rowid, numbers in corpus.line_numbers(sessions).items():

@@ -206,38 +206,87 @@ def query_stats(query: str, corpus: TermStatistics) -> QueryStats:
     return QueryStats(kept, forms, cjk, idf, max_idf, total, known, bidf, max(1e-6, sum(bidf)))
 
 
-def evidence(stats: QueryStats, text: str, ref_length: float, tokenizer: Tokens) -> KeywordEvidence:
-    """Keyword evidence of one chunk (its indexed text: heading trail and body)."""
-    if stats.empty or stats.total_idf <= 0:
-        return KeywordEvidence(known=0.0)
-    lines = text.split("\n")
-    line_tokens = [tokenizer.tokens(line) for line in lines]
+@dataclass(frozen=True, slots=True)
+class TextProfile:
+    """What keyword evidence needs of one text whatever the query: its lines, every stem's count,
+    the token count, and per stem the lines holding it (bit ``k`` set: line ``k``). Computed once
+    per text (:meth:`~mdrecall.search.corpus.IndexCorpus.profile` keeps them), so a search matches
+    query terms against counts instead of tokenising every candidate again."""
+
+    lines: tuple[str, ...]
+    counts: dict[str, int]
+    length: int
+    line_masks: dict[str, int]
+
+
+def text_profile(text: str, tokenizer: Tokens) -> TextProfile:
+    lines = tuple(text.split("\n"))
     counts: dict[str, int] = {}
+    masks: dict[str, int] = {}
     length = 0
-    for toks in line_tokens:
+    for k, line in enumerate(lines):
+        toks = tokenizer.tokens(line)
         length += len(toks)
+        bit = 1 << k
         for t in toks:
             counts[t] = counts.get(t, 0) + 1
+            masks[t] = masks.get(t, 0) | bit
+    return TextProfile(lines, counts, length, masks)
+
+
+def evidence(stats: QueryStats, text: str, ref_length: float, tokenizer: Tokens) -> KeywordEvidence:
+    """Keyword evidence of one chunk (its indexed text: heading trail and body). ``tokenizer`` may
+    keep the texts' profiles (a ``profile(text)`` method, as IndexCorpus has)."""
+    if stats.empty or stats.total_idf <= 0:
+        return KeywordEvidence(known=0.0)
+    cached = getattr(tokenizer, "profile", None)
+    prof: TextProfile = cached(text) if cached is not None else text_profile(text, tokenizer)
+    counts, lines = prof.counts, prof.lines
     has_cjk = any(stats.cjk)
     flat = text.replace(" ", "") if has_cjk else ""
-    norm = K1 * (1 - B + B * length / max(1.0, ref_length))
+    norm = K1 * (1 - B + B * prof.length / max(1.0, ref_length))
     matched: list[int] = []
+    masks: list[int] = []
     sat_sum = 0.0
-    for i, (form, is_cjk) in enumerate(zip(stats.forms, stats.cjk, strict=True)):
-        tf = flat.count(form[0]) if is_cjk else min(counts.get(s, 0) for s in form)
-        if tf <= 0:
-            continue
+    idf, cjk, line_masks = stats.idf, stats.cjk, prof.line_masks
+    for i, form in enumerate(stats.forms):
+        if has_cjk and cjk[i]:
+            tf = flat.count(form[0])
+            if tf <= 0:
+                continue
+            mask = 0
+            for k, line in enumerate(lines):
+                if form[0] in line.replace(" ", ""):
+                    mask |= 1 << k
+        elif len(form) == 1:  # most terms: one stem
+            tf = counts.get(form[0], 0)
+            if tf <= 0:
+                continue
+            mask = line_masks[form[0]]
+        else:
+            tf = min(counts.get(s, 0) for s in form)
+            if tf <= 0:
+                continue
+            mask = -1
+            for s in form:
+                mask &= line_masks[s]
         matched.append(i)
-        sat_sum += stats.idf[i] * tf * (K1 + 1) / (tf + norm)
+        masks.append(mask)
+        sat_sum += idf[i] * tf * (K1 + 1) / (tf + norm)
     matched_idf = sum(stats.idf[i] for i in matched)
-    per_line: list[tuple[int, ...]] = []
-    for line, toks in zip(lines, line_tokens, strict=True):
-        present = set(toks)
-        flat_line = line.replace(" ", "") if has_cjk else ""
-        per_line.append(tuple(
-            i for i in matched
-            if (stats.forms[i][0] in flat_line if stats.cjk[i] else all(s in present for s in stats.forms[i]))
-        ))
+    per_line: list[tuple[int, ...]] = [()] * len(lines)
+    if len(matched) == 1:
+        only, mask = (matched[0],), masks[0]
+        for k in range(len(lines)):
+            if mask >> k & 1:
+                per_line[k] = only
+    elif matched:
+        union = 0
+        for mask in masks:
+            union |= mask
+        for k in range(len(lines)):
+            if union >> k & 1:  # only lines holding a matched term get a tuple (most lines hold none)
+                per_line[k] = tuple(i for i, mask in zip(matched, masks) if mask >> k & 1)
     return KeywordEvidence(
         coverage=matched_idf / stats.total_idf,
         bm25=sat_sum / ((K1 + 1) * stats.total_idf),

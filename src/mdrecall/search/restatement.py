@@ -27,6 +27,9 @@ recall on LongMemEval's knowledge updates).
 from __future__ import annotations
 
 import re
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -102,22 +105,89 @@ class Statement:
 
 def statement(text: str, stats: QueryStats, tokens: Callable[[str], list[str]]) -> Statement | None:
     """The sentence of ``text`` that holds most of the query's term weight (None: none holds any)."""
-    found = _SPEAKER.match(text)
-    speaker = found.group(1).strip().lower() if found else None
-    body = _NOISE.sub(" ", text[found.end():] if found else text)
-    best: Statement | None = None
+    best: _Sentence | None = None
+    best_terms: frozenset[int] = frozenset()
     best_weight = 0.0
-    for sentence in _SENTENCE.split(body):
-        sentence = _LINE_PREFIX.sub("", sentence).strip()
-        if not sentence or sentence.startswith("#") or _question(sentence):
-            continue  # a heading or a question states nothing
-        stems = set(tokens(sentence))
+    parsed = _sentences(text, tokens)
+    asked = _asked_stems(stats)
+    for sentence in parsed.sentences:
+        stems = sentence.stems
+        if stems.isdisjoint(asked):
+            continue  # holds none of the query's terms: weight 0, never the best
         terms = frozenset(i for i, form in enumerate(stats.forms)
                           if not stats.cjk[i] and form and all(s in stems for s in form))  # fmt: skip
         weight = sum(stats.idf[i] for i in terms)
         if weight > best_weight:
-            best, best_weight = _read(sentence, terms, tokens, speaker), weight
-    return best
+            best, best_terms, best_weight = sentence, terms, weight
+    if best is None:
+        return None
+    read = best.read
+    if read is None:
+        read = best.read = _read(best.text, frozenset(), tokens, parsed.speaker)
+    return Statement(read.text, read.words, read.numbers, read.idents, read.dates, best_terms, read.speaker, read.lead)
+
+
+def _asked_stems(stats: QueryStats) -> frozenset[str]:
+    """Every stem of the query's (non-CJK) terms: a sentence without one holds no term."""
+    return frozenset(s for form, cjk in zip(stats.forms, stats.cjk, strict=True) if not cjk for s in form)
+
+
+@dataclass(slots=True)
+class _Sentence:
+    text: str
+    stems: frozenset[str]
+    #: The sentence read (``_read``) with no query terms, once it was asked for.
+    read: Statement | None = None
+
+
+@dataclass(slots=True)
+class _Parsed:
+    speaker: str | None
+    sentences: list[_Sentence]
+
+
+#: Texts whose sentences are kept per tokenizer (least recently used dropped first).
+PARSED_TEXTS = 4096
+_PARSED: weakref.WeakKeyDictionary[object, OrderedDict[str, _Parsed]] = weakref.WeakKeyDictionary()
+_PARSED_LOCK = threading.Lock()
+
+
+def _sentences(text: str, tokens: Callable[[str], list[str]]) -> _Parsed:
+    """``text`` cut into the sentences that may state something, with their stems: the same for
+    every query, so kept per tokenizer (the object behind ``tokens``; a tokenizer's stems of a text
+    never change) for the texts supersession looks at search after search."""
+    owner = getattr(tokens, "__self__", tokens)
+    try:
+        with _PARSED_LOCK:
+            cache = _PARSED.get(owner)
+            if cache is None:
+                cache = _PARSED[owner] = OrderedDict()
+            found = cache.get(text)
+            if found is not None:
+                cache.move_to_end(text)
+                return found
+    except TypeError:  # a tokenizer that cannot be weakly referenced or hashed: nothing kept
+        cache = None
+    found = _parse(text, tokens)
+    if cache is not None:
+        with _PARSED_LOCK:
+            cache[text] = found
+            if len(cache) > PARSED_TEXTS:
+                cache.popitem(last=False)
+    return found
+
+
+def _parse(text: str, tokens: Callable[[str], list[str]]) -> _Parsed:
+    found = _SPEAKER.match(text)
+    speaker = found.group(1).strip().lower() if found else None
+    body = _NOISE.sub(" ", text[found.end():] if found else text)
+    out: list[_Sentence] = []
+    for sentence in _SENTENCE.split(body):
+        sentence = _LINE_PREFIX.sub("", sentence).strip()
+        if not sentence or sentence.startswith("#") or _question(sentence):
+            continue  # a heading or a question states nothing
+        out.append(_Sentence(sentence, frozenset(tokens(sentence))))
+    return _Parsed(speaker, out)
 
 
 _ASKING = frozenset(

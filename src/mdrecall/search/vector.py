@@ -230,5 +230,10 @@ class InProcessVectors:
                 sims = np.where(allowed, sims, -np.inf)
             count = min(limit, len(sims))
             top = np.argpartition(-sims, count - 1)[:count] if count < len(sims) else np.arange(len(sims))
-            scores = {int(self._rowids[i]): float(sims[i]) for i in top if np.isfinite(sims[i])}
+            best = sims[top]
+            finite = np.isfinite(best)
+            if not finite.all():
+                top, best = top[finite], best[finite]
+            # one conversion per array, not per element: the same ints and floats, in the same order
+            scores = dict(zip(self._rowids[top].tolist(), best.tolist()))
         return _hydrate(db, list(scores), where, lambda rowid: scores[rowid])
