@@ -26,8 +26,39 @@ if TYPE_CHECKING:
 __all__ = ["COMMANDS", "INTERRUPTED", "cli", "main", "parse_overrides"]
 
 
+#: Options every command takes, which people also write before the command's name (`mdrecall -w ws
+#: search x`, as git takes `-C`): the value-taking ones and the flags.
+_COMMON_WITH_VALUE = frozenset({"-w", "--workspace", "-c", "--config", "--session-key"})
+_COMMON_FLAGS = frozenset({"--json"})
+
+
+def commands_first(args: list[str]) -> list[str]:
+    """``args`` with the common options written before the command moved after its name, so that
+    ``mdrecall -w ws -c provider=none search x`` runs ``mdrecall search -w ws -c provider=none x``.
+    Anything else before the command (``--version``, ``-h``, a typo) is left for Click to judge."""
+    moved: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        name = arg.split("=", 1)[0] if arg.startswith("--") else arg
+        if name in _COMMON_FLAGS and "=" not in arg:
+            moved.append(arg)
+            i += 1
+        elif name in _COMMON_WITH_VALUE and name != arg:  # --workspace=ws
+            moved.append(arg)
+            i += 1
+        elif name in _COMMON_WITH_VALUE and i + 1 < len(args):
+            moved += args[i : i + 2]
+            i += 2
+        else:
+            break
+    if not moved or i >= len(args) or args[i].startswith("-"):
+        return args
+    return [args[i], *moved, *args[i + 1 :]]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
+    args = commands_first(list(sys.argv[1:] if argv is None else argv))
     from mdrecall.cli.warm.client import answer
 
     code = answer(args)
