@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,14 @@ PROVIDER_ENV = (
     "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID", "GEMINI_API_KEY", "GOOGLE_API_KEY",
     "VOYAGE_API_KEY", "MISTRAL_API_KEY", "OLLAMA_HOST", "OLLAMA_API_KEY",
 )
+
+
+# A suite started in the background of a non-interactive shell (`pytest &`, a CI step) inherits
+# SIGINT ignored, and so would every process it starts: the tests that stop `mdrecall` with Ctrl-C
+# would see it ignored, as a real user's foreground command never does. Python's own handler here
+# means the default disposition in the children.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
