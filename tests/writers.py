@@ -17,7 +17,7 @@ _APPENDER = textwrap.dedent(
         with open(path, "a", encoding="utf-8") as handle:  # like `echo line >> MEMORY.md`
             handle.write(f"- {tag} {n}\\n")
         n += 1
-        time.sleep(0.002)  # an aggressive writer (hundreds of appends a second), not a flood
+        time.sleep(0.005)  # an aggressive writer (up to 200 appends a second), not a flood
     print(n)
     """
 )

@@ -97,7 +97,9 @@ def test_a_failed_batch_drops_the_texts_not_started(encoders, runtime: str, monk
     assert pool is not None
     pool.shutdown(wait=True)  # whatever was still queued has run by now
     encoder._pool = None
-    assert len(calls) <= 3, f"{len(calls)} of 40 texts embedded after the batch failed"
+    # The other worker may start a few texts before the failure is seen (more on a loaded machine);
+    # before the fix all 40 ran.
+    assert len(calls) <= 10, f"{len(calls)} of 40 texts embedded after the batch failed"
 
 
 def test_the_runtime_does_not_change_the_provider_identity() -> None:
