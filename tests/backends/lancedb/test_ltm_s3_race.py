@@ -116,5 +116,5 @@ def test_two_processes_capturing_at_once_lose_nothing(local_model: Any, ltm_ws: 
     for name, value in S3_ENV.items():
         monkeypatch.setenv(name, value)
     started = time.monotonic()
-    summary = _run_rounds(proxy, ltm_ws, tmp_path, [[], _lost_answers(), _lost_answers()])
+    summary = _run_rounds(proxy, ltm_ws, tmp_path, [[], _lost_answers()])
     print(f"\n2 processes x {TURNS} turns per round: {summary}; {time.monotonic() - started:.0f} s")

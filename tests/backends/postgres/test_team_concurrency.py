@@ -1,5 +1,5 @@
 """The issue's acceptance test: three agents (three workspaces, three processes) sync into one store
-at once for 60 s while searching; afterwards the store equals a fresh sync of the three workspaces and
+at once while searching (25 s in CI; the issue's 60 s with ``MDRECALL_TEAM_SECONDS=60``); afterwards the store equals a fresh sync of the three workspaces and
 each agent sees exactly its own private memories plus the team's shared ones, in search, get and over
 MCP (the SDK's real client against ``python -m mdrecall mcp``)."""
 
@@ -20,7 +20,7 @@ from pghelpers import PgDatabase, pg_config, snapshot
 
 AGENTS = ("alice", "bob", "carol")
 WORKER = Path(__file__).with_name("team_worker.py")
-SECONDS = 60
+SECONDS = int(os.environ.get("MDRECALL_TEAM_SECONDS", "25"))
 
 
 @pytest.mark.slow
