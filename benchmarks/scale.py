@@ -148,7 +148,29 @@ def _measure(fn: Callable[[Any], Any], items: list[Any], warmup: int = 5) -> dic
         cpus.append(time.process_time() - c)
     out = _percentiles(walls)
     out["cpu_mean_ms"] = round(sum(cpus) / len(cpus) * 1000, 2)
+    out["cpu_p50_ms"] = round(sorted(cpus)[len(cpus) // 2] * 1000, 2)
     return out
+
+
+def _profile(fn: Callable[[Any], Any], items: list[Any], top: int = 25) -> list[dict[str, Any]]:
+    """Where a search's time goes: cProfile over ``items``, the ``top`` functions by cumulative
+    time (per search), so a missed target says which stage to look at."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile(time.process_time)  # CPU, not wall: the machine is shared
+    profiler.enable()
+    for item in items:
+        fn(item)
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    rows = []
+    for (file, line, name), (_cc, calls, tottime, cumtime, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        rows.append({"function": f"{Path(file).name}:{line}:{name}", "calls_per_search": round(calls / len(items), 1),
+                     "own_ms_per_search": round(tottime / len(items) * 1000, 3),
+                     "cumulative_ms_per_search": round(cumtime / len(items) * 1000, 3)})
+    rows.sort(key=lambda r: -r["cumulative_ms_per_search"])
+    return rows[:top]
 
 
 def _plan(config: Any, query: str) -> Any:
@@ -328,12 +350,13 @@ def _from_stored(db: Any, queries: list[Any], seed: int = 13) -> list[Any]:
 
 def bench_sqlite(corpus: Corpus, size: int, queries: list[Any], work: Path, *, recipe: dict[str, Any],
                  real_queries: list[tuple[str, Any]], build_only: bool = False, exact: bool = True,
-                 memory_cache_mib: int | None = None) -> dict[str, Any]:
+                 memory_cache_mib: int | None = None, busy: int = 0, profile: int = 0) -> dict[str, Any]:
     """Build (or reuse, when ``work`` holds one built from the same recipe) the builtin index, then
     measure keyword and hybrid search with the KNN the builtin manager picks: the in-memory matrix
     under ``store.vector.memoryCacheMiB``, past it the approximate index (search/ann.py), built here
     once. ``exact``: the same searches again with an exact KNN (the whole matrix in memory), for
-    recall@10 of the engine's results against exact search."""
+    recall@10 of the engine's results against exact search. ``busy``: hybrid and keyword timed again
+    beside that many busy-looping processes; ``profile``: that many of each under cProfile."""
     from mdrecall.config import MemoryConfig
     from mdrecall.search import ann as ann_module
     from mdrecall.search.ann import ApproximateVectors
@@ -423,6 +446,16 @@ def bench_sqlite(corpus: Corpus, size: int, queries: list[Any], work: Path, *, r
     out["hybrid"]["target_in_top_10"] = round(sum(found[5:]) / max(1, len(found) - 5), 3)
     out["keyword"] = _measure(keyword_only, queries)
     out["rss_mib"] = {"now": _rss_mib(), "engine": round(_rss_mib() - out["rss_before_engine_mib"], 1), "max": _max_rss_mib()}
+    if busy:
+        from speed import competing_load
+
+        with competing_load(busy):
+            out["hybrid_busy"] = _measure(lambda q: search(q, knn, []), queries)
+            out["keyword_busy"] = _measure(keyword_only, queries)
+        out["busy_processes"] = busy
+    if profile:
+        out["profile"] = {"searches": profile, "hybrid": _profile(lambda q: search(q, knn, []), queries[:profile]),
+                          "keyword": _profile(keyword_only, queries[:profile])}
     if approximate is not None and exact:
         full = InProcessVectors(max_bytes=None)
         started = _timer()
@@ -493,6 +526,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--build-only", action="store_true", help="build the builtin index (and its approximate index), then stop")
     parser.add_argument("--memory-cache-mib", type=int, default=None, help="store.vector.memoryCacheMiB (default: the engine's)")
     parser.add_argument("--no-exact", action="store_true", help="skip the exact-KNN reference searches (1M: +1.5 GiB)")
+    parser.add_argument("--busy", nargs="?", type=int, const=-1, default=0,
+                        help="also time the builtin searches beside a competing CPU load (N busy processes; default: one per core)")
+    parser.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile N hybrid and N keyword searches (builtin)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
 
@@ -536,7 +572,8 @@ def main(argv: list[str] | None = None) -> int:
         recipe = {"chunks": args.sqlite_chunks, "topics": args.topics, "vectors_from": args.vectors_from}
         result["sqlite"] = bench_sqlite(corpus, args.sqlite_chunks, sqlite_queries, work, recipe=recipe,
                                         real_queries=real_queries, build_only=args.build_only, exact=not args.no_exact,
-                                        memory_cache_mib=args.memory_cache_mib)
+                                        memory_cache_mib=args.memory_cache_mib,
+                                        busy=(os.cpu_count() or 1) if args.busy == -1 else args.busy, profile=args.profile)
         print(json.dumps(result["sqlite"], indent=1), flush=True)
     if args.work is None:
         shutil.rmtree(work, ignore_errors=True)

@@ -855,6 +855,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="phases to run per size (default: all); e.g. --phases model memweave for warm search side by side")
     parser.add_argument("--reuse-indexes", action="store_true",
                         help="search the model and memweave indexes of an earlier run as they are (their index figures are then not measured)")
+    parser.add_argument("--no-encoder-throughput", action="store_true",
+                        help="skip the model phase's document-encoding throughput (onnxruntime and torch on 192 notes)")
     parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "mdrecall-speed"), help="generated workspaces (reused)")
     parser.add_argument("--out", default=None, help="write the results as JSON here")
     parser.add_argument("--child", nargs=2, metavar=("KIND", "SPEC"), help=argparse.SUPPRESS)
@@ -914,7 +916,7 @@ def main(argv: list[str] | None = None) -> int:
                 if not (args.reuse_indexes and mstore.exists()):
                     _fresh(mstore)
                 spec = {**base, "store": str(mstore), "kw_store": str(kw_store), "runtime": runtime,
-                        "search": runtime == first, "throughput": runtime == first}
+                        "search": runtime == first, "throughput": runtime == first and not args.no_encoder_throughput}
                 key = "model" if runtime == first else f"model_{runtime}"
                 entry[key] = run_child("model", spec)
                 log(f"[{size}] local model ({runtime}): {json.dumps(entry[key])}")
