@@ -31,11 +31,15 @@ class FileLineLengths:
     workspace, or the absolute paths of configured extra folders.
     """
 
-    def __init__(self, workspace: Path, max_files: int = 256) -> None:
+    def __init__(self, workspace: Path, max_files: int = 4096, max_lines: int = 1_000_000) -> None:
         self.root = workspace.resolve()
         self._cache: OrderedDict[str, tuple[tuple[int, int], FileLines]] = OrderedDict()
         self._lock = threading.Lock()
+        # Every search asks about each candidate's file, several times: a workspace's files should
+        # all fit (a search over 1k files re-read them when 256 did), bounded by the lines held.
         self._max = max_files
+        self._max_lines = max_lines
+        self._held_lines = 0
 
     def __call__(self, path: str, source: str) -> list[int] | None:
         found = self._lines(path)
@@ -51,11 +55,8 @@ class FileLineLengths:
         return self._lines(path)
 
     def _lines(self, path: str) -> FileLines | None:
-        candidate = Path(path)
-        full = candidate if candidate.is_absolute() else self.root / candidate
+        full = os.path.join(self.root, path)  # an absolute path (an extra folder) stays itself
         try:
-            if not candidate.is_absolute() and not full.resolve().is_relative_to(self.root):
-                return None
             st = os.stat(full)
         except (OSError, ValueError):
             return None
@@ -63,10 +64,19 @@ class FileLineLengths:
         with self._lock:
             cached = self._cache.get(path)
             if cached is not None and cached[0] == stamp:
+                # Read (and checked to be inside the workspace) before, unchanged since: a link
+                # swapped to point outside would have to keep the same mtime and size, and even
+                # then only what was read from inside is returned.
                 self._cache.move_to_end(path)
                 return cached[1]
         try:
-            text = full.read_bytes().decode("utf-8", errors="replace")
+            if not os.path.isabs(path) and not Path(full).resolve().is_relative_to(self.root):
+                return None
+        except (OSError, ValueError):
+            return None
+        try:
+            with open(full, "rb") as handle:
+                text = handle.read().decode("utf-8", errors="replace")
         except OSError:
             return None
         jsonl = path.endswith(".jsonl")
@@ -78,9 +88,14 @@ class FileLineLengths:
             found.names.append(name)
         found.people = name_counts(found.names)
         with self._lock:
+            previous = self._cache.pop(path, None)
+            if previous is not None:
+                self._held_lines -= len(previous[1].lengths)
             self._cache[path] = (stamp, found)
-            if len(self._cache) > self._max:
-                self._cache.popitem(last=False)
+            self._held_lines += len(found.lengths)
+            while len(self._cache) > 1 and (len(self._cache) > self._max or self._held_lines > self._max_lines):
+                _, (_, dropped) = self._cache.popitem(last=False)
+                self._held_lines -= len(dropped.lengths)
         return found
 
 

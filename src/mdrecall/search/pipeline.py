@@ -527,6 +527,7 @@ def _speakers(hits: Sequence[Hit], query: str, lengths: LineLengths | None, stat
         asked = Asked("role", role)
     else:
         return None
+    asks: dict[str, bool] = {}  # whether a line asks, per line text (chunks overlap: lines recur)
     for hit in hits:
         if hit.source == "sessions" and hit.line_map is None:
             hit.line_map = message_map(hit.text, hit.start_line, hit.end_line)
@@ -537,7 +538,7 @@ def _speakers(hits: Sequence[Hit], query: str, lengths: LineLengths | None, stat
             # A question states a fact of whoever answers it, in a conversation between people; a
             # user's question to an assistant often states the user's own ("we fly to Lisbon on
             # Friday: what should I pack?"), so roles keep their lines' own speakers.
-            speakers: list[str | None] = (_stating(hit, numbers, labels, lines.lengths, holds) if asked.kind == "name"
+            speakers: list[str | None] = (_stating(hit, numbers, labels, lines.lengths, holds, asks) if asked.kind == "name"
                                           else [labels[n - 1] for n in numbers])
         elif asked.kind == "role":
             speakers = list(line_speakers(hit.text, hit.source, hit.line_map))
@@ -570,13 +571,21 @@ def _file_lines(files: FileLineLengths, hit: Hit) -> FileLines | None:
 
 
 def _stating(hit: Hit, numbers: list[int], labels: Sequence[str | None], lengths: Sequence[int],
-             holds: Callable[[str], bool] | None) -> list[str | None]:
+             holds: Callable[[str], bool] | None, asks_memo: dict[str, bool]) -> list[str | None]:
     """Per line of the hit, whose statement it carries: its speaker's, except for a question, which
     states nothing itself: it carries the statement of whoever answers it on the next line (message)
     of the file ("Caroline: how long have you been married?" / "Melanie: 5 years")."""
     texts = hit.text.split("\n")
     own = [labels[n - 1] for n in numbers]
-    asks = {n for i, n in enumerate(numbers) if (i + 1 == len(numbers) or numbers[i + 1] != n) and is_question(texts[i], holds)}
+    asks: set[int] = set()
+    for i, n in enumerate(numbers):
+        if i + 1 == len(numbers) or numbers[i + 1] != n:  # a message's last line ends its question
+            text = texts[i]
+            question = asks_memo.get(text)
+            if question is None:
+                question = asks_memo[text] = is_question(text, holds)
+            if question:
+                asks.add(n)
     out: list[str | None] = []
     for n, label in zip(numbers, own):
         if n in asks:

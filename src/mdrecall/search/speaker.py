@@ -159,6 +159,8 @@ def is_question(line: str, holds: Callable[[str], bool] | None = None) -> bool:
     (``holds``) is a question ("Is it a yoga studio? It looks awesome!" asks about the studio);
     without such a sentence, whether the line ends with one."""
     line = session_content(line)
+    if "?" not in line:  # what follows only removes text: no question mark, no question (the common case)
+        return False
     named = _NAMED.match(line)
     if named is not None:
         line = line[named.end():]  # the speaker's name is not what the line says

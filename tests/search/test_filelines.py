@@ -1,0 +1,52 @@
+"""search/filelines.py: line lengths and speakers read from the files, cached by (mtime, size),
+never read from outside the workspace, and bounded by files and lines held."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mdrecall.search.filelines import FileLineLengths
+
+
+def test_a_changed_file_is_read_again_and_an_unchanged_one_is_not(tmp_path: Path) -> None:
+    note = tmp_path / "memory" / "a.md"
+    note.parent.mkdir()
+    note.write_text("- Caroline: hi\n- Melanie: hello there\n", encoding="utf-8")
+    lines = FileLineLengths(tmp_path)
+    first = lines.names("memory/a.md", "memory")
+    assert first is not None and first.lengths == [14, 22, 0] and first.names[:2] == ["caroline", "melanie"]
+    assert lines.names("memory/a.md", "memory") is first  # cached
+    note.write_text("- Caroline: a longer line now\n", encoding="utf-8")
+    again = lines.names("memory/a.md", "memory")
+    assert again is not None and again is not first and again.lengths == [29, 0]
+
+
+def test_nothing_outside_the_workspace_is_read_even_after_a_link_is_swapped(tmp_path: Path) -> None:
+    ws, outside = tmp_path / "ws", tmp_path / "secret.md"
+    (ws / "memory").mkdir(parents=True)
+    outside.write_text("- secret: " + "s" * 40 + "\n", encoding="utf-8")
+    inside = ws / "memory" / "inside.md"
+    inside.write_text("- fine\n", encoding="utf-8")
+    lines = FileLineLengths(ws)
+    assert lines("../secret.md", "memory") is None
+    link = ws / "memory" / "link.md"
+    link.symlink_to(outside)
+    assert lines("memory/link.md", "memory") is None
+    # A link read while it pointed inside, then swapped: the new target is checked before it is read.
+    link.unlink()
+    link.symlink_to(inside)
+    assert lines("memory/link.md", "memory") == [6, 0]
+    link.unlink()
+    link.symlink_to(outside)
+    assert lines("memory/link.md", "memory") is None
+
+
+def test_the_cache_holds_at_most_its_lines(tmp_path: Path) -> None:
+    (tmp_path / "memory").mkdir()
+    for i in range(6):
+        (tmp_path / "memory" / f"n{i}.md").write_text("- x\n" * 99, encoding="utf-8")  # 100 lines each
+    lines = FileLineLengths(tmp_path, max_files=100, max_lines=250)
+    for i in range(6):
+        assert lines(f"memory/n{i}.md", "memory") is not None
+    assert lines._held_lines <= 250 and len(lines._cache) == 2
+    assert list(lines._cache) == ["memory/n4.md", "memory/n5.md"]  # the least recently used went first
