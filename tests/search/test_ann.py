@@ -159,3 +159,27 @@ def test_an_update_asked_for_while_another_runs_waits_for_it(tmp_path: Path, mon
         assert errors == [] and m.ann.last_error is None
         assert m.ann.status()["entries"] == m.status().chunks
         assert m.search(QUERIES[0], min_score=0).results and m.ann.searches == 1
+
+
+def test_the_centroid_read_from_disk_is_the_mean_of_the_unit_vectors(tmp_path: Path) -> None:
+    """Past the in-memory budget the vector scores' centroid is read from the stored vectors, a batch
+    at a time: the same mean as one vector at a time (the reference here)."""
+    import numpy as np
+
+    from mdrecall.search.corpus import IndexCorpus
+    from mdrecall.store.db import IndexDB, StoreOptions
+
+    ws = _workspace(tmp_path / "ws", notes=30)
+    with open_manager(ws, _config(tmp_path / "i.sqlite", approximate="off")) as m:
+        m.sync()
+    db = IndexDB(tmp_path / "i.sqlite", StoreOptions())
+    try:
+        layout, refs = db.vector_refs()
+        dtype = np.float16 if layout.encoding == "float16" and not layout.legacy else np.float32
+        vectors = [np.frombuffer(b, dtype=dtype).astype(np.float64) for b in db.vector_blobs(layout, refs) if b]
+        reference = np.mean([v / np.linalg.norm(v) for v in vectors], axis=0)
+        centroid = IndexCorpus(db)._compute_centroid(None)
+    finally:
+        db.close()
+    assert len(vectors) == 30 and centroid is not None and centroid.dtype == np.float32
+    assert np.allclose(centroid, reference, atol=1e-7)
