@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -169,3 +170,31 @@ def test_a_question_naming_a_person_prefers_that_persons_statements(
         plain = m.search("What pets does Melanie have?").results
         assert all("speaker" not in h.explanation for h in plain)
         assert plain[0].path == "memory/2024-01-05.md"  # the statement that repeats the words, without the rule
+
+
+def test_a_search_asks_for_each_candidate_file_once(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+    """The people step and the speaker step share one read of each candidate's file per search
+    (each ask of the file-line cache costs a ``stat``), and the speaker marks are still made from it."""
+    from mdrecall.search.filelines import lengths_for
+
+    ws = make_ws({
+        "MEMORY.md": "# Memory\n",
+        "memory/2024-03-02.md": "# 2024-03-02\n\n- Caroline: How is the pottery class going?\n- Melanie: The pottery class "
+                                "starts again in May.\n- Caroline: I loved my pottery class too.\n",
+        "memory/2024-03-09.md": "# 2024-03-09\n\n- Caroline: My pottery class meets on Fridays.\n- Melanie: Nice, enjoy it.\n",
+    })  # fmt: skip
+    with open_manager(ws, cfg(dreaming={"enabled": False}, query={"minScore": 0, "debugScores": True})) as m:
+        files = lengths_for(m.workspace)
+        asked: list[str] = []
+        real = files.names
+
+        def names(path: str, source: str) -> Any:
+            asked.append(path)
+            return real(path, source)
+
+        files.names = names  # type: ignore[method-assign]
+        hits = m.search("When does Melanie's pottery class start?").results
+        assert asked and sorted(asked) == sorted(set(asked)), asked
+        assert {h.path for h in hits} <= set(asked)
+        caroline = next(h for h in hits if h.path == "memory/2024-03-09.md")
+        assert caroline.explanation["speaker"]["statedBy"] == "Caroline"

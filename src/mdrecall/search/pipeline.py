@@ -358,8 +358,9 @@ def score_candidates(
                 if rowid in hits:
                     hits[rowid].cosine = cos
 
-    people = _people(list(hits.values()), plan.line_lengths)
-    wanted = _speakers(list(hits.values()), plan.query, plan.line_lengths, stats, corpus, people) if q.speakers and hits else None
+    files = _candidate_files(list(hits.values()), plan.line_lengths)
+    people = _people(files)
+    wanted = _speakers(list(hits.values()), plan.query, files, stats, corpus, people) if q.speakers and hits else None
     topical = corpus.mean_cosine(query_vec) if query_vec is not None and hits else None
     vmodel = rel.vector_model(model)
     dates = query_dates(plan.query, plan.now) if q.dates.enabled else []
@@ -488,26 +489,37 @@ def rank_candidates(
     return SearchOutcome(results, found.mode, warnings, found.degraded, reason)
 
 
-def _people(hits: Sequence[Hit], lengths: LineLengths | None) -> frozenset[str]:
+#: Each candidate file's lines for one search, by (path, source); None: the file cannot be read.
+CandidateFiles = dict[tuple[str, str], FileLines | None]
+
+
+def _candidate_files(hits: Sequence[Hit], lengths: LineLengths | None) -> CandidateFiles | None:
+    """The candidates' files, asked of the cache once per search (each ask costs a ``stat``): the
+    people step and the speaker step both read them. None: no file-line cache to ask."""
+    if not isinstance(lengths, FileLineLengths):
+        return None
+    files: CandidateFiles = {}
+    for hit in hits:
+        key = (hit.path, hit.source)
+        if key not in files:
+            files[key] = lengths.names(hit.path, hit.source)
+    return files
+
+
+def _people(files: CandidateFiles | None) -> frozenset[str]:
     """The names that label at least two lines of the candidates' files: the people speaking there."""
-    if not isinstance(lengths, FileLineLengths) or not hits:
+    if not files:
         return frozenset()
-    counts: list[dict[str, int]] = []
-    for path, source in {(h.path, h.source) for h in hits}:
-        found = lengths.names(path, source)
-        if found is not None:
-            counts.append(found.people)
-    return speaker_names(counts)
+    return speaker_names(found.people for found in files.values() if found is not None)
 
 
-def _speakers(hits: Sequence[Hit], query: str, lengths: LineLengths | None, stats: rel.QueryStats | None,
+def _speakers(hits: Sequence[Hit], query: str, files: CandidateFiles | None, stats: rel.QueryStats | None,
               corpus: Corpus, people: frozenset[str]) -> Asked | None:
     """Mark each hit for the speaker the question asks about (search/speaker.py): the line it is
     narrowed to (and states its fact on) is that speaker's where it has one that matches, and a hit
     whose statement is another speaker's says so (``other_speaker``; its score pays for it). A
     question naming people of a conversation asks about them; else one in the first person asks
     about the user's words, one recalling "what you said" about the assistant's."""
-    files = lengths if isinstance(lengths, FileLineLengths) else None
     names = asked_names(query, people)
     role = asked_speaker(query)
     holds: Callable[[str], bool] | None = None
@@ -532,7 +544,7 @@ def _speakers(hits: Sequence[Hit], query: str, lengths: LineLengths | None, stat
         if hit.source == "sessions" and hit.line_map is None:
             hit.line_map = message_map(hit.text, hit.start_line, hit.end_line)
         numbers = _line_numbers(hit)
-        lines = _file_lines(files, hit) if files is not None and numbers is not None else None
+        lines = _file_lines(files, hit, numbers) if files is not None and numbers is not None else None
         if lines is not None and numbers is not None:
             labels = lines.names if asked.kind == "name" else lines.speakers
             # A question states a fact of whoever answers it, in a conversation between people; a
@@ -562,10 +574,9 @@ def _line_numbers(hit: Hit) -> list[int] | None:
     return [hit.start_line] * count if hit.start_line == hit.end_line else None
 
 
-def _file_lines(files: FileLineLengths, hit: Hit) -> FileLines | None:
-    found = files.names(hit.path, hit.source)
-    numbers = _line_numbers(hit)
-    if found is None or numbers is None or not all(1 <= n <= len(found.names) for n in numbers):
+def _file_lines(files: CandidateFiles, hit: Hit, numbers: list[int]) -> FileLines | None:
+    found = files.get((hit.path, hit.source))
+    if found is None or not all(1 <= n <= len(found.names) for n in numbers):
         return None
     return found
 

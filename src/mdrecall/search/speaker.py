@@ -158,9 +158,9 @@ def is_question(line: str, holds: Callable[[str], bool] | None = None) -> bool:
     """Whether a line asks rather than states: every sentence of it that holds the query's words
     (``holds``) is a question ("Is it a yoga studio? It looks awesome!" asks about the studio);
     without such a sentence, whether the line ends with one."""
-    line = session_content(line)
     if "?" not in line:  # what follows only removes text: no question mark, no question (the common case)
         return False
+    line = session_content(line)
     named = _NAMED.match(line)
     if named is not None:
         line = line[named.end():]  # the speaker's name is not what the line says

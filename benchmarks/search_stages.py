@@ -1,0 +1,120 @@
+"""Where a warm hybrid ``manager.search`` spends its main thread's CPU, stage by stage, on a
+workspace and index that ``benchmarks/speed.py --phases model`` built (``ws-N``, ``model-N.sqlite``).
+
+A few top-level functions of search/pipeline.py are wrapped with a thread-CPU clock (a handful of
+calls a search: the clocks cost far less than the stages), the bench questions speed.py asks are
+searched back to back after 5 warm-up searches, and each stage's mean per search is printed with
+its share. Nested stages are indented under score_candidates. ``--dump FILE`` instead writes every
+question's results (path, lines, score, vector and text scores, source, snippet digest,
+supersession) at a fixed ``now``, to show that a change leaves the results identical (compare two
+dumps byte for byte). The index is copied to a temporary folder first: recall tracking writes to
+it, and the reused index must stay as speed.py left it.
+
+    python benchmarks/search_stages.py --workdir DIR --size 1000
+    python benchmarks/search_stages.py --workdir DIR --size 1000 --dump before-1000.json
+
+Results and their reading: docs/benchmarks.md, "Warm hybrid search beside memweave (same run)".
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sqlite3
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import speed
+
+STAGES = [
+    ("retrieve", "retrieve (FTS, query embedding, KNN)"),
+    ("score_candidates", "score_candidates"),
+    ("_candidate_files", "  candidate files (line cache)"),
+    ("_people", "  people"),
+    ("_speakers", "  named speaker"),
+    ("supersede", "supersede"),
+    ("pack", "pack"),
+    ("explain", "explain"),
+]
+NOW = datetime(2026, 12, 2, 6, 0, tzinfo=UTC)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workdir", type=Path, required=True, help="speed.py's --workdir")
+    ap.add_argument("--size", type=int, required=True)
+    ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--dump", type=Path, help="write the results instead of timing")
+    args = ap.parse_args(argv)
+    import mdrecall.search.pipeline as pipeline
+    from mdrecall import open_manager
+
+    spent: dict[str, float] = defaultdict(float)
+    for name, label in STAGES:
+        if hasattr(pipeline, name):
+            setattr(pipeline, name, _clocked(getattr(pipeline, name), label, spent))
+    ws = args.workdir / f"ws-{args.size}"
+    queries = speed.make_queries(ws, args.queries)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Path(tmp) / "index.sqlite"
+        with sqlite3.connect(args.workdir / f"model-{args.size}.sqlite") as src, sqlite3.connect(store) as dst:
+            src.backup(dst)
+        m = open_manager(ws, speed._config(str(store), "local"), use_global_config=False)
+        try:
+            if m.sync().chunks_embedded:
+                raise SystemExit("the index was not current: build it with speed.py first")
+            for q in queries[:5]:
+                m.search(q)
+            if args.dump:
+                args.dump.write_text(json.dumps([_results(m, q) for q in queries], indent=0) + "\n", encoding="utf-8")
+                return 0
+            timed = queries[5:]
+            spent.clear()
+            m.flush()
+            t0, c0, w0 = time.thread_time(), time.process_time(), time.perf_counter()
+            for q in timed:
+                m.search(q)
+            main_cpu, cpu, wall = time.thread_time() - t0, time.process_time() - c0, time.perf_counter() - w0
+            e0 = time.thread_time()
+            for q in timed:
+                m.provider.embed_query(q)
+            embed = time.thread_time() - e0
+            m.flush()
+        finally:
+            m.close()
+    n = len(timed)
+    print(f"{args.size} chunks, {n} searches: main thread {main_cpu / n * 1000:.1f} ms CPU a search (process "
+          f"{cpu / n * 1000:.1f} ms, wall {wall / n * 1000:.1f} ms); query embedding alone {embed / n * 1000:.1f} ms")
+    for _, label in STAGES:
+        if label in spent:
+            print(f"  {label:40s} {spent[label] / n * 1000:6.2f} ms  {spent[label] / main_cpu * 100:5.1f} %")
+    return 0
+
+
+def _clocked(fn: Any, label: str, spent: dict[str, float]) -> Any:
+    def clocked(*args: Any, **kwargs: Any) -> Any:
+        start = time.thread_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            spent[label] += time.thread_time() - start
+
+    return clocked
+
+
+def _results(m: Any, query: str) -> dict[str, Any]:
+    r = m.search(query, now=NOW)
+    hits = [[h.path, h.start_line, h.end_line, h.score, h.vector_score, h.text_score, h.source,
+             hashlib.sha1(h.snippet.encode()).hexdigest(), h.superseded_by] for h in r.results]  # fmt: skip
+    return {"q": query, "mode": r.mode, "warnings": r.warnings, "hits": hits}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
