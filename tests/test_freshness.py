@@ -355,6 +355,9 @@ def test_default_config_watches_and_searches_skip_the_file_check(make_ws: Callab
     try:
         assert m.status().details["watcher"]["running"] is True
         assert m.search("amber").results  # the first search syncs
+        # Trusted once a check after the watcher attached found the files as synced (the notes were
+        # written just now: on a loaded machine the attach can come after that first sync).
+        assert wait_for(lambda: bool(m.search("amber").results) and m.monitor._watcher_trusted())
         syncs = []
         real_sync = m.sync
 
