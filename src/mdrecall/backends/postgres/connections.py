@@ -154,13 +154,9 @@ class PgConnections:
         pool = self._open_pool()
         conn = self._checkout()
         try:
-            with conn:  # as ConnectionPool.connection(): a transaction left open is rolled back
+            # as ConnectionPool.connection(): a transaction left open is rolled back
+            with self._errors_said_clearly(), conn:
                 yield conn
-        except Exception as exc:
-            clear = self._translated(exc)
-            if clear is exc:
-                raise
-            raise clear from exc
         finally:
             pool.putconn(conn)
 
@@ -172,8 +168,14 @@ class PgConnections:
             with self.pooled() as conn:
                 yield conn
             return
-        try:
+        with self._errors_said_clearly():
             yield pinned
+
+    @contextmanager
+    def _errors_said_clearly(self) -> Iterator[None]:
+        """An error of the block raised as :meth:`_translated` words it (the original as its cause)."""
+        try:
+            yield
         except Exception as exc:
             clear = self._translated(exc)
             if clear is exc:
