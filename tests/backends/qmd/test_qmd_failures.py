@@ -134,7 +134,8 @@ def test_broken_binary_falls_back_and_recovers_when_fixed(qmd_workspace: Path, t
         # The backoff doubles per consecutive failure, and never stops retrying (a search after the
         # retry time, or the background start at that time, tries again).
         first = m.backoff.failures
-        _wait_retry(m)
+        # The background start may take the retry time itself (and fail again) before this sees it.
+        wait_for(lambda: m.backoff.ready() or m.backoff.failures > first, 10, "a retry")
         m.search(PLANTED_QUESTION)
         failures = m.backoff.failures
         assert failures > first
