@@ -65,3 +65,24 @@ def test_headings_and_questions_state_nothing() -> None:
     assert statement("Do you have any plans for the weekend?", stats, TOKENS.tokens) is None
     found = statement("Do you have plans? I have plans for the weekend: hiking.", stats, TOKENS.tokens)
     assert found is not None and found.text.startswith("I have plans")
+
+
+def test_what_an_attachment_shows_is_not_a_stated_value() -> None:
+    """Chat exports describe a shared photo in brackets: the people in two photos are not a count
+    that changed, while a count the speaker states still is one."""
+    stats = _stats("how many children does Melanie have")
+    older = statement("- Melanie: Took the kids to the museum! [shares a photo of two children playing in a water play area]", stats, TOKENS.tokens)
+    newer = statement("- Melanie: The kids loved the beach. [shares a photo of three children playing on the beach with a kite]", stats, TOKENS.tokens)
+    assert all(found is None or not found.numbers for found in (older, newer))
+    stats = _stats("how many children")
+    stated = statement("- We have 2 children. [shares a photo of the family]", stats, TOKENS.tokens)
+    grown = statement("- We have 3 children now! [shares a photo of three children]", stats, TOKENS.tokens)
+    assert stated is not None and grown is not None
+    assert compare(stated, grown, TOKENS.tokens, stats) == ("changed", "value changed (2 → 3)")
+
+
+def test_a_links_text_is_read() -> None:
+    stats = _stats("where is the database hosted")
+    found = statement("- The database is hosted on [Fly Postgres](https://example.com/db) in 3 regions.", stats, TOKENS.tokens)
+    assert found is not None and "3" in found.numbers
+    assert "fly" in found.words

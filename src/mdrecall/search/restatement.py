@@ -71,8 +71,10 @@ _DATE = re.compile(
 )
 #: An identifier: a version ("v0.4") or a capitalised word with a number ("Sprint 12", "Charge 3").
 _IDENT = re.compile(r"\bv\d+(?:\.\d+)*\b|\b([A-Z][\w-]*)\s+#?(\d+(?:\.\d+)?)\b")
-#: What is never a value: bracketed labels ("[D3:11]"), comments, citations.
-_NOISE = re.compile(r"\[[^\]\n]{0,40}\]|<!--.*?-->|\b[\w./-]+#L\d+(?:-L\d+)?\b")
+#: What is never a value: bracketed text that is not a link's ("[D3:11]", "[x]", "[shares a photo
+#: of three children on the beach]": a label, a check box or what an attachment shows, not what the
+#: speaker states: two photos of a family are not its size changing), comments, citations.
+_NOISE = re.compile(r"\[[^\]\n]{0,400}\](?!\()|<!--.*?-->|\b[\w./-]+#L\d+(?:-L\d+)?\b")
 _NUMBER = re.compile(r"^\d+(?:[.,]\d+)?$")
 _NUMBER_WORDS = {
     w: i for i, w in enumerate(
