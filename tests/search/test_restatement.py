@@ -86,3 +86,16 @@ def test_a_links_text_is_read() -> None:
     found = statement("- The database is hosted on [Fly Postgres](https://example.com/db) in 3 regions.", stats, TOKENS.tokens)
     assert found is not None and "3" in found.numbers
     assert "fly" in found.words
+
+
+def test_a_question_naming_the_speaker_finds_the_name_in_the_speaker() -> None:
+    """The speaker's name is part of a chat line's statement: a two-word question about them
+    compares their own lines, and still never another person's."""
+    stats = _stats("how many dogs does Caroline have")
+    older = statement("- [D1:3] Caroline: I have 2 dogs.", stats, TOKENS.tokens)
+    newer = statement("- [D9:4] Caroline: We adopted a puppy, so I have 3 dogs now.", stats, TOKENS.tokens)
+    other = statement("- [D9:5] Melanie: We have 3 dogs too.", stats, TOKENS.tokens)
+    assert older is not None and newer is not None and other is not None
+    assert compare(older, newer, TOKENS.tokens, stats) == ("changed", "value changed (2 → 3)")
+    assert compare(older, other, TOKENS.tokens, stats)[0] == "different"
+    assert statement("- Caroline: Thanks, see you soon!", stats, TOKENS.tokens) is None  # only the name: states nothing asked

@@ -112,9 +112,12 @@ def statement(text: str, stats: QueryStats, tokens: Callable[[str], list[str]]) 
     best_weight = 0.0
     parsed = _sentences(text, tokens)
     asked = _asked_stems(stats)
+    # A chat line's speaker is part of what it states ("Caroline: I have 2 dogs" says Caroline has
+    # them), so a question naming them ("how many dogs does Caroline have?") finds its name there.
+    speaker = frozenset(tokens(parsed.speaker)) if parsed.speaker else frozenset()
     for sentence in parsed.sentences:
-        stems = sentence.stems
-        if stems.isdisjoint(asked):
+        stems = sentence.stems | speaker if speaker else sentence.stems
+        if sentence.stems.isdisjoint(asked):
             continue  # holds none of the query's terms: weight 0, never the best
         terms = frozenset(i for i, form in enumerate(stats.forms)
                           if not stats.cjk[i] and form and all(s in stems for s in form))  # fmt: skip
