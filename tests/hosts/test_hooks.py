@@ -45,6 +45,10 @@ def ws(tmp_path: Path) -> Path:
 def mdrecall(home: Path, *args: Any, stdin: str = "", timeout: float = 90) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.startswith("MDRECALL_")}
     env.update(MDRECALL_HOME=str(home), PYTHONIOENCODING="utf-8")
+    if args[:2] == ("hook", "recall") and "--timeout" not in args:
+        # The recall hook gives up after 6 s by default and then prints nothing, by design (a test
+        # of its own below); a cold process on a loaded two-core CI machine can take longer.
+        args = (*args, "--timeout", "60")
     return subprocess.run([sys.executable, "-m", "mdrecall", *map(str, args)], input=stdin, capture_output=True, text=True,
                           env=env, timeout=timeout)  # fmt: skip
 
