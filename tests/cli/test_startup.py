@@ -43,9 +43,10 @@ def test_override_values_read_as_yaml_reads_them() -> None:
         assert (type(got), got) == (type(expected), expected), raw
 
 
-def _modules_after(tmp_path: Path, argv: list[str]) -> list[str]:
+def _modules_after(tmp_path: Path, argv: list[str], *, full: bool = False) -> list[str]:
+    name = "m" if full else "m.split('.')[0]"
     code = ("import json, sys\nfrom mdrecall.cli import main\ncode = main(sys.argv[1:])\n"
-            "print(json.dumps([code, sorted({m.split('.')[0] for m in sys.modules})]), file=sys.stderr)\n")  # fmt: skip
+            f"print(json.dumps([code, sorted({{{name} for m in sys.modules}})]), file=sys.stderr)\n")  # fmt: skip
     env = {**subprocess_env(tmp_path / "home"), "MDRECALL_WARM": "off"}
     proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env, timeout=120)
     code_, modules = json.loads(proc.stderr.strip().splitlines()[-1])
@@ -60,3 +61,27 @@ def test_a_keyword_search_imports_no_numpy_and_no_yaml(tmp_path: Path) -> None:
     store = tmp_path / "index.sqlite"
     modules = _modules_after(tmp_path, ["search", "deploy", "-w", str(ws), "-c", "provider=none", "-c", f"store.path={store}"])
     assert "numpy" not in modules and "yaml" not in modules, modules
+
+
+#: Modules a cold keyword search has no use for, each of which it once imported: the agent tools'
+#: handlers and registry (the CLI checks its arguments with agent.arguments alone) and the Markdown
+#: writer that indexing's provenance stripping brings (imported when a file is read for indexing).
+NOT_FOR_A_KEYWORD_SEARCH = (
+    "mdrecall.agent.tools",
+    "mdrecall.agent.registry",
+    "mdrecall.sources.remember",
+    "mdrecall.markdown_write",
+)
+
+
+def test_a_cold_keyword_search_leaves_out_what_it_does_not_use(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text("# Memory\n\n- We deploy on Tuesdays.\n", encoding="utf-8")
+    store = tmp_path / "index.sqlite"
+    common = ["-w", str(ws), "-c", "provider=none", "-c", f"store.path={store}"]
+    subprocess.run([sys.executable, "-m", "mdrecall", "index", *common, "-q"], check=True, capture_output=True,
+                   env={**subprocess_env(tmp_path / "home"), "MDRECALL_WARM": "off"}, timeout=120)  # fmt: skip
+    modules = _modules_after(tmp_path, ["search", "deploy", *common], full=True)
+    assert "mdrecall.builtin.manager" in modules  # it did search, in this process
+    assert not set(NOT_FOR_A_KEYWORD_SEARCH) & set(modules), sorted(set(NOT_FOR_A_KEYWORD_SEARCH) & set(modules))
