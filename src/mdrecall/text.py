@@ -31,8 +31,9 @@ _PUNCT = re.compile(r"[^\w\s]")
 _TOKEN = re.compile(f"[{_CJK_RANGES}]+|[^\\W{_CJK_RANGES}]+")
 
 
-# Compiled on first use, not at import: a keyword search in a new process uses neither (they serve
-# indexing and token estimates), and their CJK character classes cost ~40 M instructions to compile.
+# Compiled on first use, not at import: their CJK character classes cost ~40 M instructions to compile,
+# and most one-shot searches need neither (_cjk_run only spaces out text that holds CJK; _word counts
+# tokens for indexing and measures CJK shares).
 @functools.cache
 def _cjk_run() -> re.Pattern[str]:
     return re.compile(f"[{_CJK_RANGES}]+")

@@ -71,8 +71,9 @@ NOT_FOR_A_KEYWORD_SEARCH = (
     "mdrecall.sources.remember",
     "mdrecall.markdown_write",
 )
-#: Regular expressions compiled on first use, which a cold keyword search of plain notes never uses
-#: (their compilation cost it ~80 M instructions): module, then the function that compiles each.
+#: Regular expressions compiled on first use (their compilation cost a cold keyword search ~80 M
+#: instructions), which a search of plain English notes, none of them a daily note recalled for the
+#: first time, never needs: module, then the function that compiles each.
 LAZY_PATTERNS = {
     "mdrecall.text": ("_cjk_run", "_word"),
     "mdrecall.dreaming.concepts": ("_script_run",),

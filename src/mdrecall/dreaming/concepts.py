@@ -57,7 +57,7 @@ _HANGUL = r"\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"
 
 
 # Compiled on first use, not at import: these character classes cost ~40 M instructions to compile, and
-# a process that only records a search's recalls (a one-shot `mdrecall search`) never tags concepts.
+# a one-shot `mdrecall search` tags concepts only when it records a fact for the first time.
 @functools.cache
 def _script_run() -> re.Pattern[str]:
     return re.compile(f"[{_HAN}]+|[{_KATAKANA}]+|[{_HIRAGANA}]+|[{_HANGUL}]+|[^\\W_{_HAN}{_KATAKANA}{_HIRAGANA}{_HANGUL}]+")
