@@ -63,17 +63,20 @@ def test_a_keyword_search_imports_no_numpy_and_no_yaml(tmp_path: Path) -> None:
 
 
 #: Modules a cold keyword search has no use for, each of which it once imported: the agent tools'
-#: handlers and registry (the CLI checks its arguments with agent.arguments alone) and the Markdown
-#: writer that indexing's provenance stripping brings (imported when a file is read for indexing).
+#: handlers and registry (the CLI checks its arguments with agent.arguments alone), the Markdown
+#: writer that indexing's provenance stripping brings (imported when a file is read for indexing) and
+#: the concept tagger (imported when recall tracking records a daily note's fact for the first time;
+#: MEMORY.md, all this search finds, is not short-term material).
 NOT_FOR_A_KEYWORD_SEARCH = (
     "mdrecall.agent.tools",
     "mdrecall.agent.registry",
     "mdrecall.sources.remember",
     "mdrecall.markdown_write",
+    "mdrecall.dreaming.concepts",
 )
 #: Regular expressions compiled on first use (their compilation cost a cold keyword search ~80 M
 #: instructions), which a search of plain English notes, none of them a daily note recalled for the
-#: first time, never needs: module, then the function that compiles each.
+#: first time, never needs: module (when imported at all), then the function that compiles each.
 LAZY_PATTERNS = {
     "mdrecall.text": ("_cjk_run", "_word"),
     "mdrecall.dreaming.concepts": ("_script_run",),
@@ -96,7 +99,7 @@ def test_a_cold_keyword_search_leaves_out_what_it_does_not_use(tmp_path: Path) -
     code = (
         "import json, sys\nfrom mdrecall.cli import main\ncode = main(sys.argv[2:])\nlazy = json.loads(sys.argv[1])\n"
         "def at_import(x):\n    return not hasattr(x, 'cache_info') or x.cache_info().currsize > 0\n"
-        "compiled = [f'{m}.{f}' for m, fs in lazy.items() for f in fs if at_import(getattr(sys.modules[m], f, None))]\n"
+        "compiled = [f'{m}.{f}' for m, fs in lazy.items() if m in sys.modules for f in fs if at_import(getattr(sys.modules[m], f, None))]\n"
         "print(json.dumps([code, sorted(sys.modules), compiled]), file=sys.stderr)\n"
     )
     argv = [sys.executable, "-c", code, json.dumps(LAZY_PATTERNS), "search", "deploy", *common]
