@@ -44,6 +44,7 @@ def _word() -> re.Pattern[str]:
     """Words: letters/digits/underscore outside CJK ranges."""
     return re.compile(f"[^\\W{_CJK_RANGES}]+")
 
+
 ENGLISH_STOP_WORDS = frozenset(
     """
     a about above after again against all am an and any are aren't as at be because been before being
