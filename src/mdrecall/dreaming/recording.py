@@ -322,7 +322,7 @@ def _apply_signal(entry: RecallEntry, fact: Fact, qhash: str, day: str, stamp: s
     if not entry.concept_tags or fact.text != entry.snippet:
         # The same fact's text gives the same tags: computed again only when the text changes. Imported
         # here, so that a search recalling only facts already tagged (a one-shot command asking again)
-        # does not pay for the tagger's tables (~20 M instructions).
+        # does not load the tagger.
         from mdrecall.dreaming.concepts import concept_tags
 
         entry.concept_tags = concept_tags(fact.path, fact.text) or entry.concept_tags
