@@ -8,6 +8,7 @@ words as phrases of adjacent characters (bigrams), which finds words of any leng
 
 from __future__ import annotations
 
+import functools
 import re
 
 # Han (incl. extensions and compatibility), kana, Hangul syllables and jamo, CJK punctuation excluded.
@@ -26,11 +27,23 @@ _CJK_RANGES = (
     "\U00020000-\U0002fa1f"
 )
 CJK_CHAR = re.compile(f"[{_CJK_RANGES}]")
-_CJK_RUN = re.compile(f"[{_CJK_RANGES}]+")
-# Words: letters/digits/underscore outside CJK ranges.
-_WORD = re.compile(f"[^\\W{_CJK_RANGES}]+")
 _PUNCT = re.compile(r"[^\w\s]")
 _TOKEN = re.compile(f"[{_CJK_RANGES}]+|[^\\W{_CJK_RANGES}]+")
+
+
+# Compiled on first use, not at import: their CJK character classes cost ~40 M instructions to compile,
+# and most one-shot searches need neither (_cjk_run only spaces out text that holds CJK; _word counts
+# tokens for indexing and measures CJK shares).
+@functools.cache
+def _cjk_run() -> re.Pattern[str]:
+    return re.compile(f"[{_CJK_RANGES}]+")
+
+
+@functools.cache
+def _word() -> re.Pattern[str]:
+    """Words: letters/digits/underscore outside CJK ranges."""
+    return re.compile(f"[^\\W{_CJK_RANGES}]+")
+
 
 ENGLISH_STOP_WORDS = frozenset(
     """
@@ -66,7 +79,7 @@ def fts_index_text(text: str) -> str:
     """The copy of ``text`` stored in FTS5: CJK characters spaced out so each is one token."""
     if not CJK_CHAR.search(text):
         return text
-    return _CJK_RUN.sub(lambda m: " " + " ".join(m.group(0)) + " ", text)
+    return _cjk_run().sub(lambda m: " " + " ".join(m.group(0)) + " ", text)
 
 
 def word_tokens(text: str) -> list[str]:
@@ -97,7 +110,7 @@ def similarity_tokens(text: str) -> set[str]:
 def cjk_share(text: str) -> float:
     """The share of CJK characters among the letters and digits of ``text`` (0 when it has none)."""
     cjk = len(CJK_CHAR.findall(text))
-    other = sum(len(w) for w in _WORD.findall(text))
+    other = sum(len(w) for w in _word().findall(text))
     return cjk / (cjk + other) if cjk + other else 0.0
 
 
@@ -161,6 +174,6 @@ def estimate_tokens(text: str) -> int:
     punctuation one each.
     """
     cjk = count_cjk(text)
-    words = len(_WORD.findall(text))
+    words = len(_word().findall(text))
     punct = len(_PUNCT.findall(text))
     return cjk + int(words * 1.3 + 0.999) + punct

@@ -218,3 +218,100 @@ def test_embedding_provider_from_entry_point(installed_plugin: Path, workspace: 
     assert response.provider == "toyvec" and response.model == "hash-32"
     assert response.mode == "hybrid"
     assert response.results and response.results[0].path == "memory/2026-11-09.md"
+
+
+def _dist(site: Path, name: str, entry_points: str | None) -> None:
+    dist = site / f"{name}-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    if entry_points is not None:
+        (dist / "entry_points.txt").write_text(entry_points)
+
+
+@pytest.mark.parametrize(
+    "entry_points_txt",
+    [
+        "[mdrecall]\ntoy = toy_mdrecall\n",
+        "[console_scripts]\ntoy = toy:main\n\n  [mdrecall]  \ntoy = toy_mdrecall\n",
+        "[[mdrecall]]\ntoy = toy_mdrecall\n",  # importlib.metadata strips every bracket
+        "[ mdrecall ]\ntoy = toy_mdrecall\n",  # a group named " mdrecall ": not ours
+        "[mdrecall.extra]\ntoy = toy_mdrecall\n",
+        "[console_scripts]\nmdrecall = mdrecall.cli:main\n",  # the name in a value, not a group
+        "# [mdrecall]\n[other]\nx = y\n",
+        "[MDRECALL]\ntoy = toy_mdrecall\n",
+        "",
+        None,  # no entry_points.txt at all
+    ],
+)
+def test_the_plain_look_never_misses_an_entry_point_importlib_metadata_finds(
+    entry_points_txt: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check that lets a process skip importlib.metadata's listing answers False only when that
+    listing would be empty, on distributions written as importlib.metadata reads them."""
+    from importlib.metadata import entry_points
+
+    site = tmp_path / "site"
+    _dist(site, "plain_dist", "[console_scripts]\nplain = plain:main\n")
+    _dist(site, "toy_mdrecall", entry_points_txt)
+    (site / "legacy.egg-info").write_text("Metadata-Version: 1.0\nName: legacy\n")  # an egg-info that is a file
+    monkeypatch.setattr(sys, "path", [str(site), str(tmp_path / "missing")])
+    importlib.invalidate_caches()
+    found = list(entry_points(group=plugins.ENTRY_POINT_GROUP))
+    may = plugins._group_may_be_declared(plugins.ENTRY_POINT_GROUP)
+    assert may or not found, (entry_points_txt, found)
+    assert may == bool(found), (entry_points_txt, found)  # and it is not merely cautious here
+
+
+def test_a_zip_or_another_finder_leaves_the_listing_to_importlib_metadata(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    archive = tmp_path / "bundle.zip"
+    archive.write_bytes(b"PK\x05\x06" + b"\0" * 18)  # an empty zip archive
+    monkeypatch.setattr(sys, "path", [str(archive)])
+    assert plugins._group_may_be_declared(plugins.ENTRY_POINT_GROUP)
+
+    class Finder:
+        def find_spec(self, *args: object) -> None:
+            return None
+
+        def find_distributions(self, *args: object) -> list[object]:
+            return []
+
+    monkeypatch.setattr(sys, "path", [])
+    monkeypatch.setattr(sys, "meta_path", [Finder(), *sys.meta_path])
+    assert plugins._group_may_be_declared(plugins.ENTRY_POINT_GROUP)
+
+
+def test_without_a_third_party_plugin_the_listing_is_skipped_and_with_one_it_is_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the defaults registered when nothing on sys.path declares the group (importlib.metadata's
+    listing is not even asked); a plugin installed on that path is found by the same call."""
+    import importlib.metadata
+
+    site = tmp_path / "site"
+    _dist(site, "plain_dist", "[console_scripts]\nplain = plain:main\n")
+    stdlib = [p for p in sys.path if p and not p.endswith(("site-packages", "src"))]
+    monkeypatch.setattr(sys, "path", [str(site), *stdlib])
+    listed: list[str] = []
+    real = importlib.metadata.entry_points
+
+    def spy(**kwargs):  # type: ignore[no-untyped-def]
+        listed.append(kwargs.get("group", ""))
+        return real(**kwargs)
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", spy)
+    try:
+        plugins.reload_plugins()
+        assert listed == [] and {i.name for i in plugins.list_plugins()} == set(plugins.DEFAULT_PLUGINS)
+
+        (site / "toy_mdrecall.py").write_text(PLUGIN)
+        _dist(site, "toy_mdrecall", "[mdrecall]\ntoy = toy_mdrecall\n")
+        importlib.invalidate_caches()
+        plugins.reload_plugins()
+        assert listed == [plugins.ENTRY_POINT_GROUP]
+        assert "toy" in known_backends() and "toyvec" in known_providers()
+    finally:
+        sys.modules.pop("toy_mdrecall", None)
+        monkeypatch.undo()
+        plugins.reload_plugins()

@@ -60,3 +60,51 @@ def test_a_keyword_search_imports_no_numpy_and_no_yaml(tmp_path: Path) -> None:
     store = tmp_path / "index.sqlite"
     modules = _modules_after(tmp_path, ["search", "deploy", "-w", str(ws), "-c", "provider=none", "-c", f"store.path={store}"])
     assert "numpy" not in modules and "yaml" not in modules, modules
+
+
+#: Modules a cold keyword search has no use for, each of which it once imported: the agent tools'
+#: handlers and registry (the CLI checks its arguments with agent.arguments alone), the Markdown
+#: writer that indexing's provenance stripping brings (imported when a file is read for indexing) and
+#: the concept tagger (imported when recall tracking records a daily note's fact for the first time;
+#: MEMORY.md, all this search finds, is not short-term material).
+NOT_FOR_A_KEYWORD_SEARCH = (
+    "mdrecall.agent.tools",
+    "mdrecall.agent.registry",
+    "mdrecall.sources.remember",
+    "mdrecall.markdown_write",
+    "mdrecall.dreaming.concepts",
+)
+#: Regular expressions compiled on first use (their compilation cost a cold keyword search ~80 M
+#: instructions), which a search of plain English notes, none of them a daily note recalled for the
+#: first time, never needs: module (when imported at all), then the function that compiles each.
+LAZY_PATTERNS = {
+    "mdrecall.text": ("_cjk_run", "_word"),
+    "mdrecall.dreaming.concepts": ("_script_run",),
+    "mdrecall.sources.redact": ("_GENERIC_WEBHOOK", "_QUERY_SECRET", "_LONG_FLAG", "_BEARER", "_ASSIGNMENT"),
+}
+
+
+def test_a_cold_keyword_search_leaves_out_what_it_does_not_use(tmp_path: Path) -> None:
+    """Guards the start-up cost docs/benchmarks.md ("One-shot commands") measures, so that it cannot
+    grow back unnoticed: what a built-in-only keyword search imports and compiles."""
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text("# Memory\n\n- We deploy on Tuesdays.\n", encoding="utf-8")
+    store = tmp_path / "index.sqlite"
+    env = {**subprocess_env(tmp_path / "home"), "MDRECALL_WARM": "off"}
+    common = ["-w", str(ws), "-c", "provider=none", "-c", f"store.path={store}"]
+    subprocess.run(
+        [sys.executable, "-m", "mdrecall", "index", *common, "-q"], check=True, capture_output=True, env=env, timeout=120
+    )
+    code = (
+        "import json, sys\nfrom mdrecall.cli import main\ncode = main(sys.argv[2:])\nlazy = json.loads(sys.argv[1])\n"
+        "def at_import(x):\n    return not hasattr(x, 'cache_info') or x.cache_info().currsize > 0\n"
+        "compiled = [f'{m}.{f}' for m, fs in lazy.items() if m in sys.modules for f in fs if at_import(getattr(sys.modules[m], f, None))]\n"
+        "print(json.dumps([code, sorted(sys.modules), compiled]), file=sys.stderr)\n"
+    )
+    argv = [sys.executable, "-c", code, json.dumps(LAZY_PATTERNS), "search", "deploy", *common]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    exit_code, modules, compiled = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert exit_code == 0 and "mdrecall.builtin.manager" in modules, proc.stderr  # it did search, in this process
+    assert not set(NOT_FOR_A_KEYWORD_SEARCH) & set(modules), sorted(set(NOT_FOR_A_KEYWORD_SEARCH) & set(modules))
+    assert compiled == [], compiled

@@ -89,7 +89,7 @@ def index(workspace: str, overrides: tuple[str, ...], force: bool, as_json: bool
 
 
 def _validated_search(query: str, max_results: int | None, min_score: float | None, corpus: str) -> tuple[str, int | None, float | None, str]:
-    from mdrecall.agent.tools import ToolInputError, parse_search_args
+    from mdrecall.agent.arguments import ToolInputError, parse_search_args
 
     args: dict[str, Any] = {"query": query, "corpus": corpus}
     if max_results is not None:
@@ -358,7 +358,7 @@ def parse_citation(path: str, from_line: int | None, lines: int | None) -> tuple
 @json_option
 def get(workspace: str, overrides: tuple[str, ...], path: str, from_line: int | None, lines: int | None, as_json: bool) -> int:
     """Print lines of a memory file: PATH, or a citation from search (memory/2026-11-05.md#L3-L7)."""
-    from mdrecall.agent.tools import ToolInputError, parse_get_args
+    from mdrecall.agent.arguments import ToolInputError, parse_get_args
 
     path, from_line, lines = parse_citation(path, from_line, lines)
     args: dict[str, Any] = {"path": path}

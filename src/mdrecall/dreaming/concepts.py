@@ -13,6 +13,7 @@ into bigrams when longer. Hiragana is grammar (particles, endings) and never a t
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections import Counter
@@ -53,7 +54,15 @@ _HAN = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _KATAKANA = r"\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f"
 _HIRAGANA = r"\u3040-\u309f"
 _HANGUL = r"\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"
-_SCRIPT_RUN = re.compile(f"[{_HAN}]+|[{_KATAKANA}]+|[{_HIRAGANA}]+|[{_HANGUL}]+|[^\\W_{_HAN}{_KATAKANA}{_HIRAGANA}{_HANGUL}]+")
+
+
+# Compiled on first use, not at import: these character classes cost ~40 M instructions to compile, and
+# a one-shot `mdrecall search` tags concepts only when it records a fact for the first time.
+@functools.cache
+def _script_run() -> re.Pattern[str]:
+    return re.compile(f"[{_HAN}]+|[{_KATAKANA}]+|[{_HIRAGANA}]+|[{_HANGUL}]+|[^\\W_{_HAN}{_KATAKANA}{_HIRAGANA}{_HANGUL}]+")
+
+
 _COMPOUND = re.compile(r"[^\W_]+(?:[._/-][^\W_]+)+")
 _DATE_LIKE = re.compile(r"^\d{4}-\d{2}-\d{2}(?:[._-].*)?$|^\d+(?:[._/:-]\d+)*$")
 _COMPOUND_PARTS = re.compile(r"[._/-]")
@@ -141,7 +150,7 @@ def _strip_particle(word: str) -> str:
 
 def _script_tokens(text: str) -> list[str]:
     out: list[str] = []
-    for run in _SCRIPT_RUN.findall(text):
+    for run in _script_run().findall(text):
         first = run[0]
         if re.match(f"[{_HAN}]", first):
             out.extend(_split_han(run))

@@ -40,7 +40,6 @@ from mdrecall.dreaming.blocks import (
     transcript_blocks,
 )
 from mdrecall.dreaming.clock import day_bucket, ensure_aware, from_iso, to_iso
-from mdrecall.dreaming.concepts import concept_tags
 from mdrecall.dreaming.config import dreaming_config, sessions_dir
 from mdrecall.dreaming.contamination import is_contaminated, is_dreaming_output_file
 from mdrecall.dreaming.entry import MAX_QUERY_HASHES, MAX_RECALL_DAYS, RecallEntry
@@ -321,7 +320,11 @@ def _apply_signal(entry: RecallEntry, fact: Fact, qhash: str, day: str, stamp: s
     if qhash not in entry.last_day_queries:
         entry.last_day_queries = (entry.last_day_queries + [qhash])[-MAX_QUERY_HASHES:]
     if not entry.concept_tags or fact.text != entry.snippet:
-        # The same fact's text gives the same tags: computed again only when the text changes.
+        # The same fact's text gives the same tags: computed again only when the text changes. Imported
+        # here, so that a search recalling only facts already tagged (a one-shot command asking again)
+        # does not load the tagger.
+        from mdrecall.dreaming.concepts import concept_tags
+
         entry.concept_tags = concept_tags(fact.path, fact.text) or entry.concept_tags
     first = from_iso(entry.first_recalled_at)
     if first is None or now < first:

@@ -43,7 +43,6 @@ from mdrecall.index.changes import UNREADABLE, Observed, skip_still_holds
 from mdrecall.index.chunking import Chunk, chunk_id, chunk_lines, chunk_markdown, encode_numbers, fit_to_model, heading_trails
 from mdrecall.sources.base import SourceAdapter
 from mdrecall.sources.redact import redact_markdown
-from mdrecall.sources.remember import strip_provenance
 from mdrecall.sources.workspace import MemoryFile, allowed_roots, discover_memory_files, read_memory_bytes
 from mdrecall.store.db import ChunkRow, FileRow, IndexDB, SkipRecord, VectorSpace, vector_to_blob
 from mdrecall.store.protocol import IndexStore
@@ -154,6 +153,10 @@ def read_memory_text(
     except OSError as exc:
         return None, None, f"{UNREADABLE}: {exc.strerror or exc}"
     text, raw_bytes, reason = _decode_text(raw, max_bytes)
+    # Imported here, not at the top: a search in a new process imports this module (freshness checks
+    # use it) but reads no file, and sources.remember brings the Markdown writer with it.
+    from mdrecall.sources.remember import strip_provenance
+
     return (strip_provenance(redact_markdown(text)) if text is not None else None), raw_bytes, reason
 
 

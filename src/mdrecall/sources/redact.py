@@ -15,6 +15,7 @@ table in docs/reliability.md is generated from it (``catalogue_markdown()``).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -61,15 +62,24 @@ _WEBHOOK_URLS = re.compile(
     r"|[A-Za-z0-9.\-]*\.webhook\.office\.com|hooks\.zapier\.com|maker\.ifttt\.com/trigger))"
     r"(?!/\[REDACTED)(/[^\s\"'<>)\]]+)"
 )
+
+
+def _lazy(pattern: str, flags: int = 0) -> Callable[[], re.Pattern[str]]:
+    """A pattern compiled on its first use. The rules made so run only on text that holds their
+    trigger (a URL with "hook", "--", "bearer", a key name), which most text does not; compiled at
+    import they cost every new process (a one-shot search redacts what it records) ~20 M instructions."""
+    return functools.cache(lambda: re.compile(pattern, flags))
+
+
 # Any other URL with "hook" in its host or path and a long token-like path segment.
-_GENERIC_WEBHOOK = re.compile(
+_GENERIC_WEBHOOK = _lazy(
     r"\b(https?://[A-Za-z0-9.\-]+(?::\d+)?)(?!/\[REDACTED)"
     r"(/(?=[^\s\"'<>]*hook)(?=[^\s\"'<>]*/[A-Za-z0-9_\-]{20,})[^\s\"'<>)\]]+)"
     r"|\b(https?://[A-Za-z0-9.\-]*hook[A-Za-z0-9.\-]*(?::\d+)?)(?!/\[REDACTED)(/(?=[^\s\"'<>]*/?[A-Za-z0-9_\-]{20,})[^\s\"'<>)\]]+)",
     re.IGNORECASE,
 )
 # Signed URLs and tokens in query strings (?sig=…, &X-Amz-Signature=…, ?access_token=…).
-_QUERY_SECRET = re.compile(
+_QUERY_SECRET = _lazy(
     r"([?&](?:sig|signature|x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature|x-goog-credential"
     r"|access_token|id_token|refresh_token|token|api_key|apikey|key|secret|client_secret|password|passwd|auth)=)"
     r"(?!\[REDACTED)([^\s&#\"'<>]{6,})",
@@ -82,8 +92,8 @@ _FLAG_NAMES = (
     r"|auth-token|client-secret|private-key)"
 )
 # --password VALUE / --db-password 'VALUE' (the "=" form is an assignment, handled below).
-_LONG_FLAG = re.compile(r"(?<![\w-])(--" + _FLAG_NAMES + r")([ \t]+)(?!-)(?!\[REDACTED)(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"']+)",
-                        re.IGNORECASE)
+_LONG_FLAG = _lazy(r"(?<![\w-])(--" + _FLAG_NAMES + r")([ \t]+)(?!-)(?!\[REDACTED)(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"']+)",
+                  re.IGNORECASE)
 # Tools whose short flags take a password: mysql -pVALUE (attached), sshpass/docker login -p VALUE,
 # redis-cli -a VALUE, zip/unzip/7z -P VALUE, openssl -pass pass:VALUE.
 _SHORT_FLAG = re.compile(
@@ -117,7 +127,7 @@ _PRIVATE_KEY_OPEN = re.compile(
 _URL_CREDENTIALS = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.\-]*://)([^\s:/@?#]*):([^\s/@?#]+)@")
 
 # Authorization headers and bare bearer tokens.
-_BEARER = re.compile(r"\b(Bearer|Basic|Token)(\s+)(?!\[REDACTED)([A-Za-z0-9._~+/=\-]{12,})", re.IGNORECASE)
+_BEARER = _lazy(r"\b(Bearer|Basic|Token)(\s+)(?!\[REDACTED)([A-Za-z0-9._~+/=\-]{12,})", re.IGNORECASE)
 
 # Key names that contain "token" or "key" but hold no secret (tokenizer settings, token counts).
 _HARMLESS_KEYS = ("tokeniz", "tokens", "token_count", "tokencount", "keyword", "key_id", "keyid")
@@ -128,7 +138,7 @@ _SECRET_KEY_NAME = (
     r"|private[_\-]?key|account[_\-]?key|client[_\-]?secret|auth[_\-]?token|access[_\-]?token|refresh[_\-]?token"
     r"|session[_\-]?token|token|credentials?)[A-Za-z0-9_.\-]*"
 )
-_ASSIGNMENT = re.compile(
+_ASSIGNMENT = _lazy(
     r"(?P<key>[\"']?\b" + _SECRET_KEY_NAME + r"[\"']?)"
     r"(?P<sep>\s*(?:=|:)\s*)"
     r"(?P<quote>[\"']?)"
@@ -299,11 +309,11 @@ def _on_lines(text: str, needles: tuple[str, ...], fn: Callable[[str], str], *, 
 def _url_rules(text: str) -> str:
     text = _WEBHOOK_URLS.sub(_replace_webhook, text)
     if "hook" in text.lower():
-        text = _GENERIC_WEBHOOK.sub(_replace_webhook, text)
+        text = _GENERIC_WEBHOOK().sub(_replace_webhook, text)
     if "@" in text:
         text = _URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}{m.group(2)}:{_marker('password')}@", text)
     if "=" in text:
-        text = _QUERY_SECRET.sub(lambda m: f"{m.group(1)}{_marker('secret')}", text)
+        text = _QUERY_SECRET().sub(lambda m: f"{m.group(1)}{_marker('secret')}", text)
     return text
 
 
@@ -314,7 +324,7 @@ _ASSIGNMENT_WORDS = ("pass", "pwd", "secret", "key", "token", "credential")
 def _assignments(text: str, keep_lines: bool) -> str:
     if "=" not in text and ":" not in text:
         return text
-    return _sub(_ASSIGNMENT, _replace_assignment, text, keep_lines)
+    return _sub(_ASSIGNMENT(), _replace_assignment, text, keep_lines)
 
 
 def redact_secrets(text: str, *, keep_lines: bool = False) -> str:
@@ -334,9 +344,9 @@ def redact_secrets(text: str, *, keep_lines: bool = False) -> str:
     for kind, literals, pattern in _TOKEN_PATTERNS:
         if any(literal in out for literal in literals):
             out = pattern.sub(_marker(kind), out)
-    out = _on_lines(out, ("bearer", "basic", "token"), lambda t: _BEARER.sub(_replace_bearer, t), lowered=True)
+    out = _on_lines(out, ("bearer", "basic", "token"), lambda t: _BEARER().sub(_replace_bearer, t), lowered=True)
     if "--" in out:
-        out = _on_lines(out, ("--",), lambda t: _LONG_FLAG.sub(_replace_long_flag, t))
+        out = _on_lines(out, ("--",), lambda t: _LONG_FLAG().sub(_replace_long_flag, t))
     out = _on_lines(out, _SHORT_FLAG_TOOLS, lambda t: _SHORT_FLAG.sub(_replace_flag_pairs, t))
     # The assignment rule is the slow one: only on lines naming a key (and the line after, for YAML)
     # that have a separator at all.
