@@ -39,7 +39,8 @@ STAGES = [
     ("score_candidates", "score_candidates"),
     ("_candidate_files", "  candidate files (line cache)"),
     ("_people", "  people"),
-    ("_speakers", "  named speaker"),
+    ("_asking", "  named speaker"),
+    ("_speak", "  named speaker"),
     ("supersede", "supersede"),
     ("pack", "pack"),
     ("explain", "explain"),
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     n = len(timed)
     print(f"{args.size} chunks, {n} searches: main thread {main_cpu / n * 1000:.1f} ms CPU a search (process "
           f"{cpu / n * 1000:.1f} ms, wall {wall / n * 1000:.1f} ms); query embedding alone {embed / n * 1000:.1f} ms")
-    for _, label in STAGES:
+    for label in dict.fromkeys(label for _, label in STAGES):
         if label in spent:
             print(f"  {label:40s} {spent[label] / n * 1000:6.2f} ms  {spent[label] / main_cpu * 100:5.1f} %")
     return 0

@@ -147,6 +147,9 @@ class Gathered:
     speaker: Asked | None = None
     #: The people the candidates' files name as speakers (search/speaker.py).
     people: frozenset[str] = frozenset()
+    #: The steps left to do on a hit before its lines are read (supersession's head, packing):
+    #: the named-speaker step where it cannot change a score (None: every hit had them).
+    prepare: Callable[[Hit], None] | None = None
 
 
 def cut_off(config: MemoryConfig, keyword_only: bool, requested: float | None) -> float:
@@ -390,11 +393,15 @@ def score_candidates(
             logit += hit.date_boost
         hit.logit = logit
         hit.score = rel.SCALE.score(logit)
+    prepare: _Deferred | None = None
     if asking is not None:
         offset = rel.SPEAKER_OFFSET if asking.asked.kind == "role" else rel.NAMED_SPEAKER_OFFSET.get(mode, 0.0)
-        _speak(hits.values(), asking, files, offset, passing)
+        if offset or passing is None:
+            _speak(hits.values(), asking, files, offset, passing)
+        else:  # no score changes: only the lines of the hits read later need it
+            prepare = _Deferred(asking, files, hits.values())
     ordered = sorted(hits.values(), key=lambda h: h.score, reverse=True)
-    return Gathered(ordered, mode, warnings, degraded, stats, topical, wanted, people)
+    return Gathered(ordered, mode, warnings, degraded, stats, topical, wanted, people, prepare)
 
 
 def rank_candidates(
@@ -440,6 +447,9 @@ def rank_candidates(
 
     links: list[Link] = []
     if q.supersession.enabled and hits:
+        if found.prepare is not None:
+            for h in hits[:HEAD]:
+                found.prepare(h)
         if not isinstance(scoring, MarkupSource):  # the marks of the hits, in their order
             marks = collect(_rows(hits))
         ctx = Context(found.stats, scoring.tokens, plan.times, q.supersession.margin, q.supersession.detect,
@@ -484,7 +494,7 @@ def rank_candidates(
                 f"nothing relevant: no memory scored at least minScore {min_score:g} (best {hits[0].score:.3f})"
             )
     packed = pack(passing, plan.max_results, q.maxInjectedChars, q.snippet.contextLines, q.snippet.narrowAboveChars,
-                  corpus, plan.line_lengths)  # fmt: skip
+                  corpus, plan.line_lengths, found.prepare)  # fmt: skip
     results = [
         SearchHit(
             path=h.path,
@@ -602,6 +612,20 @@ def _speak(hits: Iterable[Hit], asking: _Asking, files: CandidateFiles | None, o
             heapq.heappush(done, hit.score)
         elif hit.score > done[0]:
             heapq.heapreplace(done, hit.score)
+
+
+class _Deferred:
+    """The named-speaker step where its offset is 0 (a hybrid search's question naming people): it
+    changes no score, only which line of a hit states its fact (narrowing, supersession's
+    statements), so it runs on a scored hit when one of those first reads it, never on the rest."""
+
+    def __init__(self, asking: _Asking, files: CandidateFiles | None, hits: Iterable[Hit]) -> None:
+        self.asking, self.files = asking, files
+        self.pending = {id(h): h for h in hits}  # holds them: their ids stay theirs
+
+    def __call__(self, hit: Hit) -> None:
+        if self.pending.pop(id(hit), None) is hit:
+            _speaker(hit, self.asking, self.files)
 
 
 def _speaker(hit: Hit, asking: _Asking, files: CandidateFiles | None) -> bool:
