@@ -31,13 +31,12 @@ class FileLineLengths:
     workspace, or the absolute paths of configured extra folders.
     """
 
-    def __init__(self, workspace: Path, max_files: int = 16_384, max_lines: int = 1_000_000) -> None:
+    def __init__(self, workspace: Path, max_files: int = 4096, max_lines: int = 1_000_000) -> None:
         self.root = workspace.resolve()
         self._cache: OrderedDict[str, tuple[tuple[int, int], FileLines]] = OrderedDict()
         self._lock = threading.Lock()
         # Every search asks about each candidate's file, several times: a workspace's files should
-        # all fit (a search over 1k files re-read them when 256 did; over 10k files, ~10 ms a search
-        # when 4,096 did), bounded by the lines held. ~1.6 KB a file of ~11 lines.
+        # all fit (a search over 1k files re-read them when 256 did), bounded by the lines held.
         self._max = max_files
         self._max_lines = max_lines
         self._held_lines = 0
