@@ -12,10 +12,16 @@ own candidates (the Postgres backend); the corpus statistics it needs come from 
 :class:`~mdrecall.search.corpus.Corpus` of that engine's store. Each hit carries an
 ``explanation``: the signals behind its score (docs/retrieval.md).
 
+Work per candidate is bounded by what can still be read: the named-speaker step (which can only
+lower a score) runs only on hits that can reach ``minScore`` or supersession's head, and where it
+cannot change a score at all, only on the hits supersession and packing read (``_speak``,
+``_Deferred``); results are identical to running it on every candidate (tests/search/test_pruned_steps.py).
+
 Why this module is long: every stage after retrieval reads the same candidate list and the same
 query analysis (named speakers, general questions, restatements), and splitting the stages apart
-would pass that state through a dozen signatures; each stage's own arithmetic lives in its module
-(relevance, narrowing, packing, supersession).
+would pass that state through a dozen signatures; the named-speaker step stays here because it is
+interleaved with scoring (after the logits, before the order) and deferred into packing. Each
+stage's own arithmetic lives in its module (relevance, narrowing, packing, supersession, speaker).
 """
 
 from __future__ import annotations
