@@ -5,6 +5,7 @@ field (scores, lines, snippets, citations, explanations with their debug scores)
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -42,6 +43,14 @@ def _notes(days: int = 45, seed: int = 7) -> dict[str, str]:
             ask = "?" if rng.random() < 0.3 else "."
             lines.append(f"- [D{d}:{k}] {who}: I {rng.choice(VERBS)} {topic} with {rng.choice(PEOPLE)}{ask}")
         files[f"memory/2024-{3 + d // 28:02d}-{1 + d % 28:02d}.md"] = "\n".join(lines) + "\n"
+    for t in range(6):  # transcripts: messages, some naming their speaker, some long enough to wrap
+        messages = []
+        for k in range(10):
+            role = "user" if k % 2 == 0 else "assistant"
+            said = f"{rng.choice(PEOPLE)}: " if rng.random() < 0.5 else ""
+            tail = " and more about it" * rng.choice([0, 0, 60])
+            messages.append(json.dumps({"role": role, "content": f"{said}I {rng.choice(VERBS)} {rng.choice(TOPICS)}{tail}."}))
+        files[f".openclaw/sessions/main/transcripts/2024-04-{10 + t}.jsonl"] = "\n".join(messages) + "\n"
     return files
 
 
@@ -54,7 +63,7 @@ def fake_provider() -> Iterator[None]:
 def _answers(m: Any) -> list[Any]:
     out = []
     for q in QUESTIONS:
-        r = m.search(q)
+        r = m.search(q, session_key="main")
         out.append((r.mode, r.reason, r.warnings, [(h.path, h.start_line, h.end_line, h.score, h.snippet, h.citation,
                                                     h.vector_score, h.text_score, h.superseded_by, h.explanation)
                                                    for h in r.results]))  # fmt: skip
@@ -73,7 +82,8 @@ def test_skipped_steps_change_no_result(provider: str, fake_provider: None, make
         return real(*args)
 
     monkeypatch.setattr(pipeline, "_speaker", counted)
-    config = cfg(provider=provider, dreaming={"enabled": False}, query={"debugScores": True, "maxResults": 6})
+    config = cfg(provider=provider, sources=["memory", "sessions"], dreaming={"enabled": False},
+                 query={"debugScores": True, "maxResults": 6})
     with open_manager(ws, config) as m:
         m.sync()
         shipped = _answers(m)
@@ -84,4 +94,5 @@ def test_skipped_steps_change_no_result(provider: str, fake_provider: None, make
         assert calls["n"] > skipping, "nothing was left out: the test compares nothing"
     assert shipped[0][0] == ("hybrid" if provider == "fake" else "keyword-only")
     assert sum(len(a[3]) for a in shipped) >= len(QUESTIONS)  # they find something
+    assert any(h[0].endswith(".jsonl") for a in shipped for h in a[3])  # transcripts among them
     assert shipped == full
