@@ -528,9 +528,11 @@ def _passing(config: MemoryConfig, plan: SearchPlan, mode: SearchMode, marks: li
              candidates: Sequence[Candidate]) -> float | None:
     """The cut-off for ``score_candidates`` to skip steps on hits that can reach neither the results
     nor supersession's head, or None where a hit below both may still be read: an as-of search
-    (filtered before the head is taken), rank fusion (orders by every hit), or a supersedes mark
+    (filtered before the head is taken), rank fusion (orders by every hit), temporal decay (it
+    re-orders every hit, and "nothing relevant" quotes the best decayed score), or a supersedes mark
     aimed at a candidate's file (any hit it names is marked, wherever it ranks)."""
-    if plan.as_of is not None or config.query.hybrid.fusion == "rrf":
+    q = config.query
+    if plan.as_of is not None or q.hybrid.fusion == "rrf" or q.temporalDecay.enabled:
         return None
     if marks:
         paths = {c.path for c in candidates}
