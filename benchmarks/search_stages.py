@@ -6,8 +6,9 @@ calls a search: the clocks cost far less than the stages), the bench questions s
 searched back to back after 5 warm-up searches, and each stage's mean per search is printed with
 its share. Nested stages are indented under score_candidates. ``--dump FILE`` instead writes every
 question's results (path, lines, score, vector and text scores, source, snippet digest,
-supersession) at a fixed ``now``, to show that a change leaves the results identical (compare two
-dumps byte for byte). The index is copied to a temporary folder first: recall tracking writes to
+supersession, citation, the explanation with its debug scores) and the search's warnings and
+reason at a fixed ``now``, to show that a change leaves the results identical (compare two dumps
+byte for byte). The index is copied to a temporary folder first: recall tracking writes to
 it, and the reused index must stay as speed.py left it.
 
     python benchmarks/search_stages.py --workdir DIR --size 1000
@@ -39,6 +40,9 @@ STAGES = [
     ("_candidate_files", "  candidate files (line cache)"),
     ("_people", "  people"),
     ("_speakers", "  named speaker"),
+    ("_asking", "  named speaker"),
+    ("_speak", "  named speaker"),
+    ("_speaker", "  named speaker, per hit (also in supersede, pack)"),
     ("supersede", "supersede"),
     ("pack", "pack"),
     ("explain", "explain"),
@@ -66,7 +70,10 @@ def main(argv: list[str] | None = None) -> int:
         store = Path(tmp) / "index.sqlite"
         with sqlite3.connect(args.workdir / f"model-{args.size}.sqlite") as src, sqlite3.connect(store) as dst:
             src.backup(dst)
-        m = open_manager(ws, speed._config(str(store), "local"), use_global_config=False)
+        config = speed._config(str(store), "local")
+        if args.dump:
+            config["query"] = {"debugScores": True}  # the explanations' logits are compared too
+        m = open_manager(ws, config, use_global_config=False)
         try:
             if m.sync().chunks_embedded:
                 raise SystemExit("the index was not current: build it with speed.py first")
@@ -92,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     n = len(timed)
     print(f"{args.size} chunks, {n} searches: main thread {main_cpu / n * 1000:.1f} ms CPU a search (process "
           f"{cpu / n * 1000:.1f} ms, wall {wall / n * 1000:.1f} ms); query embedding alone {embed / n * 1000:.1f} ms")
-    for _, label in STAGES:
+    for label in dict.fromkeys(label for _, label in STAGES):
         if label in spent:
             print(f"  {label:40s} {spent[label] / n * 1000:6.2f} ms  {spent[label] / main_cpu * 100:5.1f} %")
     return 0
@@ -112,8 +119,9 @@ def _clocked(fn: Any, label: str, spent: dict[str, float]) -> Any:
 def _results(m: Any, query: str) -> dict[str, Any]:
     r = m.search(query, now=NOW)
     hits = [[h.path, h.start_line, h.end_line, h.score, h.vector_score, h.text_score, h.source,
-             hashlib.sha1(h.snippet.encode()).hexdigest(), h.superseded_by] for h in r.results]  # fmt: skip
-    return {"q": query, "mode": r.mode, "warnings": r.warnings, "hits": hits}
+             hashlib.sha1(h.snippet.encode()).hexdigest(), h.superseded_by, h.citation,
+             json.dumps(h.explanation, sort_keys=True)] for h in r.results]  # fmt: skip
+    return {"q": query, "mode": r.mode, "warnings": r.warnings, "reason": r.reason, "hits": hits}
 
 
 if __name__ == "__main__":

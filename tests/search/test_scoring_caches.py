@@ -261,3 +261,52 @@ def test_line_numbers_follow_writes_and_are_the_callers_own(tmp_path: Path) -> N
     rowid = put([7, 7, 8])
     assert corpus.line_numbers([rowid]) == {rowid: [7, 7, 8]}
     db.close()
+
+
+def test_file_times_keep_only_what_was_found_inside_the_workspace(tmp_path: Path) -> None:
+    """``FileTimes.mtime`` skips resolving a path it found inside the workspace with the same mtime
+    and size; anything else is checked again (a file changed, or swapped for a link outside)."""
+    import os
+    from datetime import UTC, datetime
+
+    from mdrecall.search.dating import FileTimes
+
+    ws, outside = tmp_path / "ws", tmp_path / "outside.md"
+    (ws / "memory").mkdir(parents=True)
+    note = ws / "memory" / "a.md"
+    note.write_text("# a\n", encoding="utf-8")
+    outside.write_text("# secret\n", encoding="utf-8")
+    (ws / "memory" / "b.md").symlink_to(outside)
+    times = FileTimes(ws)
+    first = times.mtime("memory/a.md")
+    assert first == datetime.fromtimestamp(note.stat().st_mtime, UTC) == times.mtime("memory/a.md")
+    os.utime(note, (1_700_000_000, 1_700_000_000))
+    assert times.mtime("memory/a.md") == datetime.fromtimestamp(1_700_000_000, UTC)
+    assert times.mtime("memory/b.md") is None and times.mtime("memory/b.md") is None
+    note.unlink()
+    note.symlink_to(outside)
+    assert times.mtime("memory/a.md") is None
+    assert times.mtime("@agent/memory/a.md") is None
+
+
+def test_the_marks_kept_follow_every_write_of_the_chunks(tmp_path: Path) -> None:
+    """``IndexCorpus.marks`` parses the chunks holding markup once per version of the chunks: a note
+    written after is seen by the next search, a removed one is gone."""
+    from mdrecall.search.markup import collect
+
+    db = IndexDB(tmp_path / "i.sqlite", StoreOptions())
+    corpus = index_corpus(db, "unicode61")
+
+    def put(path: str, text: str) -> None:
+        row = ChunkRow(f"{path}:1", path, "memory", 1, 1, "h", text, None, fts_index_text(text))
+        db.replace_file(FileRow(path, "memory", text, 0, 0), [row], "test")
+
+    put("memory/b.md", "the team moved to Postgres <!-- supersedes: memory/a.md#L1 -->")
+    first = corpus.marks()
+    assert [m.target for m in first] == ["memory/a.md"] and corpus.marks() is first
+    put("memory/c.md", "and then to SQLite <!-- supersedes: memory/b.md#L1 -->")
+    assert sorted(m.target for m in corpus.marks()) == ["memory/a.md", "memory/b.md"]
+    assert corpus.marks() == collect(corpus.marked_chunks())
+    put("memory/b.md", "no markup any more")
+    assert [m.target for m in corpus.marks()] == ["memory/b.md"]
+    db.close()

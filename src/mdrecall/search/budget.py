@@ -27,7 +27,7 @@ budget before the short turn that held the answer. Here:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -327,10 +327,14 @@ class _Fitter:
     """Makes one hit ready to pack after the ``kept`` ones: de-overlapped, its cost counted,
     narrowed when it cites too much or does not fit ``room``."""
 
-    def __init__(self, context: int, narrow_above: int, lengths: LineLengths | None, corpus: Messages | None) -> None:
+    def __init__(self, context: int, narrow_above: int, lengths: LineLengths | None, corpus: Messages | None,
+                 prepare: Callable[[Hit], None] | None = None) -> None:
         self.context, self.narrow_above, self.lengths, self.corpus = context, narrow_above, lengths, corpus
+        self.prepare = prepare
 
     def __call__(self, hit: Hit, kept: list[Hit], room: int, copy: bool = True) -> Hit | None:
+        if self.prepare is not None:
+            self.prepare(hit)
         # On the original, so the fill simulations of ``worth_less`` map each transcript hit once.
         if hit.source == "sessions" and hit.line_map is None:
             hit.line_map = message_map(hit.text, hit.start_line, hit.end_line)
@@ -422,15 +426,17 @@ def pack(
     narrow_above: int,
     corpus: Messages | None,
     lengths: LineLengths | None = None,
+    prepare: Callable[[Hit], None] | None = None,
 ) -> list[Hit]:
     """The results an agent receives, in rank order: de-overlapped, narrowed where they would not
-    fit (or cite more than ``narrow_above`` characters), packed into ``budget`` characters."""
+    fit (or cite more than ``narrow_above`` characters), packed into ``budget`` characters.
+    ``prepare``: called with each hit before packing reads it (the ranking's deferred steps)."""
     out: list[Hit] = []
     skipped: list[Hit] = []
     used = 0
     if lengths is not None:
         lengths = _PerFile(lengths)
-    fit = _Fitter(context, narrow_above, lengths, corpus)
+    fit = _Fitter(context, narrow_above, lengths, corpus, prepare)
     for index, hit in enumerate(hits):
         if len(out) >= max_results or budget - used < 40:
             break

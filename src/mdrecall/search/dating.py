@@ -74,6 +74,10 @@ def plain_path(path: str) -> str:
     return path.partition("/")[2] if path.startswith("@") else path
 
 
+#: Paths whose check that they lie inside the workspace one FileTimes keeps (then it starts again).
+_INSIDE_PATHS = 65_536
+
+
 class FileTimes:
     """Modification times of indexed files and the message times of transcripts, cached by
     (mtime, size). Only paths the index holds are asked for: relative paths inside the workspace,
@@ -82,6 +86,8 @@ class FileTimes:
     def __init__(self, workspace: Path, max_files: int = 256) -> None:
         self.root = workspace.resolve()
         self._cache: OrderedDict[str, tuple[tuple[int, int], dict[int, int | None]]] = OrderedDict()
+        #: Paths found inside the workspace, with the (mtime, size) they had then.
+        self._inside: dict[str, tuple[int, int]] = {}
         self._lock = threading.Lock()
         self._max = max_files
 
@@ -98,13 +104,29 @@ class FileTimes:
         return full
 
     def mtime(self, path: str) -> datetime | None:
+        if not path.startswith("@"):
+            try:
+                st = os.stat(os.path.join(self.root, path))  # an absolute path stays itself
+            except (OSError, ValueError):
+                return None
+            with self._lock:
+                inside = self._inside.get(path) == (st.st_mtime_ns, st.st_size)
+            if inside:
+                # Found inside the workspace before with this mtime and size (resolving the path
+                # costs ~6 lstat calls; supersession asks for each undated hit of its head).
+                return datetime.fromtimestamp(st.st_mtime, UTC)
         full = self._full(path)
         if full is None:
             return None
         try:
-            return datetime.fromtimestamp(os.stat(full).st_mtime, UTC)
+            st = os.stat(full)
         except (OSError, ValueError):
             return None
+        with self._lock:
+            if len(self._inside) >= _INSIDE_PATHS:
+                self._inside.clear()
+            self._inside[path] = (st.st_mtime_ns, st.st_size)
+        return datetime.fromtimestamp(st.st_mtime, UTC)
 
     def messages(self, path: str) -> dict[int, int | None] | None:
         """JSONL line -> message time in epoch ms, a message without one taking the previous one's."""

@@ -58,9 +58,11 @@ class Mark:
 
 @runtime_checkable
 class MarkupSource(Protocol):
-    """A corpus that can list every chunk holding markup (not only the candidates of one search)."""
+    """A corpus that knows every mark of its chunks (not only those of one search's candidates)."""
 
-    def marked_chunks(self) -> list[ChunkRow]: ...
+    def marks(self) -> list[Mark]:
+        """``collect`` of every chunk holding markup."""
+        ...
 
 
 def _targets(spec: str) -> list[tuple[str, tuple[int, int] | None]]:

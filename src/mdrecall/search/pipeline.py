@@ -12,15 +12,22 @@ own candidates (the Postgres backend); the corpus statistics it needs come from 
 :class:`~mdrecall.search.corpus.Corpus` of that engine's store. Each hit carries an
 ``explanation``: the signals behind its score (docs/retrieval.md).
 
+Work per candidate is bounded by what can still be read: the named-speaker step (which can only
+lower a score) runs only on hits that can reach ``minScore`` or supersession's head, and where it
+cannot change a score at all, only on the hits supersession and packing read (``_speak``,
+``_Deferred``); results are identical to running it on every candidate (tests/search/test_pruned_steps.py).
+
 Why this module is long: every stage after retrieval reads the same candidate list and the same
 query analysis (named speakers, general questions, restatements), and splitting the stages apart
-would pass that state through a dozen signatures; each stage's own arithmetic lives in its module
-(relevance, narrowing, packing, supersession).
+would pass that state through a dozen signatures; the named-speaker step stays here because it is
+interleaved with scoring (after the logits, before the order) and deferred into packing. Each
+stage's own arithmetic lives in its module (relevance, narrowing, packing, supersession, speaker).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import heapq
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -42,7 +49,7 @@ from mdrecall.search.explain import explain
 from mdrecall.search.filelines import FileLineLengths, FileLines, LineLengths
 from mdrecall.search.fusion import rrf_fusion
 from mdrecall.search.keyword import Candidate, keyword_search, scan_search
-from mdrecall.search.markup import ChunkRow, MarkupSource, collect
+from mdrecall.search.markup import ChunkRow, Mark, MarkupSource, collect
 from mdrecall.search.mmr import mmr_rerank
 from mdrecall.search.scope import ScopeLike
 from mdrecall.search.speaker import (
@@ -55,7 +62,7 @@ from mdrecall.search.speaker import (
     prefer,
     speaker_names,
 )
-from mdrecall.search.supersede import Context, Link, enforce, supersede
+from mdrecall.search.supersede import HEAD, Context, Link, enforce, supersede
 from mdrecall.store.db import IndexDB
 from mdrecall.text import cjk_share
 from mdrecall.types import SearchHit, SearchMode, format_citation
@@ -72,6 +79,8 @@ NO_CANDIDATES = "no candidates"
 SPECIFIC_MASS = 0.9
 #: The logit of a side that found nothing (far below any cut-off).
 _NO_EVIDENCE = -12.0
+#: How far below a bound a score must be to be left out: rounding never moves a score this much.
+_SCORE_SLACK = 1e-9
 
 
 @dataclass
@@ -144,6 +153,9 @@ class Gathered:
     speaker: Asked | None = None
     #: The people the candidates' files name as speakers (search/speaker.py).
     people: frozenset[str] = frozenset()
+    #: The steps left to do on a hit before its lines are read (supersession's head, packing):
+    #: the named-speaker step where it cannot change a score (None: every hit had them).
+    prepare: Callable[[Hit], None] | None = None
 
 
 def cut_off(config: MemoryConfig, keyword_only: bool, requested: float | None) -> float:
@@ -315,8 +327,14 @@ def score_candidates(
     corpus: Corpus,
     query_vec: Vector | None,
     model: str | None,
+    passing: float | None = None,
 ) -> Gathered:
-    """One entry per candidate chunk with its calibrated evidence and score, best first."""
+    """One entry per candidate chunk with its calibrated evidence and score, best first.
+
+    ``passing``: the score a hit must reach to be kept (``cut_off``) when nothing but the hits that
+    reach it or the head of the ranking (``supersede.HEAD``) is ever read: the named-speaker step
+    (which can only lower a score) then skips the hits that can reach neither. None: every hit gets
+    every step (``gather``, whose callers read them all)."""
     q = config.query
     hits: dict[int, Hit] = {}
     for c in keyword + vector:  # keyword candidates first: theirs is the better-calibrated evidence
@@ -360,7 +378,8 @@ def score_candidates(
 
     files = _candidate_files(list(hits.values()), plan.line_lengths)
     people = _people(files)
-    wanted = _speakers(list(hits.values()), plan.query, files, stats, corpus, people) if q.speakers and hits else None
+    asking = _asking(plan.query, stats, corpus, people) if q.speakers and hits else None
+    wanted = asking.asked if asking is not None else None
     topical = corpus.mean_cosine(query_vec) if query_vec is not None and hits else None
     vmodel = rel.vector_model(model)
     dates = query_dates(plan.query, plan.now) if q.dates.enabled else []
@@ -378,13 +397,17 @@ def score_candidates(
         if dates:
             hit.date_boost = date_logit(hit.path, hit.source, dates, q.dates.boost, q.dates.nearbyDays)
             logit += hit.date_boost
-        if wanted is not None and hit.other_speaker:
-            hit.speaker_logit = rel.SPEAKER_OFFSET if wanted.kind == "role" else rel.NAMED_SPEAKER_OFFSET.get(mode, 0.0)
-            logit += hit.speaker_logit
         hit.logit = logit
         hit.score = rel.SCALE.score(logit)
+    prepare: _Deferred | None = None
+    if asking is not None:
+        offset = rel.SPEAKER_OFFSET if asking.asked.kind == "role" else rel.NAMED_SPEAKER_OFFSET.get(mode, 0.0)
+        if offset or passing is None:
+            _speak(hits.values(), asking, files, offset, passing)
+        else:  # no score changes: only the lines of the hits read later need it
+            prepare = _Deferred(asking, files, hits.values())
     ordered = sorted(hits.values(), key=lambda h: h.score, reverse=True)
-    return Gathered(ordered, mode, warnings, degraded, stats, topical, wanted, people)
+    return Gathered(ordered, mode, warnings, degraded, stats, topical, wanted, people, prepare)
 
 
 def rank_candidates(
@@ -410,7 +433,12 @@ def rank_candidates(
     """
     q = config.query
     scoring = corpus if corpus is not None else CandidateCorpus(keyword, vector)
-    found = score_candidates(config, plan, keyword, vector, mode, list(warnings), degraded, scoring, query_vec, model)
+    marks: list[Mark] | None = None
+    if q.supersession.enabled:
+        marks = scoring.marks() if isinstance(scoring, MarkupSource) else collect(_rows(keyword + vector))
+    keep = _passing(config, plan, mode, marks, keyword + vector)
+    found = score_candidates(config, plan, keyword, vector, mode, list(warnings), degraded, scoring, query_vec, model,
+                             keep)  # fmt: skip
     hits = found.hits
     warnings = found.warnings
     later_only = False
@@ -425,10 +453,13 @@ def rank_candidates(
 
     links: list[Link] = []
     if q.supersession.enabled and hits:
-        rows: list[ChunkRow] = (scoring.marked_chunks() if isinstance(scoring, MarkupSource)
-                                else [(h.rowid, h.path, h.source, h.start_line, h.end_line, h.text) for h in hits])  # fmt: skip
+        if found.prepare is not None:
+            for h in hits[:HEAD]:
+                found.prepare(h)
+        if not isinstance(scoring, MarkupSource):  # the marks of the hits, in their order
+            marks = collect(_rows(hits))
         ctx = Context(found.stats, scoring.tokens, plan.times, q.supersession.margin, q.supersession.detect,
-                      collect(rows), plan.scope, plan.as_of)  # fmt: skip
+                      marks or [], plan.scope, plan.as_of)  # fmt: skip
         links = supersede(hits, ctx)
 
     relevance = {id(h): h.score for h in hits}
@@ -469,7 +500,7 @@ def rank_candidates(
                 f"nothing relevant: no memory scored at least minScore {min_score:g} (best {hits[0].score:.3f})"
             )
     packed = pack(passing, plan.max_results, q.maxInjectedChars, q.snippet.contextLines, q.snippet.narrowAboveChars,
-                  corpus, plan.line_lengths)  # fmt: skip
+                  corpus, plan.line_lengths, found.prepare)  # fmt: skip
     results = [
         SearchHit(
             path=h.path,
@@ -487,6 +518,27 @@ def rank_candidates(
         for h in packed
     ]
     return SearchOutcome(results, found.mode, warnings, found.degraded, reason)
+
+
+def _rows(hits: Iterable[Hit | Candidate]) -> list[ChunkRow]:
+    return [(h.rowid, h.path, h.source, h.start_line, h.end_line, h.text) for h in hits]
+
+
+def _passing(config: MemoryConfig, plan: SearchPlan, mode: SearchMode, marks: list[Mark] | None,
+             candidates: Sequence[Candidate]) -> float | None:
+    """The cut-off for ``score_candidates`` to skip steps on hits that can reach neither the results
+    nor supersession's head, or None where a hit below both may still be read: an as-of search
+    (filtered before the head is taken), rank fusion (orders by every hit), temporal decay (it
+    re-orders every hit, and "nothing relevant" quotes the best decayed score), or a supersedes mark
+    aimed at a candidate's file (any hit it names is marked, wherever it ranks)."""
+    q = config.query
+    if plan.as_of is not None or q.hybrid.fusion == "rrf" or q.temporalDecay.enabled:
+        return None
+    if marks:
+        paths = {c.path for c in candidates}
+        if any(m.target in paths for m in marks):
+            return None
+    return cut_off(config, mode in ("keyword-only", "file-scan"), plan.min_score)
 
 
 #: Each candidate file's lines for one search, by (path, source); None: the file cannot be read.
@@ -513,55 +565,106 @@ def _people(files: CandidateFiles | None) -> frozenset[str]:
     return speaker_names(found.people for found in files.values() if found is not None)
 
 
-def _speakers(hits: Sequence[Hit], query: str, files: CandidateFiles | None, stats: rel.QueryStats | None,
-              corpus: Corpus, people: frozenset[str]) -> Asked | None:
-    """Mark each hit for the speaker the question asks about (search/speaker.py): the line it is
-    narrowed to (and states its fact on) is that speaker's where it has one that matches, and a hit
-    whose statement is another speaker's says so (``other_speaker``; its score pays for it). A
-    question naming people of a conversation asks about them; else one in the first person asks
-    about the user's words, one recalling "what you said" about the assistant's."""
-    names = asked_names(query, people)
-    role = asked_speaker(query)
+@dataclass
+class _Asking:
+    """What the named-speaker step of one search knows before it looks at any hit."""
+
+    asked: Asked
+    #: Whether a line holds the question's words besides the asked names (None: nothing to hold).
     holds: Callable[[str], bool] | None = None
+    #: The query terms that are an asked name (their weight leaves the lines' weights).
+    named: frozenset[int] = frozenset()
+    idf: Sequence[float] = ()
+    #: Whether a line asks, per line text (chunks overlap: lines recur).
+    asks: dict[str, bool] = field(default_factory=dict)
+
+
+def _asking(query: str, stats: rel.QueryStats | None, corpus: Corpus, people: frozenset[str]) -> _Asking | None:
+    """Whom the question asks about (search/speaker.py): people of a conversation that it names;
+    else, in the first person, the user's words; recalling "what you said", the assistant's.
+    None: nobody in particular."""
+    names = asked_names(query, people)
     if names:
-        asked = Asked("name", names)
-        if stats is not None:
-            # The asked person's name is on every line they speak: which line states the fact is
-            # told by the question's other words.
-            named = {i for i, term in enumerate(stats.terms) if asked_names(term.title(), names)}
-            kept = replace(stats, forms=[f for i, f in enumerate(stats.forms) if i not in named],
-                           cjk=[c for i, c in enumerate(stats.cjk) if i not in named])
-            holds = (lambda text: rel.holds_terms(kept, text, corpus)) if kept.forms else None
-            for hit in hits:
-                if hit.evidence is not None and len(hit.evidence.line_terms) == len(hit.line_weights):
-                    hit.line_weights = [sum(stats.idf[i] for i in terms if i not in named) for terms in hit.evidence.line_terms]
-    elif role is not None:
-        asked = Asked("role", role)
+        if stats is None:
+            return _Asking(Asked("name", names))
+        # The asked person's name is on every line they speak: which line states the fact is
+        # told by the question's other words.
+        named = frozenset(i for i, term in enumerate(stats.terms) if asked_names(term.title(), names))
+        kept = replace(stats, forms=[f for i, f in enumerate(stats.forms) if i not in named],
+                       cjk=[c for i, c in enumerate(stats.cjk) if i not in named])  # fmt: skip
+        holds = (lambda text: rel.holds_terms(kept, text, corpus)) if kept.forms else None
+        return _Asking(Asked("name", names), holds, named, stats.idf)
+    role = asked_speaker(query)
+    return _Asking(Asked("role", role)) if role is not None else None
+
+
+def _speak(hits: Iterable[Hit], asking: _Asking, files: CandidateFiles | None, offset: float,
+           passing: float | None) -> None:
+    """The named-speaker step for each hit that can still matter, best first (see ``_speaker``).
+
+    The step only ever lowers a score (``offset`` <= 0), so a hit whose score before it is below
+    both ``passing`` and the ``HEAD``-th best score after it of the hits already done can reach
+    neither the results nor supersession's head: it and every later one are left as they are (they
+    are never read). ``passing`` None: every hit."""
+    ordered = sorted(hits, key=lambda h: h.score, reverse=True)
+    done: list[float] = []  # a min-heap of the best HEAD scores after the step
+    for hit in ordered:
+        if (passing is not None and len(done) >= HEAD and hit.score < done[0] - _SCORE_SLACK
+                and hit.score < passing - _SCORE_SLACK):  # fmt: skip
+            return
+        if _speaker(hit, asking, files) and offset:
+            hit.speaker_logit = offset
+            hit.logit += offset
+            hit.score = rel.SCALE.score(hit.logit)
+        if len(done) < HEAD:
+            heapq.heappush(done, hit.score)
+        elif hit.score > done[0]:
+            heapq.heapreplace(done, hit.score)
+
+
+class _Deferred:
+    """The named-speaker step where its offset is 0 (a hybrid search's question naming people): it
+    changes no score, only which line of a hit states its fact (narrowing, supersession's
+    statements), so it runs on a scored hit when one of those first reads it, never on the rest."""
+
+    def __init__(self, asking: _Asking, files: CandidateFiles | None, hits: Iterable[Hit]) -> None:
+        self.asking, self.files = asking, files
+        self.pending = {id(h): h for h in hits}  # holds them: their ids stay theirs
+
+    def __call__(self, hit: Hit) -> None:
+        if self.pending.pop(id(hit), None) is hit:
+            _speaker(hit, self.asking, self.files)
+
+
+def _speaker(hit: Hit, asking: _Asking, files: CandidateFiles | None) -> bool:
+    """Mark ``hit`` for the speaker the question asks about: the line it is narrowed to (and states
+    its fact on) is that speaker's where it has one that matches, and a hit whose statement is
+    another speaker's says so (``other_speaker``, returned: its score pays for it)."""
+    asked = asking.asked
+    if asking.named and hit.evidence is not None and len(hit.evidence.line_terms) == len(hit.line_weights):
+        idf, named = asking.idf, asking.named
+        hit.line_weights = [sum(idf[i] for i in terms if i not in named) for terms in hit.evidence.line_terms]
+    if hit.source == "sessions" and hit.line_map is None:
+        hit.line_map = message_map(hit.text, hit.start_line, hit.end_line)
+    numbers = _line_numbers(hit)
+    lines = _file_lines(files, hit, numbers) if files is not None and numbers is not None else None
+    if lines is not None and numbers is not None:
+        labels = lines.names if asked.kind == "name" else lines.speakers
+        # A question states a fact of whoever answers it, in a conversation between people; a
+        # user's question to an assistant often states the user's own ("we fly to Lisbon on
+        # Friday: what should I pack?"), so roles keep their lines' own speakers.
+        speakers: list[str | None] = (_stating(hit, numbers, labels, lines.lengths, asking.holds, asking.asks)
+                                      if asked.kind == "name" else [labels[n - 1] for n in numbers])  # fmt: skip
+    elif asked.kind == "role":
+        speakers = list(line_speakers(hit.text, hit.source, hit.line_map))
     else:
-        return None
-    asks: dict[str, bool] = {}  # whether a line asks, per line text (chunks overlap: lines recur)
-    for hit in hits:
-        if hit.source == "sessions" and hit.line_map is None:
-            hit.line_map = message_map(hit.text, hit.start_line, hit.end_line)
-        numbers = _line_numbers(hit)
-        lines = _file_lines(files, hit, numbers) if files is not None and numbers is not None else None
-        if lines is not None and numbers is not None:
-            labels = lines.names if asked.kind == "name" else lines.speakers
-            # A question states a fact of whoever answers it, in a conversation between people; a
-            # user's question to an assistant often states the user's own ("we fly to Lisbon on
-            # Friday: what should I pack?"), so roles keep their lines' own speakers.
-            speakers: list[str | None] = (_stating(hit, numbers, labels, lines.lengths, holds, asks) if asked.kind == "name"
-                                          else [labels[n - 1] for n in numbers])
-        elif asked.kind == "role":
-            speakers = list(line_speakers(hit.text, hit.source, hit.line_map))
-        else:
-            continue
-        if hit.line_weights and "\n" in hit.text:
-            hit.line_weights = prefer(hit.line_weights, speakers, asked.wanted)
-        hit.other_speaker = other_speaker(hit.line_weights or [0.0] * len(speakers), speakers, asked.wanted)
-        if hit.other_speaker:
-            hit.stated_by = _stated_by(hit.line_weights, speakers, asked)
-    return asked
+        return False
+    if hit.line_weights and "\n" in hit.text:
+        hit.line_weights = prefer(hit.line_weights, speakers, asked.wanted)
+    hit.other_speaker = other_speaker(hit.line_weights or [0.0] * len(speakers), speakers, asked.wanted)
+    if hit.other_speaker:
+        hit.stated_by = _stated_by(hit.line_weights, speakers, asked)
+    return hit.other_speaker
 
 
 def _line_numbers(hit: Hit) -> list[int] | None:

@@ -133,8 +133,18 @@ def statement(text: str, stats: QueryStats, tokens: Callable[[str], list[str]]) 
 
 
 def _asked_stems(stats: QueryStats) -> frozenset[str]:
-    """Every stem of the query's (non-CJK) terms: a sentence without one holds no term."""
-    return frozenset(s for form, cjk in zip(stats.forms, stats.cjk, strict=True) if not cjk for s in form)
+    """Every stem of the query's (non-CJK) terms: a sentence without one holds no term. Kept for
+    the last query's statistics (a search asks once per hit of its head), checked by value."""
+    global _LAST_ASKED
+    last = _LAST_ASKED
+    if last is not None and last[0] is stats and last[1] == stats.forms and last[2] == stats.cjk:
+        return last[3]
+    found = frozenset(s for form, cjk in zip(stats.forms, stats.cjk, strict=True) if not cjk for s in form)
+    _LAST_ASKED = (stats, list(stats.forms), list(stats.cjk), found)
+    return found
+
+
+_LAST_ASKED: tuple[QueryStats, list[tuple[str, ...]], list[bool], frozenset[str]] | None = None
 
 
 @dataclass(slots=True)
