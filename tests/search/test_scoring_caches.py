@@ -68,7 +68,10 @@ def reference_statement(text: str, stats: QueryStats, tokens: Callable[[str], li
         sentence = _LINE_PREFIX.sub("", sentence).strip()
         if not sentence or sentence.startswith("#") or _question(sentence):
             continue
-        stems = set(tokens(sentence))
+        own = set(tokens(sentence))
+        if not own & {s for form, cjk in zip(stats.forms, stats.cjk) if not cjk for s in form}:
+            continue  # a sentence must hold a word of the question itself
+        stems = own | set(tokens(speaker)) if speaker else own  # the speaker is part of what a chat line states
         terms = frozenset(i for i, form in enumerate(stats.forms)
                           if not stats.cjk[i] and form and all(s in stems for s in form))  # fmt: skip
         weight = sum(stats.idf[i] for i in terms)
