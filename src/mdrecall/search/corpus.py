@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -24,6 +23,7 @@ import apsw
 
 from mdrecall.index.chunking import decode_numbers
 from mdrecall.search.keyword import Candidate
+from mdrecall.search.lru import IdleLru
 from mdrecall.search.markup import KEYWORD as MARKUP_KEYWORD
 from mdrecall.search.markup import ChunkRow, Mark, collect
 from mdrecall.search.relevance import FallbackTokens, TextProfile, text_profile
@@ -125,13 +125,15 @@ class PorterTokens:
                             include_colocated=False))  # fmt: skip
 
 
-#: Texts whose tokens one corpus keeps (then it starts again): ~2 MB of lines.
+#: Lines whose tokens one corpus keeps, least recently used dropped first, and none unused for
+#: search.lru.IDLE_S (an edited chunk's old lines are never asked for again): ~2 MB of lines.
 TOKEN_CACHE_TEXTS = 20_000
 #: Chunks whose indexed text and vector one corpus keeps per version of the chunks (then it starts
 #: again): ~3 KB each.
 STORED_CACHE_CHUNKS = 8192
-#: Chunk texts whose keyword profile one corpus keeps, least recently used dropped first (~3 KB
-#: each: a workspace of a few thousand chunks keeps all its candidates).
+#: Chunk texts whose keyword profile one corpus keeps, least recently used dropped first, and none
+#: unused for search.lru.IDLE_S (~3 KB each: a workspace of a few thousand chunks keeps all its
+#: candidates).
 PROFILE_CACHE_TEXTS = 4096
 
 
@@ -171,9 +173,8 @@ class IndexCorpus:
         self.matrix: Vector | None = None
         self._marked: tuple[object, list[ChunkRow]] | None = None
         self._marks: tuple[list[ChunkRow], list[Mark]] | None = None
-        self._token_cache: dict[str, tuple[str, ...]] = {}
-        self._profiles: OrderedDict[str, TextProfile] = OrderedDict()
-        self._profiles_lock = threading.Lock()
+        self._token_cache: IdleLru[str, tuple[str, ...]] = IdleLru(TOKEN_CACHE_TEXTS)
+        self._profiles: IdleLru[str, TextProfile] = IdleLru(PROFILE_CACHE_TEXTS)
         self._stored: _Stored | None = None
         self._stored_lock = threading.Lock()
         if tokenizer == "unicode61" and db.caps.fts_available:
@@ -194,24 +195,16 @@ class IndexCorpus:
                     self._tok(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False,
                               include_colocated=False)  # fmt: skip
                 )
-            if len(self._token_cache) >= TOKEN_CACHE_TEXTS:
-                self._token_cache.clear()
-            self._token_cache[text] = found
+            self._token_cache.put(text, found)
         return list(found)
 
     def profile(self, text: str) -> TextProfile:
         """The text's keyword profile (relevance.text_profile), kept: scoring asks for the same
         candidates' texts search after search, and a profile depends on nothing else."""
-        with self._profiles_lock:
-            found = self._profiles.get(text)
-            if found is not None:
-                self._profiles.move_to_end(text)
-                return found
-        found = text_profile(text, self)
-        with self._profiles_lock:
-            self._profiles[text] = found
-            if len(self._profiles) > PROFILE_CACHE_TEXTS:
-                self._profiles.popitem(last=False)
+        found = self._profiles.get(text)
+        if found is None:
+            found = text_profile(text, self)
+            self._profiles.put(text, found)
         return found
 
     def _current(self) -> _Stored | None:

@@ -12,16 +12,16 @@ every fused candidate with fresh token sets, 30–50× a plain search.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from typing import TypeVar
 
+from mdrecall.search.lru import IdleLru
 from mdrecall.text import similarity_tokens
 
 T = TypeVar("T")
 
 _CACHE_SIZE = 4096
-_tokens_cache: OrderedDict[tuple[Hashable, int], frozenset[str]] = OrderedDict()
+_tokens_cache: IdleLru[tuple[Hashable, int], frozenset[str]] = IdleLru(_CACHE_SIZE)
 
 
 def jaccard(a: set[str] | frozenset[str], b: set[str] | frozenset[str]) -> float:
@@ -39,11 +39,7 @@ def _tokens(text: str, key: Hashable | None) -> frozenset[str]:
     found = _tokens_cache.get(cache_key)
     if found is None:
         found = frozenset(similarity_tokens(text))
-        _tokens_cache[cache_key] = found
-        if len(_tokens_cache) > _CACHE_SIZE:
-            _tokens_cache.popitem(last=False)
-    else:
-        _tokens_cache.move_to_end(cache_key)
+        _tokens_cache.put(cache_key, found)
     return found
 
 

@@ -29,11 +29,11 @@ from __future__ import annotations
 import re
 import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from mdrecall.search.lru import IdleLru
 from mdrecall.search.relevance import QueryStats
 from mdrecall.text import ENGLISH_STOP_WORDS
 
@@ -161,9 +161,10 @@ class _Parsed:
     sentences: list[_Sentence]
 
 
-#: Texts whose sentences are kept per tokenizer (least recently used dropped first).
+#: Texts whose sentences are kept per tokenizer (least recently used dropped first, and none unused
+#: for search.lru.IDLE_S: an edited chunk's old text is never asked for again).
 PARSED_TEXTS = 4096
-_PARSED: weakref.WeakKeyDictionary[object, OrderedDict[str, _Parsed]] = weakref.WeakKeyDictionary()
+_PARSED: weakref.WeakKeyDictionary[object, IdleLru[str, _Parsed]] = weakref.WeakKeyDictionary()
 _PARSED_LOCK = threading.Lock()
 
 
@@ -172,23 +173,19 @@ def _sentences(text: str, tokens: Callable[[str], list[str]]) -> _Parsed:
     every query, so kept per tokenizer (the object behind ``tokens``; a tokenizer's stems of a text
     never change) for the texts supersession looks at search after search."""
     owner = getattr(tokens, "__self__", tokens)
+    cache: IdleLru[str, _Parsed] | None
     try:
         with _PARSED_LOCK:
             cache = _PARSED.get(owner)
             if cache is None:
-                cache = _PARSED[owner] = OrderedDict()
-            found = cache.get(text)
-            if found is not None:
-                cache.move_to_end(text)
-                return found
+                cache = _PARSED[owner] = IdleLru(PARSED_TEXTS)
     except TypeError:  # a tokenizer that cannot be weakly referenced or hashed: nothing kept
         cache = None
-    found = _parse(text, tokens)
-    if cache is not None:
-        with _PARSED_LOCK:
-            cache[text] = found
-            if len(cache) > PARSED_TEXTS:
-                cache.popitem(last=False)
+    found = cache.get(text) if cache is not None else None
+    if found is None:
+        found = _parse(text, tokens)
+        if cache is not None:
+            cache.put(text, found)
     return found
 
 

@@ -1,0 +1,76 @@
+"""A least-recently-used cache that also forgets what nobody asked for in a while.
+
+The search path keeps what it derives from chunk texts (stems, keyword profiles, sentences, token
+sets), since the same candidates come back search after search. Keyed by text, such a cache only
+ever gains entries while the files change: an edited chunk's old text is never asked for again, yet
+a count-bounded cache keeps it until the count is reached, hours later under a steady churn (issue
+28's soak: the MCP server's heap grew for the whole 40 minutes). Dropping entries unused for
+``idle_s`` as well bounds what a cache holds by what recent searches used: it levels off within
+``idle_s`` of a steady load, and a workspace searched again and again keeps all of it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+#: Seconds an entry may go unused before it is dropped: far longer than one search, so a repeated
+#: search finds what the last one derived.
+IDLE_S = 600.0
+
+
+def _now() -> float:
+    return time.monotonic()
+
+
+class IdleLru(Generic[K, V]):
+    """At most ``max_entries``, least recently used dropped first, and none unused for ``idle_s``
+    (checked on every insertion, so an idle cache keeps its entries until it is used again).
+    Thread-safe."""
+
+    def __init__(self, max_entries: int, idle_s: float = IDLE_S, *, clock: Callable[[], float] | None = None) -> None:
+        self.max_entries = max_entries
+        self.idle_s = idle_s
+        self._given_clock = clock
+        self._items: OrderedDict[K, tuple[V, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _clock(self) -> float:
+        return self._given_clock() if self._given_clock is not None else _now()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is None:
+                return None
+            self._items[key] = (found[0], self._clock())
+            self._items.move_to_end(key)
+            return found[0]
+
+    def put(self, key: K, value: V) -> None:
+        with self._lock:
+            now = self._clock()
+            self._items[key] = (value, now)
+            self._items.move_to_end(key)
+            items = self._items
+            while len(items) > self.max_entries:
+                items.popitem(last=False)
+            # Oldest first: stop at the first entry used recently enough.
+            while items:
+                oldest = next(iter(items.values()))
+                if now - oldest[1] <= self.idle_s:
+                    break
+                items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()

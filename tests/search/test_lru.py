@@ -1,0 +1,96 @@
+"""The search path's text caches forget what nobody asked for in a while (search/lru.py): under a
+steady churn of edits, what they hold levels off at what recent searches used (issue 28's soak),
+instead of growing with every text the files ever held until a count is reached."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mdrecall.search import lru, mmr, restatement
+from mdrecall.search.corpus import IndexCorpus, PorterTokens
+from mdrecall.search.lru import IDLE_S, IdleLru
+from mdrecall.store.db import IndexDB, StoreOptions
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_entries_unused_for_the_idle_time_are_dropped() -> None:
+    clock = Clock()
+    cache: IdleLru[str, int] = IdleLru(100, idle_s=60.0, clock=clock)
+    cache.put("old", 1)
+    cache.put("used", 2)
+    clock.now += 50
+    assert cache.get("used") == 2  # used again: its idle time starts over
+    clock.now += 20  # "old" unused for 70 s, "used" for 20 s
+    cache.put("new", 3)
+    assert cache.get("old") is None
+    assert (cache.get("used"), cache.get("new"), len(cache)) == (2, 3, 2)
+
+
+def test_the_count_bound_drops_the_least_recently_used() -> None:
+    cache: IdleLru[int, int] = IdleLru(3, clock=Clock())
+    for i in range(3):
+        cache.put(i, i)
+    cache.get(0)
+    cache.put(3, 3)
+    assert [cache.get(i) for i in range(4)] == [0, None, 2, 3]
+
+
+def test_a_steady_churn_levels_off() -> None:
+    """A new text every second, each asked for during the next 50 s: from then on the cache holds
+    the texts of the last 50 + 60 s, not all of them (the count bound alone takes 4096 s to reach)."""
+    clock = Clock()
+    cache: IdleLru[str, int] = IdleLru(4096, idle_s=60.0, clock=clock)
+    sizes = []
+    for second in range(1800):
+        clock.now += 1
+        cache.put(f"text {second}", second)
+        for back in range(0, 60, 10):
+            cache.get(f"text {second - back}")
+        sizes.append(len(cache))
+    assert max(sizes[120:]) == min(sizes[120:]) == 111
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    fake = Clock()
+    monkeypatch.setattr(lru, "_now", fake)
+    return fake
+
+
+def test_the_corpus_forgets_an_edited_chunks_old_text(tmp_path: Path, clock: Clock) -> None:
+    db = IndexDB(tmp_path / "i.sqlite", StoreOptions())
+    try:
+        corpus = IndexCorpus(db)
+        corpus.profile("the planner moves to v0.5\nkumquats ripen in May")
+        corpus.tokens("an old line")
+        clock.now += IDLE_S + 1
+        corpus.profile("the planner moves to v0.6")
+        corpus.tokens("a new line")
+        assert len(corpus._profiles) == 1
+        # the profile's two lines and "an old line" went; the new profile's line and "a new line" stay
+        assert len(corpus._token_cache) == 2
+    finally:
+        db.close()
+
+
+def test_the_sentence_and_mmr_caches_forget_old_texts(clock: Clock) -> None:
+    tokens = PorterTokens().tokens
+    owner = PorterTokens()
+    restatement._sentences("Alice moved to Berlin in 2024.", owner.tokens)
+    mmr._tokens_cache.clear()
+    mmr._tokens("the planner moves to v0.5", key=1)
+    clock.now += IDLE_S + 1
+    restatement._sentences("Alice moved to Paris in 2025.", owner.tokens)
+    mmr._tokens("the planner moves to v0.6", key=1)
+    assert len(restatement._PARSED[owner]) == 1
+    assert len(mmr._tokens_cache) == 1
+    assert tokens("moves") == ["move"]
