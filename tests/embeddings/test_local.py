@@ -113,3 +113,24 @@ def test_token_counts_match_the_model_tokenizer(local_provider) -> None:  # type
     hf = [len(ids) for ids in local_provider._model.tokenizer(texts, add_special_tokens=True, truncation=False)["input_ids"]]
     assert local_provider.count_tokens_many(texts) == hf
     assert local_provider.max_input_tokens == local_provider._model.max_seq_length == 256
+
+
+def test_providers_of_one_process_share_the_loaded_model() -> None:
+    """`mdrecall watch` holds two managers (its own and the warm path's): the second provider reuses
+    the first one's encoder instead of loading the model again, and nothing is kept once no provider
+    holds it."""
+    import gc
+
+    from mdrecall.embeddings import local
+
+    first = local.LocalEmbeddingProvider()
+    second = local.LocalEmbeddingProvider()
+    assert first._encoder is not None and first._encoder is second._encoder
+    numpy = local.LocalEmbeddingProvider(runtime="numpy")  # another runtime: another encoder
+    assert numpy._encoder is not first._encoder and numpy._encoder.runtime == "numpy"
+    assert np.allclose(first.embed_query("where is the database hosted?"), numpy.embed_query("where is the database hosted?"), atol=1e-5)
+    # Released with the last provider holding it (the session's `local_provider` may hold the default one).
+    key = next(k for k, loaded in local._LOADED.items() if loaded.encoder is numpy._encoder)
+    del first, second, numpy
+    gc.collect()
+    assert key not in local._LOADED

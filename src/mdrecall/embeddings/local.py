@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import threading
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,21 @@ def _torch_hint() -> str:
 _ONNX_HINT = "pip install onnxruntime, or 'mdrecall[local]'"
 #: ``local.runtime``: what runs a plain BERT model (the bundled one) on the CPU.
 RUNTIMES = ("auto", "onnxruntime", "numpy")
+
+
+class _Loaded:
+    """An in-process encoder and the note its loading left (why it is not onnxruntime, or None)."""
+
+    def __init__(self, encoder: Any, note: str | None) -> None:
+        self.encoder, self.note = encoder, note
+
+
+#: The encoders of this process, by (model folder, input length, runtime), while a provider holds one:
+#: the weights and the runtime's session are read-only and safe to run from several threads, and
+#: ``mdrecall watch`` holds two managers (its own and the warm path's), which each loaded the model:
+#: +230 MiB for the second copy.
+_LOADED: weakref.WeakValueDictionary[tuple[str, int | None, str], _Loaded] = weakref.WeakValueDictionary()
+_LOADED_LOCK = threading.Lock()
 
 
 def _default_model_path() -> str:
@@ -92,10 +108,12 @@ class LocalEmbeddingProvider(ProviderBase):
         self.runtime_note: str | None = None
         if runtime not in RUNTIMES:
             raise ProviderUnavailableError(f"local.runtime must be one of {', '.join(RUNTIMES)}, not {runtime!r}")
+        #: Keeps this process's shared encoder alive while the provider lives (``_LOADED``).
+        self._loaded: _Loaded | None = None
         if device == "cpu" and Path(location).is_dir():
             if importlib.util.find_spec("tokenizers") is None or importlib.util.find_spec("safetensors") is None:
                 raise ProviderUnavailableError(f"tokenizers and safetensors are not installed (the local model reads its files with them): {model_install_hint()}")
-            self._encoder = self._load_encoder(Path(location), max_seq_length, runtime)
+            self._encoder = self._shared_encoder(Path(location), max_seq_length, runtime)
         if self._encoder is not None:
             encoder = self._encoder
             self._dims: int | None = encoder.dims
@@ -107,6 +125,19 @@ class LocalEmbeddingProvider(ProviderBase):
                     f"sentence-transformers is not installed (local model {self.model!r} runs on it and torch): {_torch_hint()}"
                 )
             self._load_model()  # load it now, so a broken model fails selection
+
+    def _shared_encoder(self, location: Path, max_seq_length: int | None, runtime: str) -> Any:
+        """The process's encoder for this model, loaded by the first provider that asks for it."""
+        key = (str(location.resolve()), max_seq_length, runtime)
+        with _LOADED_LOCK:  # held while loading: a second provider waits for the first's encoder
+            loaded = _LOADED.get(key)
+            if loaded is None:
+                encoder = self._load_encoder(location, max_seq_length, runtime)
+                loaded = _Loaded(encoder, self.runtime_note)
+                if encoder is not None:
+                    _LOADED[key] = loaded
+        self._loaded, self.runtime_note = loaded, loaded.note
+        return loaded.encoder
 
     def _load_encoder(self, location: Path, max_seq_length: int | None, runtime: str) -> Any:
         """onnxruntime where asked for or installed, else NumPy; None when neither runs the model."""
