@@ -123,6 +123,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "cli_status_warm": ([*mdrecall, "status", *common], env),
     }
     if args.qmd and os.path.exists(args.qmd):
+        args.qmd = os.path.abspath(args.qmd) if os.sep in args.qmd else args.qmd  # the children run elsewhere
         qmd_env = {**os.environ, **_qmd_index(args.qmd, ws, work / f"qmd-{args.files}")}
         commands["qmd_search"] = ([args.qmd, "search", QUERY, "-n", "10"], qmd_env)
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +97,44 @@ def test_same_query_same_day_counts_once_but_next_day_counts(workspace: Path) ->
     no_dedupe = {**UTC, "dedupeByQueryPerDay": False}
     assert record_recalls(workspace, "postgres port", results, at(days=1, hours=1), config=no_dedupe).recorded == 1
     assert entries(workspace)["Postgres 16 runs on db-2, port 5433."].recall_count == 3
+
+
+def test_a_search_hit_and_its_json_shapes_record_the_same(workspace: Path) -> None:
+    """SearchHit objects are read directly (not through to_dict): every shape records the same."""
+    result = hit("memory/2026-03-02.md", 5, 7, 0.6, snippet="- Postgres 16 runs on db-2, port 5433.")
+    result = replace(result, explanation={"keyword": {"terms": ["postgres"]}, "vector": {"cosine": 0.4}})
+    recorded = []
+    for shape in (result, result.to_dict(), result.to_dict(camel=True)):
+        store = workspace / "memory" / ".dreams"
+        shutil.rmtree(store, ignore_errors=True)
+        record_recalls(workspace, "postgres port", [shape], at(), config=UTC)
+        recorded.append({k: (e.snippet, e.start_line, e.end_line, e.max_score, e.total_relevance)
+                         for k, e in RecallStore(workspace).load().entries.items()})
+    assert recorded[0] and recorded[0] == recorded[1] == recorded[2]
+
+
+def test_a_fact_without_concept_tags_is_tagged_once(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tagger runs on an entry's first signal and when its text changes, not on every recall
+    of a fact that has no tags (it used to run again each time)."""
+    from mdrecall.dreaming import concepts
+
+    calls: list[str] = []
+    real = concepts.concept_tags
+
+    def counting(path: str, text: str, limit: int = concepts.MAX_TAGS) -> list[str]:
+        calls.append(text)
+        return real(path, text, limit)
+
+    monkeypatch.setattr(concepts, "concept_tags", counting)
+    (workspace / "memory" / "2026-03-05.md").write_text("- ok, done.\n", encoding="utf-8")
+    results = [hit("memory/2026-03-05.md", 1, 1, 0.9)]
+    for day in range(3):
+        assert record_recalls(workspace, "was it done", results, at(days=day), config=UTC).recorded == 1
+    (e,) = RecallStore(workspace).load().entries.values()
+    assert e.recall_count == 3 and e.concept_tags == [] and calls == ["ok, done."]
+    (workspace / "memory" / "2026-03-05.md").write_text("- ok, done: the billing-service runs on Kubernetes.\n", encoding="utf-8")
+    record_recalls(workspace, "was it done", results, at(days=4), config=UTC)
+    assert len(calls) == 2
 
 
 def test_overlapping_chunks_of_one_search_count_once(workspace: Path) -> None:

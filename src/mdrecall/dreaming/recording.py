@@ -97,7 +97,15 @@ class RecordSummary:
 
 def _as_hit(result: SearchHit | Mapping[str, Any]) -> Hit | None:
     """A search hit, or its JSON shape (snake_case or camelCase keys, as tools and replays give it)."""
-    data: Mapping[str, Any] = result.to_dict() if isinstance(result, SearchHit) else result
+    if isinstance(result, SearchHit):
+        # Read directly: ``to_dict`` deep-copies the explanation tree, which was half of what
+        # recording a search cost.
+        if not result.path:
+            return None
+        start = int(result.start_line or 1)
+        return Hit(normalize_path(result.path), start, max(start, int(result.end_line or start)), float(result.score or 0.0),
+                   result.snippet or "", result.source or "memory")
+    data: Mapping[str, Any] = result
 
     def get(*names: str) -> Any:
         return next((data[name] for name in names if name in data), None)
@@ -319,10 +327,11 @@ def _apply_signal(entry: RecallEntry, fact: Fact, qhash: str, day: str, stamp: s
         entry.last_day, entry.last_day_queries = day, []
     if qhash not in entry.last_day_queries:
         entry.last_day_queries = (entry.last_day_queries + [qhash])[-MAX_QUERY_HASHES:]
-    if not entry.concept_tags or fact.text != entry.snippet:
-        # The same fact's text gives the same tags: computed again only when the text changes. Imported
-        # here, so that a search recalling only facts already tagged (a one-shot command asking again)
-        # does not load the tagger.
+    first_signal = entry.recall_count + entry.daily_count + entry.grounded_count == 1
+    if first_signal or fact.text != entry.snippet:
+        # The same fact's text gives the same tags (none, for many facts): computed on the entry's
+        # first signal and again only when the text changes. Imported here, so that a search
+        # recalling only facts already tagged (a one-shot command asking again) does not load the tagger.
         from mdrecall.dreaming.concepts import concept_tags
 
         entry.concept_tags = concept_tags(fact.path, fact.text) or entry.concept_tags
