@@ -225,7 +225,10 @@ def _cjk_bigrams(token: str) -> set[str]:
     return {token[i : i + 2] for i in range(len(token) - 1)}
 
 
-def _match_keys(text: str) -> set[str]:
+@lru_cache(maxsize=1024)
+def _match_keys(text: str) -> frozenset[str]:
+    # Cached: recording a search matches the same live blocks (and the same query) again search
+    # after search; 1,024 short texts are well under a megabyte.
     keys: set[str] = set()
     for token in _TOKEN.findall(text.lower()):
         if CJK_CHAR.match(token):
@@ -236,10 +239,10 @@ def _match_keys(text: str) -> set[str]:
             keys |= {_stem(w) for w in latin}
         else:
             keys.add(_stem(token))
-    return keys
+    return frozenset(keys)
 
 
-def _term_matches(term: str, keys: set[str]) -> bool:
+def _term_matches(term: str, keys: frozenset[str]) -> bool:
     if CJK_CHAR.match(term):
         return all(bigram in keys for bigram in _cjk_bigrams(term))
     stem = _stem(term)
