@@ -510,6 +510,50 @@ def test_a_sync_that_saw_racy_directories_stores_no_snapshot(make_ws: Callable[.
         assert syncs == ["MainThread"]  # no trustworthy record: a full comparison
 
 
+def test_a_large_tree_attaches_its_watcher_after_the_first_search(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attaching walks the tree holding the GIL (seconds at 100k files): a large tree's watcher
+    waits for the first search to end, so that search does not wait for the walk, and freshness is
+    the same: a file changed before anything is watched is still found by that search."""
+    from mdrecall.freshness import monitor
+
+    monkeypatch.setattr(monitor, "HOLD_ATTACH_ABOVE_FILES", 2)  # NOTES hold 3 files
+    monkeypatch.setattr(monitor, "ATTACH_HOLD_S", 30.0)
+    ws = make_ws(NOTES)
+    _settle(ws)
+    with open_manager(ws, cfg()) as first:
+        first.sync()
+    with open_manager(ws, cfg(sync={"watch": True})) as m:
+        watcher = m.watcher
+        assert watcher is not None and watcher.hold is not None
+        assert not watcher.wait_ready(0.5) and watcher.attached_at is None  # held: no search yet
+        (ws / "MEMORY.md").write_text("# Memory\n- The staging database is called cobra.\n", encoding="utf-8")
+        resp = m.search("cobra", min_score=0)
+        assert _paths(resp) == ["MEMORY.md"] and not resp.stale
+        assert watcher.wait_ready(30) and wait_for(lambda: watcher.attached_at is not None)
+        (ws / "memory" / "2026-11-02.md").write_text("# 2026-11-02\n- The queue is called heliotrope.\n")
+        assert wait_for(lambda: _indexed_paths(m.search("heliotrope", min_score=0)) == ["memory/2026-11-02.md"])
+
+
+def test_a_held_watcher_attaches_by_itself_and_small_trees_are_not_held(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mdrecall.freshness import monitor
+
+    ws = make_ws(NOTES)
+    with open_manager(ws, cfg()) as first:
+        first.sync()
+    with open_manager(ws, cfg(sync={"watch": True})) as m:
+        assert m.watcher is not None and m.watcher.hold is None  # 3 files: attaches at once
+        assert m.watcher.wait_ready(30)
+    monkeypatch.setattr(monitor, "HOLD_ATTACH_ABOVE_FILES", 2)
+    monkeypatch.setattr(monitor, "ATTACH_HOLD_S", 0.5)
+    with open_manager(ws, cfg(sync={"watch": True})) as m:  # never searched: attaches after the hold
+        assert m.watcher is not None and m.watcher.hold is not None
+        assert m.watcher.wait_ready(30) and wait_for(lambda: m.watcher is not None and m.watcher.attached_at is not None)
+
+
 def test_opening_does_not_wait_for_the_watcher_and_it_is_trusted_only_after_a_check(
     make_ws: Callable[..., Path], cfg: Callable[..., dict]
 ) -> None:

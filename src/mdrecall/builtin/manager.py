@@ -219,6 +219,11 @@ class BuiltinMemoryManager(ManagerBase):
         pending = pending_changes(self.workspace, self.config, self.extra_sources, indexed, skipped, observed)
         return Comparison(pending, self.stored_identity_mismatch(meta), meta is not None, dirs, dirs_racy, observed, started)
 
+    def indexed_file_count(self) -> int:
+        """How many files the index holds (the freshness monitor sizes its watcher's start by it)."""
+        with self.index.reading() as db:
+            return db.file_count()
+
     def stored_snapshot(self) -> Snapshot | None:
         """The last complete sync's view of the files, from the index (freshness/snapshot.py), or
         None when there is none or the index does not fit the configuration."""
@@ -260,7 +265,10 @@ class BuiltinMemoryManager(ManagerBase):
     def run_search(self, request: SearchRequest) -> SearchResponse:
         if self._closed:
             raise MdrecallError("manager is closed")
-        return self.index.recovering(lambda: self._search(request))
+        try:
+            return self.index.recovering(lambda: self._search(request))
+        finally:
+            self.monitor.search_finished()
 
     def _search(self, request: SearchRequest) -> SearchResponse:
         query, max_results, min_score, session_key, sources = (

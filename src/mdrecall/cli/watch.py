@@ -75,6 +75,7 @@ def watch(workspace: str, overrides: tuple[str, ...], debounce_ms: int | None, p
         watcher = monitor.watcher
         if watcher is None:
             raise MdrecallError(f"the file watcher could not start: {manager.status().details.get('watcher')}")
+        monitor.attach_now()  # watching is this command's job: no first search to wait for
         watcher.wait_ready(60.0)  # attaching to a large tree takes a while; searches never wait for it
         click.echo(f"watching {', '.join(watcher.stats.roots) or '(nothing yet)'}; Ctrl-C to stop")
         with _serving(workspace, overrides, serve):

@@ -90,6 +90,16 @@ class Monitored(Protocol):
     monitor: FreshnessMonitor
 
 
+#: A tree with this many indexed files attaches its watcher only once the process's first search has
+#: ended (or ``ATTACH_HOLD_S`` after the start, whichever comes first). watchfiles walks the tree to
+#: attach while holding the GIL (1.4 s at 100k files, docs/benchmarks.md "Freshness"), and a first
+#: search beside it waited for all of it. Until the watcher is attached and a check after that found
+#: the files unchanged, searches check the files themselves, as they always have: holding it back
+#: costs no freshness. Small trees attach in milliseconds and are not held.
+HOLD_ATTACH_ABOVE_FILES = 5_000
+ATTACH_HOLD_S = 2.0
+
+
 def _iso(epoch: float | None) -> str | None:
     return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds") if epoch else None  # people read it too
 
@@ -113,6 +123,7 @@ class FreshnessMonitor:
         self._tracker = SessionDeltaTracker.from_config(self.config)
         self._reporters: list[SyncReporter] = []
         self._interval_thread: threading.Thread | None = None
+        self._attach = threading.Event()  # set: a held watcher may attach now
         self._stop = threading.Event()
         #: What the last comparison without a sync found not indexed (None: nothing, or synced since).
         self._pending: PendingChanges | None = None
@@ -319,6 +330,8 @@ class FreshnessMonitor:
                     session_tracker=self._tracker,
                     force_polling=True if self.config.sync.watchPolling else None,
                     on_attached=self._watcher_attached,
+                    hold=self._attach if self._large_tree() else None,
+                    hold_s=ATTACH_HOLD_S,
                 ).start(wait_ready=0)
                 self._watcher_error = None
             except Exception as exc:  # missing watchfiles, inotify limits: searches still reconcile
@@ -327,6 +340,23 @@ class FreshnessMonitor:
         if self.background_period() is not None and self._interval_thread is None:
             self._interval_thread = threading.Thread(target=self._interval_loop, name="mdrecall-interval-sync", daemon=True)
             self._interval_thread.start()
+
+    def _large_tree(self) -> bool:
+        count = getattr(self.target, "indexed_file_count", None)  # engines that can tell cheaply
+        if count is None:
+            return False
+        try:
+            return int(count()) >= HOLD_ATTACH_ABOVE_FILES
+        except Exception:  # a damaged or missing index: nothing to hold the watcher for
+            return False
+
+    def search_finished(self) -> None:
+        """A search ended: a watcher held back for the first search may attach now."""
+        self._attach.set()
+
+    def attach_now(self) -> None:
+        """Let a held watcher attach without waiting for a search (``mdrecall watch``)."""
+        self._attach.set()
 
     def _watcher_attached(self) -> None:
         """On the watcher's thread, once its watches are attached: check the files against the last
@@ -392,6 +422,7 @@ class FreshnessMonitor:
 
     def stop(self) -> None:
         self._stop.set()
+        self._attach.set()
         if self._watcher is not None:
             self._watcher.stop()
         thread = self._interval_thread

@@ -76,6 +76,8 @@ class MemoryWatcher:
         session_tracker: SessionDeltaTracker | None = None,
         force_polling: bool | None = None,
         on_attached: Callable[[], None] | None = None,
+        hold: threading.Event | None = None,
+        hold_s: float = 0.0,
     ):
         self.workspace = Path(workspace).expanduser().absolute()
         self.config = config
@@ -96,6 +98,8 @@ class MemoryWatcher:
         self._threads: list[threading.Thread] = []
         self._ready = threading.Event()
         self.on_attached = on_attached
+        #: Set when the first attach may begin; waited for at most ``hold_s`` seconds (None: at once).
+        self.hold, self.hold_s = hold, hold_s
         #: ``time.monotonic()`` when every OS watch of the current plan was attached; None while
         #: attaching (after start or a restart): changes before it may have gone unseen.
         self.attached_at: float | None = None
@@ -198,6 +202,10 @@ class MemoryWatcher:
     # -- threads ------------------------------------------------------------------------------
 
     def _supervise(self) -> None:
+        if self.hold is not None:  # FreshnessMonitor: a large tree waits for the first search to end
+            deadline = time.monotonic() + self.hold_s
+            while not self.hold.is_set() and not self._stop.is_set() and time.monotonic() < deadline:
+                self.hold.wait(min(0.1, max(0.0, deadline - time.monotonic())))
         if "sessions" in self.config.sources:  # here, not in start(): listing transcripts can take a while
             self.sessions.prime(p for _, p in list_transcripts(self.workspace, self.config.sessions.dir))
         failures = 0

@@ -719,6 +719,9 @@ class IndexDB:
         """Whether any chunk of ``source`` is indexed (one lookup in idx_chunks_source)."""
         return self.conn.execute("SELECT 1 FROM chunks WHERE source = ? LIMIT 1", (source,)).fetchone() is not None
 
+    def file_count(self) -> int:
+        return int(scalar(self.conn, "SELECT COUNT(*) FROM files"))
+
     def chunk_count(self) -> int:
         return int(scalar(self.conn, "SELECT COUNT(*) FROM chunks"))
 
