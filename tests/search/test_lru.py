@@ -76,8 +76,9 @@ def test_the_corpus_forgets_an_edited_chunks_old_text(tmp_path: Path, clock: Clo
         corpus.profile("the planner moves to v0.6")
         corpus.tokens("a new line")
         assert len(corpus._profiles) == 1
-        # the profile's two lines and "an old line" went; the new profile's line and "a new line" stay
-        assert len(corpus._token_cache) == 2
+        # "an old line" went, "a new line" stays (profiles tokenise a whole text at once, without
+        # the line cache: IndexCorpus.line_tokens)
+        assert len(corpus._token_cache) == 1
     finally:
         db.close()
 
@@ -94,3 +95,17 @@ def test_the_sentence_and_mmr_caches_forget_old_texts(clock: Clock) -> None:
     assert len(restatement._PARSED[owner]) == 1
     assert len(mmr._tokens_cache) == 1
     assert tokens("moves") == ["move"]
+
+
+def test_a_texts_line_tokens_in_one_call_equal_each_lines_own(tmp_path: Path) -> None:
+    """IndexCorpus.line_tokens tokenises a whole text once; each line must get exactly the tokens it
+    gets alone (blank lines, a line without a token, diacritics, CJK, trailing newlines)."""
+    db = IndexDB(tmp_path / "i.sqlite", StoreOptions())
+    try:
+        corpus = IndexCorpus(db)
+        texts = ["", "\n", "\n\nabc\n\n", "x\n", "\nx", "- [D1:3] Melanie: Running dogs, 2023!\n--\nÉcole naïve",
+                 "日本語のテキスト\n中文 text\n", "Caroline said the adoption-agency called.\n\n  \nv0.4 ships 2026-03-02"]
+        for text in texts:
+            assert corpus.line_tokens(text) == [corpus.tokens(line) for line in text.split("\n")], text
+    finally:
+        db.close()
