@@ -10,6 +10,11 @@ vectors (the query's ``topical`` statistic). Each engine answers these from its 
 * :class:`CandidateCorpus`, for an engine that can only hand over its candidate lists: the
   statistics are estimated from the candidates themselves (less well calibrated; documented in
   docs/retrieval.md).
+
+Why this module is long: :class:`IndexCorpus` is one object on purpose. Its statistics, tokens,
+keyword profiles, stored texts and vectors are all cached per version of the index's chunks and
+must be dropped together when the chunks change; split up, each part would need its own copy of
+that rule.
 """
 
 from __future__ import annotations
