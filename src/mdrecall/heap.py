@@ -9,6 +9,11 @@ resident memory grew by the free-but-kept part, and a ``malloc_trim(0)`` a minut
 MiB of it each time, in 1.0–7.9 ms. :class:`HeapTrimmer` trims at most once per interval, after a request, so a busy server
 stays at what it uses and an idle one costs nothing.
 
+glibc also lets a block it handed out with ``mmap`` go back on ``free``, but only above a threshold
+it raises to the largest block freed so far (up to 32 MiB): after onnxruntime frees its arena's
+extensions (embeddings/bert_onnx.py), later blocks of that size come from the per-thread heaps and
+stay there as holes. :func:`map_large_blocks` fixes the threshold at 1 MiB instead.
+
 Elsewhere than glibc (macOS, musl, Windows) there is no such call and nothing happens.
 """
 
@@ -24,9 +29,15 @@ from collections.abc import Callable
 #: Seconds between two trims: one costs 1–8 ms on the MCP server's ~400 MiB heap (the soak's figures).
 TRIM_INTERVAL_S = 60.0
 
+#: Blocks from this size up are mapped on their own and go back to the system on ``free`` (glibc's
+#: ``M_MMAP_THRESHOLD``; its own starting value is 128 KiB, raised as large blocks are freed).
+MMAP_THRESHOLD = 1 << 20
+_M_MMAP_THRESHOLD = -3  # malloc.h
+
 _lock = threading.Lock()
 _trim: Callable[[int], int] | None = None
 _looked = False
+_mapped = False
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
@@ -44,6 +55,20 @@ def _malloc_trim() -> Callable[[int], int] | None:
                 except (OSError, AttributeError):
                     _trim = None
         return _trim
+
+
+def map_large_blocks(threshold: int = MMAP_THRESHOLD) -> bool:
+    """Let every block of ``threshold`` bytes or more be mapped on its own, so ``free`` unmaps it
+    (glibc's ``mallopt(M_MMAP_THRESHOLD)``; it also stops glibc raising the threshold). Once per
+    process; False where the C library has no such setting (not glibc)."""
+    global _mapped
+    if _malloc_trim() is None:  # not glibc: no mallopt either
+        return False
+    with _lock:
+        if not _mapped:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            _mapped = bool(libc.mallopt(ctypes.c_int(_M_MMAP_THRESHOLD), ctypes.c_int(threshold)))
+        return _mapped
 
 
 def release_free_memory() -> bool:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from mdrecall.search.filelines import FileLineLengths
 
 
@@ -50,3 +52,23 @@ def test_the_cache_holds_at_most_its_lines(tmp_path: Path) -> None:
         assert lines(f"memory/n{i}.md", "memory") is not None
     assert lines._held_lines <= 250 and len(lines._cache) == 2
     assert list(lines._cache) == ["memory/n4.md", "memory/n5.md"]  # the least recently used went first
+
+
+def test_a_file_nobody_asks_about_is_dropped_after_the_idle_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A renamed or deleted file's path is never asked for again: under churn a long-lived server
+    kept every one up to the count (issue 28's soak). Unused for the idle time, it goes."""
+    from mdrecall.search import lru
+
+    now = [0.0]
+    monkeypatch.setattr(lru, "_now", lambda: now[0])
+    (tmp_path / "memory").mkdir()
+    for name in ("old", "kept", "new"):
+        (tmp_path / "memory" / f"{name}.md").write_text("- x\n", encoding="utf-8")
+    lines = FileLineLengths(tmp_path, idle_s=60)
+    assert lines("memory/old.md", "memory") is not None
+    assert lines("memory/kept.md", "memory") is not None
+    now[0] = 50.0
+    assert lines("memory/kept.md", "memory") is not None  # asked again: its clock restarts
+    now[0] = 100.0
+    assert lines("memory/new.md", "memory") is not None
+    assert list(lines._cache) == ["memory/kept.md", "memory/new.md"]

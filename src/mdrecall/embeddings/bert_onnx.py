@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from mdrecall import threads
+from mdrecall import heap, threads
 from mdrecall.embeddings import onnx_proto
 
 _OPSET = 17  # LayerNormalization; onnxruntime >= 1.14 runs it
@@ -150,6 +150,14 @@ class OnnxBertEncoder:
         self._weights = [onnxruntime.OrtValue.ortvalue_from_numpy(a) for a in external.values()]
         options.add_external_initializers(list(external), self._weights)
         self._session = onnxruntime.InferenceSession(serialised, options, providers=["CPUExecutionProvider"])
+        # The arena keeps its peak: texts of every length, run by several threads at once, grew a
+        # long-lived process by ~35 MiB (issue 28's soak, the MCP server). Each run now gives back
+        # the arena's extensions (the first region stays), and glibc unmaps them (heap.py): RSS
+        # flat over 2,000 random-length queries on 4 threads (+2.8 instead of +36 MiB), ~3 % more
+        # CPU a query (docs/reliability.md, "Soak"). Turning the arena off cost 20-45 %.
+        self._run_options = onnxruntime.RunOptions()
+        self._run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+        heap.map_large_blocks()
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
 
@@ -170,7 +178,7 @@ class OnnxBertEncoder:
         for row, sequence in enumerate(sequences):
             ids[row, : len(sequence)] = sequence
             mask[row, : len(sequence)] = 1
-        (out,) = self._session.run(["embedding"], {"input_ids": ids, "attention_mask": mask})
+        (out,) = self._session.run(["embedding"], {"input_ids": ids, "attention_mask": mask}, self._run_options)
         return np.asarray(out, dtype=np.float32)
 
     def encode(self, text: str) -> np.ndarray:
@@ -225,6 +233,7 @@ def load_encoder(model_dir: Path, max_seq_length: int | None = None) -> OnnxBert
 
     from mdrecall.embeddings.bert_numpy import read_model
 
+    heap.map_large_blocks()  # before the weights' temporaries raise glibc's own threshold
     model = read_model(model_dir, max_seq_length)
     if model is None:
         return None

@@ -3,7 +3,10 @@
 The budget (search/budget.py) counts what a citation really covers: a Markdown line's characters, a
 transcript line's message content. Who spoke a line (search/speaker.py) is read here too: a piece
 of a long reply split over several chunks does not start with its speaker, the file's line does.
-Cached per file by (mtime, size); only the files the index already holds are asked for.
+Cached per file by (mtime, size); only the files the index already holds are asked for. A file
+nobody asked about for ``search.lru.IDLE_S`` is dropped: a renamed or deleted file's path is never
+asked for again, and a long-lived server under churn (issue 28's soak) otherwise kept them all up to
+the count.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mdrecall.search import lru
 from mdrecall.search.speaker import Speaker, line_name, markdown_speaker, name_counts
 
 #: (path, source) -> the length of each line as a reader of the citation gets it (a Markdown line's
@@ -31,9 +35,11 @@ class FileLineLengths:
     workspace, or the absolute paths of configured extra folders.
     """
 
-    def __init__(self, workspace: Path, max_files: int = 4096, max_lines: int = 1_000_000) -> None:
+    def __init__(self, workspace: Path, max_files: int = 4096, max_lines: int = 1_000_000, idle_s: float | None = None) -> None:
         self.root = workspace.resolve()
-        self._cache: OrderedDict[str, tuple[tuple[int, int], FileLines]] = OrderedDict()
+        #: path -> ((mtime, size), lines, when last asked for), least recently asked first.
+        self._cache: OrderedDict[str, tuple[tuple[int, int], FileLines, float]] = OrderedDict()
+        self._idle_s = idle_s
         self._lock = threading.Lock()
         # Every search asks about each candidate's file, several times: a workspace's files should
         # all fit (a search over 1k files re-read them when 256 did), bounded by the lines held.
@@ -67,6 +73,7 @@ class FileLineLengths:
                 # Read (and checked to be inside the workspace) before, unchanged since: a link
                 # swapped to point outside would have to keep the same mtime and size, and even
                 # then only what was read from inside is returned.
+                self._cache[path] = (stamp, cached[1], lru._now())
                 self._cache.move_to_end(path)
                 return cached[1]
         try:
@@ -91,10 +98,16 @@ class FileLineLengths:
             previous = self._cache.pop(path, None)
             if previous is not None:
                 self._held_lines -= len(previous[1].lengths)
-            self._cache[path] = (stamp, found)
+            now = lru._now()
+            self._cache[path] = (stamp, found, now)
             self._held_lines += len(found.lengths)
-            while len(self._cache) > 1 and (len(self._cache) > self._max or self._held_lines > self._max_lines):
-                _, (_, dropped) = self._cache.popitem(last=False)
+            idle_s = self._idle_s if self._idle_s is not None else lru.IDLE_S
+            while len(self._cache) > 1 and (
+                len(self._cache) > self._max
+                or self._held_lines > self._max_lines
+                or now - next(iter(self._cache.values()))[2] > idle_s
+            ):
+                _, (_, dropped, _) = self._cache.popitem(last=False)
                 self._held_lines -= len(dropped.lengths)
         return found
 
