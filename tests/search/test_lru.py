@@ -97,15 +97,26 @@ def test_the_sentence_and_mmr_caches_forget_old_texts(clock: Clock) -> None:
     assert tokens("moves") == ["move"]
 
 
-def test_a_texts_line_tokens_in_one_call_equal_each_lines_own(tmp_path: Path) -> None:
-    """IndexCorpus.line_tokens tokenises a whole text once; each line must get exactly the tokens it
-    gets alone (blank lines, a line without a token, diacritics, CJK, trailing newlines)."""
+def test_a_profile_from_one_call_equals_the_line_by_line_one(tmp_path: Path) -> None:
+    """IndexCorpus profiles a whole text with one tokenizer call; every count, line mask and length
+    must be what tokenising each line alone gives (blank lines, a line without a token, diacritics,
+    CJK, trailing newlines), down to the order of the keys."""
+    from mdrecall.search.relevance import text_profile
+
+    class LineByLine:
+        def __init__(self, corpus: IndexCorpus) -> None:
+            self.corpus = corpus
+
+        def tokens(self, text: str) -> list[str]:
+            return self.corpus.tokens(text)
+
     db = IndexDB(tmp_path / "i.sqlite", StoreOptions())
     try:
         corpus = IndexCorpus(db)
         texts = ["", "\n", "\n\nabc\n\n", "x\n", "\nx", "- [D1:3] Melanie: Running dogs, 2023!\n--\nÉcole naïve",
-                 "日本語のテキスト\n中文 text\n", "Caroline said the adoption-agency called.\n\n  \nv0.4 ships 2026-03-02"]
+                 "日本語のテキスト\n中文 text\n", "Caroline said the adoption-agency called.\n\n  \nv0.4 ships 2026-03-02 ships"]
         for text in texts:
-            assert corpus.line_tokens(text) == [corpus.tokens(line) for line in text.split("\n")], text
+            whole, alone = corpus.profile(text), text_profile(text, LineByLine(corpus))
+            assert whole == alone and list(whole.counts) == list(alone.counts) and list(whole.line_masks) == list(alone.line_masks), text
     finally:
         db.close()

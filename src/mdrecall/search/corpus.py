@@ -203,33 +203,34 @@ class IndexCorpus:
             self._token_cache.put(text, found)
         return list(found)
 
-    def line_tokens(self, text: str) -> list[list[str]] | None:
-        """Each line's tokens from one tokenizer call over the whole text (a newline always
-        separates tokens, so each line's are those it has alone); None without the FTS5
-        tokenizer. At 1M chunks every search profiles ~120 texts it never saw: one call a text
-        instead of one a line."""
+    def _whole_profile(self, text: str) -> TextProfile | None:
+        """``text_profile(text, self)`` from one tokenizer call over the whole text, in one pass (a
+        newline always separates tokens, so each line gets the tokens it has alone); None without
+        the FTS5 tokenizer. At 1M chunks every search profiles ~120 texts it never saw, and a call
+        and a line-cache round trip per line were the largest part of scoring."""
         if self._tok is None:
             return None
         raw = text.encode("utf-8")
         found = self._tok(raw, apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=True, include_colocated=False)
-        out: list[list[str]] = [[]]
+        counts: dict[str, int] = {}
+        masks: dict[str, int] = {}
+        bit = 1
         newline = raw.find(b"\n")
         for start, _end, token in found:
             while newline != -1 and start > newline:
-                out.append([])
+                bit <<= 1
                 newline = raw.find(b"\n", newline + 1)
-            out[-1].append(token)
-        while newline != -1:  # lines after the last token
-            out.append([])
-            newline = raw.find(b"\n", newline + 1)
-        return out
+            counts[token] = counts.get(token, 0) + 1
+            masks[token] = masks.get(token, 0) | bit
+        return TextProfile(tuple(text.split("\n")), counts, len(found), masks)
 
     def profile(self, text: str) -> TextProfile:
         """The text's keyword profile (relevance.text_profile), kept: scoring asks for the same
         candidates' texts search after search, and a profile depends on nothing else."""
         found = self._profiles.get(text)
         if found is None:
-            found = text_profile(text, self)
+            whole = self._whole_profile(text)
+            found = whole if whole is not None else text_profile(text, self)
             self._profiles.put(text, found)
         return found
 

@@ -224,11 +224,8 @@ def text_profile(text: str, tokenizer: Tokens) -> TextProfile:
     counts: dict[str, int] = {}
     masks: dict[str, int] = {}
     length = 0
-    split = getattr(tokenizer, "line_tokens", None)  # IndexCorpus: the whole text in one call
-    per_line: Sequence[Sequence[str]] | None = split(text) if split is not None else None
-    if per_line is None or len(per_line) != len(lines):
-        per_line = [tokenizer.tokens(line) for line in lines]
-    for k, toks in enumerate(per_line):
+    for k, line in enumerate(lines):
+        toks = tokenizer.tokens(line)
         length += len(toks)
         bit = 1 << k
         for t in toks:
