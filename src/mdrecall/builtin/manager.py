@@ -268,7 +268,7 @@ class BuiltinMemoryManager(ManagerBase):
         try:
             return self.index.recovering(lambda: self._search(request))
         finally:
-            self.monitor.search_finished()
+            self.monitor.attach_now()  # a large tree's watcher waits for the first search to end
 
     def _search(self, request: SearchRequest) -> SearchResponse:
         query, max_results, min_score, session_key, sources = (

@@ -350,12 +350,9 @@ class FreshnessMonitor:
         except Exception:  # a damaged or missing index: nothing to hold the watcher for
             return False
 
-    def search_finished(self) -> None:
-        """A search ended: a watcher held back for the first search may attach now."""
-        self._attach.set()
-
     def attach_now(self) -> None:
-        """Let a held watcher attach without waiting for a search (``mdrecall watch``)."""
+        """Let a watcher held back for the first search attach now: a search ended, or watching is
+        the caller's job (``mdrecall watch``)."""
         self._attach.set()
 
     def _watcher_attached(self) -> None:
