@@ -22,7 +22,10 @@ BatchDoneFn = Callable[[list[int], list[list[float]]], None]
 @runtime_checkable
 class EmbeddingProvider(Protocol):
     """What the engine uses of a provider. Subclass :class:`ProviderBase`: it fills in every member
-    but ``embed_documents``/``embed_query`` and the properties that describe the model."""
+    but ``embed_documents``/``embed_query`` and the properties that describe the model.
+
+    Calls come from any thread: a search embeds its query on a helper thread while it does its
+    keyword work (search/ahead.py), and the async API runs searches on worker threads."""
 
     #: Registry id, e.g. ``"local"``, ``"openai"``.
     id: str

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 from mdrecall.config import MemoryConfig
 from mdrecall.search import relevance as rel
+from mdrecall.search.ahead import QueryEmbedding
 from mdrecall.search.asof import known_then
 from mdrecall.search.budget import Hit, message_map, pack
 from mdrecall.search.corpus import CandidateCorpus, Corpus, index_corpus, indexed_chunks
@@ -213,54 +214,86 @@ def retrieve(
     vector_languages: Sequence[str] | None = None,
 ) -> Retrieved:
     """The builtin index's keyword and vector candidates for ``plan``."""
-    q = config.query
-    warnings = list(degraded_reasons)
-    degraded = bool(degraded_reasons)
-    limit = candidate_limit(config, plan.max_results, plan.as_of)
-    fts = db.caps.fts_available
-    # The chunk count, kept per version of the chunks: a small index's terms need no counting.
-    chunks = indexed_chunks(db, q.fts.tokenizer) if fts else None
+    return start_retrieval(db, config, plan, embed_query, vector_search, degraded_reasons, vector_languages).finish()
 
-    keyword: list[Candidate] = []
-    if fts and (q.hybrid.enabled or embed_query is None or vector_search is None):
-        keyword = keyword_search(db, plan.query, limit, plan.scope, q.fts.tokenizer, chunks)
 
-    vector: list[Candidate] = []
-    query_vec: Vector | None = None
-    use_vectors = embed_query is not None and vector_search is not None
-    skip_reason = vector_skip_reason(config, plan.query, vector_languages) if use_vectors else None
-    if skip_reason is not None:
-        warnings.append(skip_reason)
-        use_vectors = False
-        if fts and not keyword:
-            keyword = keyword_search(db, plan.query, limit, plan.scope, q.fts.tokenizer, chunks)
-    if use_vectors and embed_query is not None and vector_search is not None:
-        import numpy as np  # the vector side only: keyword-only searches never load numpy
+class Retrieval:
+    """One search's retrieval, begun: the keyword candidates are found and the query's embedding is
+    on its way (search/ahead.py); :meth:`finish` waits for it and runs the vector side. What needs
+    only the keyword candidates can be done between the two (``run_search``)."""
 
-        try:
-            query_vec = np.asarray(embed_query(plan.query), dtype=np.float32)
-        except Exception as exc:  # any provider failure degrades this query to keywords
-            warnings.append(f"query embedding failed, answered by keyword search only: {exc}")
-            degraded = True
-            use_vectors = False
-            if fts and not keyword:
-                keyword = keyword_search(db, plan.query, limit, plan.scope, q.fts.tokenizer, chunks)
-        else:
-            if np.any(query_vec):
-                vector = vector_search(db, query_vec, limit, plan.scope)
-            else:
+    def __init__(self, db: IndexDB, config: MemoryConfig, plan: SearchPlan, embed_query: Callable[[str], list[float]] | None,
+                 vector_search: VectorSearch | None, degraded_reasons: list[str],
+                 vector_languages: Sequence[str] | None) -> None:  # fmt: skip
+        q = config.query
+        self.db, self.config, self.plan, self.vector_search = db, config, plan, vector_search
+        self.warnings = list(degraded_reasons)
+        self.degraded = bool(degraded_reasons)
+        self.limit = candidate_limit(config, plan.max_results, plan.as_of)
+        self.fts = db.caps.fts_available
+        # The chunk count, kept per version of the chunks: a small index's terms need no counting.
+        self.chunks = indexed_chunks(db, q.fts.tokenizer) if self.fts else None
+        self.use_vectors = embed_query is not None and vector_search is not None
+        skip_reason = vector_skip_reason(config, plan.query, vector_languages) if self.use_vectors else None
+        if skip_reason is not None:
+            self.warnings.append(skip_reason)
+            self.use_vectors = False
+        #: The query's embedding, made while the keyword side works (None: no vector side).
+        self.pending = QueryEmbedding(embed_query, plan.query) if self.use_vectors and embed_query is not None else None
+        self.keyword: list[Candidate] = []
+        self._searched = self.fts and (q.hybrid.enabled or not self.use_vectors)
+        if self._searched:
+            self.keyword = self._keyword_search()
+
+    def _keyword_search(self) -> list[Candidate]:
+        q, plan = self.config.query, self.plan
+        return keyword_search(self.db, plan.query, self.limit, plan.scope, q.fts.tokenizer, self.chunks)
+
+    def finish(self) -> Retrieved:
+        q, plan = self.config.query, self.plan
+        vector: list[Candidate] = []
+        query_vec: Vector | None = None
+        if self.pending is not None and self.vector_search is not None:
+            import numpy as np  # the vector side only: keyword-only searches never load numpy
+
+            try:
+                query_vec = np.asarray(self.pending.result(), dtype=np.float32)
+            except Exception as exc:  # any provider failure degrades this query to keywords
+                self.warnings.append(f"query embedding failed, answered by keyword search only: {exc}")
+                self.degraded = True
+                self.use_vectors = False
                 query_vec = None
+            else:
+                if np.any(query_vec):
+                    vector = self.vector_search(self.db, query_vec, self.limit, plan.scope)
+                else:
+                    query_vec = None
+        if self.fts and not self.use_vectors and not self._searched:
+            self.keyword = self._keyword_search()  # the vector side failed: keywords answer instead
 
-    if use_vectors and fts and q.hybrid.enabled:
-        mode: SearchMode = "hybrid"
-    elif use_vectors:
-        mode = "vector-only"
-    elif fts:
-        mode = "keyword-only"
-    else:
-        mode = "file-scan"
-        keyword = scan_search(db, plan.query, limit, plan.scope)
-    return Retrieved(keyword, vector, mode, warnings, degraded, query_vec)
+        if self.use_vectors and self.fts and q.hybrid.enabled:
+            mode: SearchMode = "hybrid"
+        elif self.use_vectors:
+            mode = "vector-only"
+        elif self.fts:
+            mode = "keyword-only"
+        else:
+            mode = "file-scan"
+            self.keyword = scan_search(self.db, plan.query, self.limit, plan.scope)
+        return Retrieved(self.keyword, vector, mode, self.warnings, self.degraded, query_vec)
+
+
+def start_retrieval(
+    db: IndexDB,
+    config: MemoryConfig,
+    plan: SearchPlan,
+    embed_query: Callable[[str], list[float]] | None,
+    vector_search: VectorSearch | None,
+    degraded_reasons: list[str],
+    vector_languages: Sequence[str] | None = None,
+) -> Retrieval:
+    """Begin ``retrieve``: the keyword candidates now, the vectors at ``finish()``."""
+    return Retrieval(db, config, plan, embed_query, vector_search, degraded_reasons, vector_languages)
 
 
 def _knn_matrix(vector_search: VectorSearch | None) -> Vector | None:
@@ -291,12 +324,45 @@ def run_search(
 ) -> SearchOutcome:
     """``vector_languages``: what the embedding model reads (None: unknown or many); ``model``: the
     embedding model's name, which picks its cosine calibration (default: the provider's ``model``)."""
-    found = retrieve(db, config, plan, embed_query, vector_search, degraded_reasons, vector_languages)
+    started = start_retrieval(db, config, plan, embed_query, vector_search, degraded_reasons, vector_languages)
+    early: KeywordSide | None = None
+    if started.pending is not None and started.keyword:
+        # While the query is embedded: what scoring needs of the keyword candidates alone.
+        early = keyword_side(config, plan, started.keyword, index_corpus(db, config.query.fts.tokenizer))
+    found = started.finish()
     corpus = index_corpus(db, config.query.fts.tokenizer, _knn_matrix(vector_search))
     return rank_candidates(
         config, plan, found.keyword, found.vector, found.mode, found.warnings, found.degraded,
-        corpus=corpus, query_vec=found.query_vec, model=model or _model_of(embed_query),
+        corpus=corpus, query_vec=found.query_vec, model=model or _model_of(embed_query), early=early,
     )  # fmt: skip
+
+
+@dataclass
+class KeywordSide:
+    """What scoring needs of the keyword candidates alone (made while the query is embedded): the
+    query's statistics, each keyword candidate's evidence, and their files' lines. Scoring computes
+    the same for the candidates not here."""
+
+    stats: rel.QueryStats
+    evidence: dict[int, rel.KeywordEvidence]
+    files: CandidateFiles | None
+
+
+def keyword_side(config: MemoryConfig, plan: SearchPlan, keyword: Sequence[Candidate], corpus: Corpus) -> KeywordSide:
+    stats = rel.query_stats(plan.query, corpus)
+    texts = corpus.indexed_texts([c.rowid for c in keyword])
+    ref_length = _ref_length(config)
+    evidence: dict[int, rel.KeywordEvidence] = {}
+    for c in keyword:
+        if c.rowid not in evidence:
+            evidence[c.rowid] = rel.evidence(stats, texts.get(c.rowid, c.text), ref_length, corpus)
+    return KeywordSide(stats, evidence, _candidate_files(keyword, plan.line_lengths))
+
+
+def _ref_length(config: MemoryConfig) -> int:
+    # BM25's length normalisation against the configured chunk size (in estimated tokens), a
+    # constant: the corpus's own average would move every score whenever a note is added.
+    return max(8, config.chunking.tokens)
 
 
 def gather(
@@ -328,13 +394,15 @@ def score_candidates(
     query_vec: Vector | None,
     model: str | None,
     passing: float | None = None,
+    early: KeywordSide | None = None,
 ) -> Gathered:
     """One entry per candidate chunk with its calibrated evidence and score, best first.
 
     ``passing``: the score a hit must reach to be kept (``cut_off``) when nothing but the hits that
     reach it or the head of the ranking (``supersede.HEAD``) is ever read: the named-speaker step
     (which can only lower a score) then skips the hits that can reach neither. None: every hit gets
-    every step (``gather``, whose callers read them all)."""
+    every step (``gather``, whose callers read them all). ``early``: the keyword candidates' part,
+    made before (``run_search``) with this corpus and plan."""
     q = config.query
     hits: dict[int, Hit] = {}
     for c in keyword + vector:  # keyword candidates first: theirs is the better-calibrated evidence
@@ -348,15 +416,15 @@ def score_candidates(
 
     stats: rel.QueryStats | None = None
     use_keywords = mode != "vector-only"
+    made = early.evidence if early is not None else {}
     if hits:
-        stats = rel.query_stats(plan.query, corpus)
-        texts = corpus.indexed_texts(list(hits)) if mode != "file-scan" else {}
-        # BM25's length normalisation against the configured chunk size (in estimated tokens), a
-        # constant: the corpus's own average would move every score whenever a note is added.
-        ref_length = max(8, config.chunking.tokens)
+        stats = early.stats if early is not None else rel.query_stats(plan.query, corpus)
+        rest = [rowid for rowid in hits if rowid not in made]
+        texts = corpus.indexed_texts(rest) if mode != "file-scan" and rest else {}
+        ref_length = _ref_length(config)
         idf = stats.idf
         for hit in hits.values():
-            ev = rel.evidence(stats, texts.get(hit.rowid, hit.text), ref_length, corpus)
+            ev = made.get(hit.rowid) or rel.evidence(stats, texts.get(hit.rowid, hit.text), ref_length, corpus)
             body_lines = hit.text.count("\n") + 1
             # The indexed text starts with the heading trail: the body's lines are the last ones.
             ev.line_terms = ev.line_terms[-body_lines:] if len(ev.line_terms) >= body_lines else [()] * body_lines
@@ -376,7 +444,7 @@ def score_candidates(
                 if rowid in hits:
                     hits[rowid].cosine = cos
 
-    files = _candidate_files(list(hits.values()), plan.line_lengths)
+    files = _candidate_files(list(hits.values()), plan.line_lengths, early.files if early is not None else None)
     people = _people(files)
     asking = _asking(plan.query, stats, corpus, people) if q.speakers and hits else None
     wanted = asking.asked if asking is not None else None
@@ -422,6 +490,7 @@ def rank_candidates(
     corpus: Corpus | None = None,
     query_vec: Vector | None = None,
     model: str | None = None,
+    early: KeywordSide | None = None,
 ) -> SearchOutcome:
     """Everything after retrieval: score, order, decay, filter, diversify, narrow, pack, cite.
 
@@ -429,7 +498,8 @@ def rank_candidates(
     scores need from that engine's store (without one they are estimated from the candidates,
     :class:`~mdrecall.search.corpus.CandidateCorpus`); ``query_vec`` is the query's embedding
     (for the cosines of keyword-only candidates and the topical statistic); ``model`` the
-    embedding model's name, which picks its cosine calibration.
+    embedding model's name, which picks its cosine calibration; ``early`` what scoring needs of the
+    keyword candidates, made while the query was embedded (``keyword_side``, with this corpus).
     """
     q = config.query
     scoring = corpus if corpus is not None else CandidateCorpus(keyword, vector)
@@ -438,7 +508,7 @@ def rank_candidates(
         marks = scoring.marks() if isinstance(scoring, MarkupSource) else collect(_rows(keyword + vector))
     keep = _passing(config, plan, mode, marks, keyword + vector)
     found = score_candidates(config, plan, keyword, vector, mode, list(warnings), degraded, scoring, query_vec, model,
-                             keep)  # fmt: skip
+                             keep, early if scoring is corpus else None)  # fmt: skip
     hits = found.hits
     warnings = found.warnings
     later_only = False
@@ -545,16 +615,18 @@ def _passing(config: MemoryConfig, plan: SearchPlan, mode: SearchMode, marks: li
 CandidateFiles = dict[tuple[str, str], FileLines | None]
 
 
-def _candidate_files(hits: Sequence[Hit], lengths: LineLengths | None) -> CandidateFiles | None:
+def _candidate_files(hits: Sequence[Hit | Candidate], lengths: LineLengths | None,
+                     known: CandidateFiles | None = None) -> CandidateFiles | None:  # fmt: skip
     """The candidates' files, asked of the cache once per search (each ask costs a ``stat``): the
-    people step and the speaker step both read them. None: no file-line cache to ask."""
+    people step and the speaker step both read them. None: no file-line cache to ask. ``known``:
+    those asked already this search (the keyword candidates', ``keyword_side``)."""
     if not isinstance(lengths, FileLineLengths):
         return None
     files: CandidateFiles = {}
     for hit in hits:
         key = (hit.path, hit.source)
         if key not in files:
-            files[key] = lengths.names(hit.path, hit.source)
+            files[key] = known[key] if known is not None and key in known else lengths.names(hit.path, hit.source)
     return files
 
 
@@ -738,7 +810,7 @@ def _reads_cjk(languages: Sequence[str]) -> bool:
 
 
 __all__ = [
-    "NOTHING_RELEVANT", "NO_CANDIDATES", "Asked", "Gathered", "Retrieved", "SearchOutcome", "SearchPlan", "VectorSearch",
-    "candidate_limit", "cut_off", "explain", "general_gate", "gather", "rank_candidates", "retrieve", "run_search", "score_candidates",
-    "vector_skip_reason",
+    "NOTHING_RELEVANT", "NO_CANDIDATES", "Asked", "Gathered", "KeywordSide", "Retrieval", "Retrieved", "SearchOutcome",
+    "SearchPlan", "VectorSearch", "candidate_limit", "cut_off", "explain", "general_gate", "gather", "keyword_side",
+    "rank_candidates", "retrieve", "run_search", "score_candidates", "start_retrieval", "vector_skip_reason",
 ]  # fmt: skip

@@ -1,0 +1,68 @@
+"""The query's embedding, made on a helper thread while the search does its keyword work.
+
+A hybrid search needs the query vector only from the vector side on: the keyword search, the corpus
+statistics and the keyword candidates' evidence need none of it. Embedding the query is the largest
+single cost of a search over a small workspace (3-6 ms for the bundled model, a network round trip
+for a hosted one), and it runs in native code (onnxruntime, an HTTP read) that lets go of the GIL,
+so the two overlap on a second core instead of adding up. The results are the same either way: the
+vector is the provider's, and the keyword side computes exactly what it would have after it.
+
+The thread is a daemon: a Ctrl-C while the search waits interrupts the wait, and a hosted call that
+hangs never holds the process at exit. Providers were already called from any thread (the async
+API runs searches on worker threads; base.py says so). On a single usable core there is nothing to
+overlap with: the embedding is made on the calling thread, when it is asked for.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from mdrecall.threads import usable_cores
+
+
+class QueryEmbedding:
+    """``embed(text)``, started now on a daemon thread; :meth:`result` waits for it and returns the
+    vector or raises what the provider raised."""
+
+    __slots__ = ("_done", "_embed", "_error", "_text", "_value")
+
+    def __init__(self, embed: Callable[[str], list[float]], text: str) -> None:
+        self._embed, self._text = embed, text
+        self._value: list[float] | None = None
+        self._error: BaseException | None = None
+        self._done: threading.Event | None = None
+        if _overlap():
+            self._done = threading.Event()
+            threading.Thread(target=self._run, name="mdrecall-query-embedding", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._embed(self._text)
+        except BaseException as exc:  # handed to the waiting search, which degrades or re-raises
+            self._error = exc
+        finally:
+            assert self._done is not None
+            self._done.set()
+
+    def result(self) -> list[float]:
+        if self._done is None:  # one core: made here, now
+            return self._embed(self._text)
+        self._done.wait()
+        if self._error is not None:
+            error, self._error = self._error, None  # raised once; the thread's frames are not kept
+            raise error
+        return self._value  # type: ignore[return-value]  # what the provider returned
+
+
+_OVERLAP: bool | None = None
+
+
+def _overlap() -> bool:
+    global _OVERLAP
+    if _OVERLAP is None:
+        _OVERLAP = usable_cores() > 1
+    return _OVERLAP
+
+
+__all__ = ["QueryEmbedding"]

@@ -1,0 +1,185 @@
+"""search/ahead.py: the query's embedding is made on a helper thread while the keyword side works,
+with the same results, its errors handed back, and a Ctrl-C that stops a search waiting on it."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mdrecall import open_manager
+from mdrecall.embeddings.base import ProviderBase
+from mdrecall.errors import EmbeddingError
+from mdrecall.search import ahead, keyword, pipeline
+from mdrecall.search.ahead import QueryEmbedding
+from mdrecall.testing import plugin, registered
+
+NOTES = {
+    "MEMORY.md": "# Memory\n\n- The cat is called Miso and jumps on the keyboard.\n- We deploy on Fridays.\n",
+    "memory/2026-01-05.md": "# 2026-01-05\n\nPriya fixed the CSV importer: quoted commas broke it.\n",
+    "memory/2026-02-10.md": "# 2026-02-10\n\nThe staging database moved to Postgres 16.\nMiso the cat had a vet visit.\n",
+    "memory/projects.md": "# Projects\n\n## Importer\nThe CSV importer handles quoted fields now.\n\n## Infra\nStaging runs Postgres.\n",
+}
+QUERIES = ["what is the cat called?", "who fixed the CSV importer?", "which database does staging use?", "vet"]
+
+
+class Hooked(ProviderBase):
+    """The session's local model, with a hook run before each query embedding."""
+
+    def __init__(self, inner: Any, before: Callable[[str], None]) -> None:
+        self._inner, self._before = inner, before
+        self.id, self.model = "hooked", inner.model
+        self.threads: list[str] = []
+
+    @property
+    def dims(self) -> int | None:
+        return self._inner.dims
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return {**self._inner.identity, "provider": self.id}
+
+    @property
+    def max_input_tokens(self) -> int:
+        return self._inner.max_input_tokens
+
+    @property
+    def max_batch_items(self) -> int:
+        return self._inner.max_batch_items
+
+    def count_tokens(self, text: str) -> int:
+        return self._inner.count_tokens(text)
+
+    def count_tokens_many(self, texts: Sequence[str]) -> list[int]:
+        return self._inner.count_tokens_many(texts)
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return self._inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        self.threads.append(threading.current_thread().name)
+        self._before(text)
+        return self._inner.embed_query(text)
+
+
+def _answers(m: Any) -> list[list[tuple[Any, ...]]]:
+    out = []
+    for q in QUERIES:
+        r = m.search(q)
+        assert r.mode == "hybrid", r.warnings
+        out.append([(h.path, h.start_line, h.end_line, h.score, h.vector_score, h.text_score, h.explanation) for h in r.results])
+    return out
+
+
+def test_query_embedding_returns_the_vector_or_raises_the_providers_error() -> None:
+    assert QueryEmbedding(lambda text: [float(len(text)), 1.0], "four").result() == [4.0, 1.0]
+
+    def refuse(text: str) -> list[float]:
+        raise EmbeddingError("simulated outage", retryable=True, status=503)
+
+    pending = QueryEmbedding(refuse, "q")
+    with pytest.raises(EmbeddingError, match="simulated outage"):
+        pending.result()
+
+
+def test_one_core_embeds_on_the_calling_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ahead, "_OVERLAP", False)
+    seen: list[str] = []
+
+    def embed(text: str) -> list[float]:
+        seen.append(threading.current_thread().name)
+        return [1.0]
+
+    pending = QueryEmbedding(embed, "q")
+    assert seen == []  # nothing done until asked
+    assert pending.result() == [1.0] and seen == [threading.current_thread().name]
+
+
+def test_keyword_side_runs_while_the_query_is_embedded_with_the_same_results(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict[str, Any]], local_provider: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The embedding waits for the keyword search to have run: were they not concurrent, it would
+    wait in vain. Answers equal those of the same searches embedded on the calling thread."""
+    keyword_done = threading.Event()
+    searched = keyword.keyword_search
+
+    def keyword_search(*args: Any, **kwargs: Any) -> Any:
+        found = searched(*args, **kwargs)
+        keyword_done.set()
+        return found
+
+    monkeypatch.setattr(pipeline, "keyword_search", keyword_search)
+    waited: list[bool] = []
+
+    def before(text: str) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            waited.append(keyword_done.wait(10))
+            keyword_done.clear()
+
+    provider = Hooked(local_provider, before)
+    ws = make_ws(NOTES)
+    with registered(plugin(providers={"hooked": lambda config: provider})):
+        with open_manager(ws, cfg(provider="hooked")) as m:
+            m.sync()
+            provider.threads.clear()
+            overlapped = _answers(m)
+            assert waited == [True] * len(QUERIES)
+            assert set(provider.threads) == {"mdrecall-query-embedding"}
+            monkeypatch.setattr(ahead, "_OVERLAP", False)
+            provider.threads.clear()
+            inline = _answers(m)
+            assert set(provider.threads) == {threading.main_thread().name}
+    assert overlapped == inline and all(inline)
+
+
+def test_failed_embedding_on_the_helper_thread_degrades_to_keywords(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict[str, Any]], local_provider: Any
+) -> None:
+    def before(text: str) -> None:
+        if text != "ping":
+            raise EmbeddingError("simulated outage: query embedding refused", retryable=True, status=503)
+
+    provider = Hooked(local_provider, before)
+    with registered(plugin(providers={"hooked": lambda config: provider})):
+        with open_manager(make_ws(NOTES), cfg(provider="hooked")) as m:
+            m.sync()
+            resp = m.search("who fixed the CSV importer?")
+    assert resp.mode == "keyword-only" and resp.degraded
+    assert resp.results and resp.results[0].path == "memory/2026-01-05.md"
+    assert any("query embedding failed" in w and "simulated outage" in w for w in resp.warnings)
+
+
+def test_ctrl_c_stops_a_search_waiting_on_a_hung_embedding(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict[str, Any]], local_provider: Any
+) -> None:
+    """A hosted model that never answers: the interrupt ends the search at once, not at the
+    provider's timeout, and the daemon thread left waiting does not keep anything open."""
+    release = threading.Event()
+    hang = threading.Event()
+
+    def before(text: str) -> None:
+        if hang.is_set():
+            release.wait(60)
+
+    provider = Hooked(local_provider, before)
+    with registered(plugin(providers={"hooked": lambda config: provider})):
+        with open_manager(make_ws(NOTES), cfg(provider="hooked")) as m:
+            m.sync()
+            hang.set()
+            timer = threading.Timer(0.5, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
+            started = time.monotonic()
+            timer.start()
+            try:
+                with pytest.raises(KeyboardInterrupt):
+                    m.search("what is the cat called?")
+            finally:
+                timer.cancel()
+                release.set()
+            assert time.monotonic() - started < 10
+            hang.clear()
+            assert m.search("what is the cat called?").results  # the manager still answers
