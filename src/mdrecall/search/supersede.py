@@ -169,7 +169,6 @@ def _detect(hits: list[Hit], ctx: Context) -> list[Link]:
     head = [h for h in hits[:HEAD] if h.evidence is not None]
     links: list[Link] = []
     earliest: list[datetime | None] | None = None
-    statements: list[Statement | None] | None = None
     for older in head:
         if older.superseded_by is not None:
             continue
@@ -179,15 +178,15 @@ def _detect(hits: list[Hit], ctx: Context) -> list[Link]:
             continue
         # Another file only: a later message of the same conversation (or line of the same note)
         # echoing a statement is not a change of mind.
-        if earliest is None or statements is None:  # each hit's statement and time, read once
+        if earliest is None:  # each hit's time, read once
             earliest = [ctx.when(h).earliest for h in head]
-            statements = [ctx.statement(h) for h in head]
         latest = when_old.latest
         later: list[tuple[Hit, Verdict, str | None]] = []
-        for h, first, theirs in zip(head, earliest, statements, strict=True):
+        for h, first in zip(head, earliest, strict=True):
             # when_old.before(when(h)), without two calls per pair (30 × 30 a search)
             if h.path == older.path or first is None or not latest < first:
                 continue
+            theirs = ctx.statement(h)  # only a later hit's (kept by ctx): most are never compared
             if theirs is not None and ctx.stats is not None:
                 verdict, why = compare(mine, theirs, ctx.tokens, ctx.stats)
                 if verdict != "different":
