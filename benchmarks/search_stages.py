@@ -35,7 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import speed
 
 STAGES = [
-    ("retrieve", "retrieve (FTS, query embedding, KNN)"),
+    ("start_retrieval", "keyword search (the query embedding started)"),
+    ("keyword_side", "keyword candidates' evidence (while embedding)"),
+    ("Retrieval.finish", "wait for the query embedding, KNN"),
     ("score_candidates", "score_candidates"),
     ("_candidate_files", "  candidate files (line cache)"),
     ("_people", "  people"),
@@ -62,8 +64,10 @@ def main(argv: list[str] | None = None) -> int:
 
     spent: dict[str, float] = defaultdict(float)
     for name, label in STAGES:
-        if hasattr(pipeline, name):
-            setattr(pipeline, name, _clocked(getattr(pipeline, name), label, spent))
+        owner_name, _, attr = name.rpartition(".")
+        owner = getattr(pipeline, owner_name) if owner_name else pipeline
+        if hasattr(owner, attr):
+            setattr(owner, attr, _clocked(getattr(owner, attr), label, spent))
     ws = args.workdir / f"ws-{args.size}"
     queries = speed.make_queries(ws, args.queries)
     with tempfile.TemporaryDirectory() as tmp:
