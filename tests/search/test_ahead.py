@@ -129,7 +129,7 @@ def test_keyword_side_runs_while_the_query_is_embedded_with_the_same_results(
             provider.threads.clear()
             overlapped = _answers(m)
             assert waited == [True] * len(QUERIES)
-            assert set(provider.threads) == {"mdrecall-query-embedding"}
+            assert len(set(provider.threads)) == 1 and provider.threads[0].startswith("mdrecall-query-embedding")
             monkeypatch.setattr(ahead, "_OVERLAP", False)
             provider.threads.clear()
             inline = _answers(m)
@@ -183,3 +183,42 @@ def test_ctrl_c_stops_a_search_waiting_on_a_hung_embedding(
             assert time.monotonic() - started < 10
             hang.clear()
             assert m.search("what is the cat called?").results  # the manager still answers
+
+
+def test_helpers_are_kept_and_one_is_added_per_search_running_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    helpers = ahead._Helpers()
+    monkeypatch.setattr(ahead, "_HELPERS", helpers)
+    monkeypatch.setattr(ahead, "_OVERLAP", True)
+    for i in range(20):  # one after the other: one helper, reused
+        assert QueryEmbedding(lambda text: [float(len(text))], "q" * i).result() == [float(i)]
+    assert helpers.started == 1
+    # Three at once, each waiting for the other two: they finish only if none waits behind another.
+    barrier = threading.Barrier(3, timeout=10)
+
+    def embed(text: str) -> list[float]:
+        barrier.wait()
+        return [1.0]
+
+    pending = [QueryEmbedding(embed, f"q{k}") for k in range(3)]
+    assert [p.result() for p in pending] == [[1.0]] * 3
+    assert helpers.started == 3
+
+
+def test_a_forked_child_embeds_with_helpers_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    import multiprocessing
+
+    monkeypatch.setattr(ahead, "_OVERLAP", True)
+    assert QueryEmbedding(lambda text: [2.0], "q").result() == [2.0]  # the parent has an idle helper now
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    child = ctx.Process(target=_embed_in_child, args=(out,))
+    child.start()
+    try:
+        child.join(30)
+        assert child.exitcode == 0 and out.get(timeout=5) == [3.0]
+    finally:
+        child.kill()
+
+
+def _embed_in_child(out: Any) -> None:
+    out.put(QueryEmbedding(lambda text: [3.0], "q").result())

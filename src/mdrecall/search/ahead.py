@@ -7,14 +7,17 @@ for a hosted one), and it runs in native code (onnxruntime, an HTTP read) that l
 so the two overlap on a second core instead of adding up. The results are the same either way: the
 vector is the provider's, and the keyword side computes exactly what it would have after it.
 
-The thread is a daemon: a Ctrl-C while the search waits interrupts the wait, and a hosted call that
-hangs never holds the process at exit. Providers were already called from any thread (the async
-API runs searches on worker threads; base.py says so). On a single usable core there is nothing to
-overlap with: the embedding is made on the calling thread, when it is asked for.
+The helpers are daemon threads, kept for the next search (one per search running at once): a
+Ctrl-C while a search waits interrupts the wait, and a hosted call that hangs never holds the
+process at exit. Providers were already called from any thread (the async API runs searches on
+worker threads; embeddings/base.py says so). On a single usable core there is nothing to overlap
+with: the embedding is made on the calling thread, when it is asked for.
 """
 
 from __future__ import annotations
 
+import os
+import queue
 import threading
 from collections.abc import Callable
 
@@ -22,7 +25,7 @@ from mdrecall.threads import usable_cores
 
 
 class QueryEmbedding:
-    """``embed(text)``, started now on a daemon thread; :meth:`result` waits for it and returns the
+    """``embed(text)``, started now on a helper thread; :meth:`result` waits for it and returns the
     vector or raises what the provider raised."""
 
     __slots__ = ("_done", "_embed", "_error", "_text", "_value")
@@ -34,16 +37,16 @@ class QueryEmbedding:
         self._done: threading.Event | None = None
         if _overlap():
             self._done = threading.Event()
-            threading.Thread(target=self._run, name="mdrecall-query-embedding", daemon=True).start()
+            _HELPERS.run(self)
 
-    def _run(self) -> None:
+    def run(self) -> None:
         try:
             self._value = self._embed(self._text)
         except BaseException as exc:  # handed to the waiting search, which degrades or re-raises
             self._error = exc
         finally:
-            assert self._done is not None
-            self._done.set()
+            if self._done is not None:
+                self._done.set()
 
     def result(self) -> list[float]:
         if self._done is None:  # one core: made here, now
@@ -55,7 +58,44 @@ class QueryEmbedding:
         return self._value  # type: ignore[return-value]  # what the provider returned
 
 
+class _Helpers:
+    """Daemon threads that each run one job at a time, started when every one is busy (so a job
+    never waits behind another search's embedding) and kept for the next job."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[QueryEmbedding] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+        self.started = 0
+
+    def run(self, job: QueryEmbedding) -> None:
+        with self._lock:
+            if self._idle:
+                self._idle -= 1  # that helper is this job's
+            else:
+                self.started += 1
+                threading.Thread(target=self._serve, name=f"mdrecall-query-embedding-{self.started}", daemon=True).start()
+        self._jobs.put(job)
+
+    def _serve(self) -> None:
+        while True:
+            self._jobs.get().run()
+            with self._lock:
+                self._idle += 1
+
+
+_HELPERS = _Helpers()
 _OVERLAP: bool | None = None
+
+
+def _forget_helpers() -> None:
+    # A forked child has none of its parent's threads: helpers counted idle would never take a job.
+    global _HELPERS
+    _HELPERS = _Helpers()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows
+    os.register_at_fork(after_in_child=_forget_helpers)
 
 
 def _overlap() -> bool:
