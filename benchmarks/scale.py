@@ -350,7 +350,8 @@ def _from_stored(db: Any, queries: list[Any], seed: int = 13) -> list[Any]:
 
 def bench_sqlite(corpus: Corpus, size: int, queries: list[Any], work: Path, *, recipe: dict[str, Any],
                  real_queries: list[tuple[str, Any]], build_only: bool = False, exact: bool = True,
-                 memory_cache_mib: int | None = None, busy: int = 0, profile: int = 0) -> dict[str, Any]:
+                 memory_cache_mib: int | None = None, busy: int = 0, profile: int = 0,
+                 embed_query: Callable[[str], Any] | None = None) -> dict[str, Any]:
     """Build (or reuse, when ``work`` holds one built from the same recipe) the builtin index, then
     measure keyword and hybrid search with the KNN the builtin manager picks: the in-memory matrix
     under ``store.vector.memoryCacheMiB``, past it the approximate index (search/ann.py), built here
@@ -445,6 +446,20 @@ def bench_sqlite(corpus: Corpus, size: int, queries: list[Any], work: Path, *, r
     kept = kept[5:]  # the warm-up searches
     out["hybrid"]["target_in_top_10"] = round(sum(found[5:]) / max(1, len(found) - 5), 3)
     out["keyword"] = _measure(keyword_only, queries)
+    if embed_query is not None and real_queries:
+        # The bench's real questions searched whole, the query embedded inside the search by the
+        # bundled model (search/ahead.py overlaps it with the keyword side), against the same
+        # searches given their vectors: the difference is what the embedding adds to a search.
+        given = {text: vec for text, vec in real_queries}
+
+        def whole(text: str, embed: Callable[[str], Any]) -> None:
+            plan = SearchPlan(query=text, max_results=config.query.maxResults, min_score=0.0, scope=Scope(),
+                              now=datetime.now(UTC))
+            run_search(db, config, plan, embed, knn, [])
+
+        texts = [text for text, _vec in real_queries]
+        out["real_questions_vector_given"] = _measure(lambda t: whole(t, lambda q: given[q]), texts)
+        out["real_questions_embedded_in_search"] = _measure(lambda t: whole(t, embed_query), texts)
     out["rss_mib"] = {"now": _rss_mib(), "engine": round(_rss_mib() - out["rss_before_engine_mib"], 1), "max": _max_rss_mib()}
     if busy:
         from speed import competing_load
@@ -484,9 +499,9 @@ def bench_sqlite(corpus: Corpus, size: int, queries: list[Any], work: Path, *, r
     return out
 
 
-def _embedded_questions(count: int, result: dict[str, Any]) -> list[tuple[str, Any]]:
-    """The bench's real questions embedded with the bundled model; the embedding's cost is reported
-    here, apart from the searches (which are given their vectors)."""
+def _embedded_questions(count: int, result: dict[str, Any]) -> tuple[list[tuple[str, Any]], Callable[[str], Any]]:
+    """The bench's real questions embedded with the bundled model (and its ``embed_query``); the
+    embedding's cost is reported here, apart from the searches (which are given their vectors)."""
     from mdrecall.embeddings.local import LocalEmbeddingProvider
     from speed import make_queries
 
@@ -501,7 +516,7 @@ def _embedded_questions(count: int, result: dict[str, Any]) -> list[tuple[str, A
         cpus.append(time.process_time() - c)
     result["query_embedding"] = {**_percentiles(walls), "cpu_mean_ms": round(sum(cpus) / len(cpus) * 1000, 2),
                                  "runtime": getattr(provider, "runtime", None)}
-    return out
+    return out, provider.embed_query
 
 
 # --- main ---------------------------------------------------------------------------------------
@@ -543,6 +558,7 @@ def main(argv: list[str] | None = None) -> int:
     started = _timer()
     corpus = Corpus(max(args.pg_chunks, args.sqlite_chunks), args.topics)
     real_queries: list[tuple[str, Any]] = []
+    embed_query: Callable[[str], Any] | None = None
     if args.vectors_from:
         from ann import real_vectors, synthesise
 
@@ -568,12 +584,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.sqlite_chunks:
         sqlite_queries = corpus.queries(args.queries, lambda i: i < args.sqlite_chunks, seed=12)
         if not args.build_only:
-            real_queries = _embedded_questions(args.queries, result)
+            real_queries, embed_query = _embedded_questions(args.queries, result)
         recipe = {"chunks": args.sqlite_chunks, "topics": args.topics, "vectors_from": args.vectors_from}
         result["sqlite"] = bench_sqlite(corpus, args.sqlite_chunks, sqlite_queries, work, recipe=recipe,
                                         real_queries=real_queries, build_only=args.build_only, exact=not args.no_exact,
                                         memory_cache_mib=args.memory_cache_mib,
-                                        busy=(os.cpu_count() or 1) if args.busy == -1 else args.busy, profile=args.profile)
+                                        busy=(os.cpu_count() or 1) if args.busy == -1 else args.busy, profile=args.profile,
+                                        embed_query=embed_query)
         print(json.dumps(result["sqlite"], indent=1), flush=True)
     if args.work is None:
         shutil.rmtree(work, ignore_errors=True)
