@@ -65,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     spent: dict[str, float] = defaultdict(float)
     for name, label in STAGES:
         owner_name, _, attr = name.rpartition(".")
-        owner = getattr(pipeline, owner_name) if owner_name else pipeline
-        if hasattr(owner, attr):
+        owner = getattr(pipeline, owner_name, None) if owner_name else pipeline  # older codes lack some
+        if owner is not None and hasattr(owner, attr):
             setattr(owner, attr, _clocked(getattr(owner, attr), label, spent))
     ws = args.workdir / f"ws-{args.size}"
     queries = speed.make_queries(ws, args.queries)

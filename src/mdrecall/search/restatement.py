@@ -103,6 +103,11 @@ class Statement:
     speaker: str | None = None
     #: Its first content word, stemmed: what it is about, often.
     lead: str | None = None
+    #: What it names as replaced ("from X", "instead of X"), as written, with the word's stems, in
+    #: order; None: not read yet (``compare`` reads it then). Read once per sentence, not per pair.
+    replacing: tuple[tuple[str, tuple[str, ...]], ...] | None = None
+    #: What it denies ("no longer commutes"), as written, with the denied words' stems, in order.
+    denying: tuple[tuple[str, frozenset[str]], ...] | None = None
 
 
 def statement(text: str, stats: QueryStats, tokens: Callable[[str], list[str]]) -> Statement | None:
@@ -111,16 +116,15 @@ def statement(text: str, stats: QueryStats, tokens: Callable[[str], list[str]]) 
     best_terms: frozenset[int] = frozenset()
     best_weight = 0.0
     parsed = _sentences(text, tokens)
-    asked = _asked_stems(stats)
+    asked, plain = _asked_stems(stats)
     # A chat line's speaker is part of what it states ("Caroline: I have 2 dogs" says Caroline has
     # them), so a question naming them ("how many dogs does Caroline have?") finds its name there.
     speaker = frozenset(tokens(parsed.speaker)) if parsed.speaker else frozenset()
     for sentence in parsed.sentences:
-        stems = sentence.stems | speaker if speaker else sentence.stems
         if sentence.stems.isdisjoint(asked):
             continue  # holds none of the query's terms: weight 0, never the best
-        terms = frozenset(i for i, form in enumerate(stats.forms)
-                          if not stats.cjk[i] and form and all(s in stems for s in form))  # fmt: skip
+        stems = sentence.stems | speaker if speaker else sentence.stems
+        terms = frozenset(i for i, form in plain if all(s in stems for s in form))
         weight = sum(stats.idf[i] for i in terms)
         if weight > best_weight:
             best, best_terms, best_weight = sentence, terms, weight
@@ -129,22 +133,27 @@ def statement(text: str, stats: QueryStats, tokens: Callable[[str], list[str]]) 
     read = best.read
     if read is None:
         read = best.read = _read(best.text, frozenset(), tokens, parsed.speaker)
-    return Statement(read.text, read.words, read.numbers, read.idents, read.dates, best_terms, read.speaker, read.lead)
+    return Statement(read.text, read.words, read.numbers, read.idents, read.dates, best_terms, read.speaker, read.lead,
+                     read.replacing, read.denying)  # fmt: skip
 
 
-def _asked_stems(stats: QueryStats) -> frozenset[str]:
-    """Every stem of the query's (non-CJK) terms: a sentence without one holds no term. Kept for
-    the last query's statistics (a search asks once per hit of its head), checked by value."""
+def _asked_stems(stats: QueryStats) -> tuple[frozenset[str], list[tuple[int, tuple[str, ...]]]]:
+    """Every stem of the query's (non-CJK) terms: a sentence without one holds no term; and those
+    terms with their index. Kept for the last query's statistics (a search asks once per hit of its
+    head), checked by value."""
     global _LAST_ASKED
     last = _LAST_ASKED
     if last is not None and last[0] is stats and last[1] == stats.forms and last[2] == stats.cjk:
-        return last[3]
+        return last[3], last[4]
     found = frozenset(s for form, cjk in zip(stats.forms, stats.cjk, strict=True) if not cjk for s in form)
-    _LAST_ASKED = (stats, list(stats.forms), list(stats.cjk), found)
-    return found
+    plain = [(i, form) for i, (form, cjk) in enumerate(zip(stats.forms, stats.cjk, strict=True)) if not cjk and form]
+    _LAST_ASKED = (stats, list(stats.forms), list(stats.cjk), found, plain)
+    return found, plain
 
 
-_LAST_ASKED: tuple[QueryStats, list[tuple[str, ...]], list[bool], frozenset[str]] | None = None
+_LAST_ASKED: (
+    tuple[QueryStats, list[tuple[str, ...]], list[bool], frozenset[str], list[tuple[int, tuple[str, ...]]]] | None
+) = None
 
 
 @dataclass(slots=True)
@@ -240,7 +249,8 @@ def _read(sentence: str, terms: frozenset[int], tokens: Callable[[str], list[str
         if lead is None and stems:
             lead = stems[0]
         words.update(stems)
-    return Statement(sentence, frozenset(words), frozenset(numbers), frozenset(idents), dates, terms, speaker, lead)
+    return Statement(sentence, frozenset(words), frozenset(numbers), frozenset(idents), dates, terms, speaker, lead,
+                     _replacing(sentence, tokens), _denying(sentence, tokens))  # fmt: skip
 
 
 def compare(
@@ -286,22 +296,41 @@ def _other_subject(older: Statement, newer: Statement) -> bool:
 def _replaced_value(older: Statement, newer: Statement, tokens: Callable[[str], list[str]]) -> str | None:
     """A word of the older statement that the newer names as what it replaced."""
     own = older.words
-    for m in _REPLACED.finditer(newer.text):
-        word = m.group(1)
-        stems = tokens(word.lower())
-        if word.lower() not in ENGLISH_STOP_WORDS and stems and all(s in own for s in stems):
+    replacing = newer.replacing if newer.replacing is not None else _replacing(newer.text, tokens)
+    for word, stems in replacing:
+        if all(s in own for s in stems):
             return word
     return None
 
 
+def _replacing(text: str, tokens: Callable[[str], list[str]]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Each word ``text`` names as replaced (not a stop word, with stems), with its stems."""
+    out = []
+    for m in _REPLACED.finditer(text):
+        word = m.group(1)
+        stems = tuple(tokens(word.lower()))
+        if word.lower() not in ENGLISH_STOP_WORDS and stems:
+            out.append((word, stems))
+    return tuple(out)
+
+
 def _denied(older: Statement, newer: Statement, tokens: Callable[[str], list[str]]) -> str | None:
     """The newer's denial of words the older said ("no longer commutes"), as written."""
-    for m in _DENIES.finditer(newer.text):
-        clause = m.group(1) or m.group(2) or ""
-        stems = {s for w in clause.split() if w.lower() not in ENGLISH_STOP_WORDS for s in tokens(w.lower())}
+    denying = newer.denying if newer.denying is not None else _denying(newer.text, tokens)
+    for said, stems in denying:
         if stems & older.words:
-            return m.group(0).strip()
+            return said
     return None
+
+
+def _denying(text: str, tokens: Callable[[str], list[str]]) -> tuple[tuple[str, frozenset[str]], ...]:
+    """Each denial in ``text`` as written, with the stems of the words it denies."""
+    out = []
+    for m in _DENIES.finditer(text):
+        clause = m.group(1) or m.group(2) or ""
+        stems = frozenset(s for w in clause.split() if w.lower() not in ENGLISH_STOP_WORDS for s in tokens(w.lower()))
+        out.append((m.group(0).strip(), stems))
+    return tuple(out)
 
 
 __all__ = ["ASKED_SHARE", "SAME_SUBJECT", "SAME_TOPIC", "Statement", "Verdict", "compare", "statement"]
