@@ -114,6 +114,7 @@ def test_keyword_side_runs_while_the_query_is_embedded_with_the_same_results(
         return found
 
     monkeypatch.setattr(pipeline, "keyword_search", keyword_search)
+    monkeypatch.setattr(ahead, "_OVERLAP", True)  # as on any machine with two cores or more
     waited: list[bool] = []
 
     def before(text: str) -> None:
@@ -204,6 +205,29 @@ def test_helpers_are_kept_and_one_is_added_per_search_running_at_once(monkeypatc
     assert helpers.started == 3
 
 
+def test_after_a_burst_only_a_few_idle_helpers_stay(monkeypatch: pytest.MonkeyPatch) -> None:
+    helpers = ahead._Helpers()
+    monkeypatch.setattr(ahead, "_HELPERS", helpers)
+    monkeypatch.setattr(ahead, "_OVERLAP", True)
+    burst = 12
+    barrier = threading.Barrier(burst, timeout=10)
+
+    def embed(text: str) -> list[float]:
+        barrier.wait()
+        return [0.5]
+
+    pending = [QueryEmbedding(embed, str(k)) for k in range(burst)]
+    assert all(p.result() == [0.5] for p in pending) and helpers.started == burst
+    deadline = time.monotonic() + 10
+    while helpers.running > ahead.KEEP_IDLE and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert helpers.running == ahead.KEEP_IDLE
+    assert helpers._idle == ahead.KEEP_IDLE
+    for k in range(30):  # the kept ones still serve, without new threads
+        assert QueryEmbedding(lambda text: [1.0], str(k)).result() == [1.0]
+    assert helpers.started == burst
+
+
 def test_a_forked_child_embeds_with_helpers_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
     import multiprocessing
 
@@ -222,3 +246,4 @@ def test_a_forked_child_embeds_with_helpers_of_its_own(monkeypatch: pytest.Monke
 
 def _embed_in_child(out: Any) -> None:
     out.put(QueryEmbedding(lambda text: [3.0], "q").result())
+

@@ -39,14 +39,15 @@ class QueryEmbedding:
             self._done = threading.Event()
             _HELPERS.run(self)
 
-    def run(self) -> None:
+    def compute(self) -> None:
         try:
             self._value = self._embed(self._text)
         except BaseException as exc:  # handed to the waiting search, which degrades or re-raises
             self._error = exc
-        finally:
-            if self._done is not None:
-                self._done.set()
+
+    def finish(self) -> None:
+        if self._done is not None:
+            self._done.set()
 
     def result(self) -> list[float]:
         if self._done is None:  # one core: made here, now
@@ -58,15 +59,22 @@ class QueryEmbedding:
         return self._value  # type: ignore[return-value]  # what the provider returned
 
 
+#: Idle helpers kept for the next searches; one more that finishes its job then ends (after a
+#: burst of searches at once, a server keeps a few threads, not one per search of the burst).
+KEEP_IDLE = 4
+
+
 class _Helpers:
     """Daemon threads that each run one job at a time, started when every one is busy (so a job
-    never waits behind another search's embedding) and kept for the next job."""
+    never waits behind another search's embedding) and kept for the next job, up to ``KEEP_IDLE``."""
 
     def __init__(self) -> None:
         self._jobs: queue.SimpleQueue[QueryEmbedding] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._idle = 0
+        #: Helpers started so far, and those not ended.
         self.started = 0
+        self.running = 0
 
     def run(self, job: QueryEmbedding) -> None:
         with self._lock:
@@ -74,14 +82,24 @@ class _Helpers:
                 self._idle -= 1  # that helper is this job's
             else:
                 self.started += 1
+                self.running += 1
                 threading.Thread(target=self._serve, name=f"mdrecall-query-embedding-{self.started}", daemon=True).start()
         self._jobs.put(job)
 
     def _serve(self) -> None:
         while True:
-            self._jobs.get().run()
+            job = self._jobs.get()
+            job.compute()
+            # Counted idle before the search hears back: its next search finds this helper free.
             with self._lock:
-                self._idle += 1
+                stay = self._idle < KEEP_IDLE
+                if stay:
+                    self._idle += 1
+                else:
+                    self.running -= 1
+            job.finish()
+            if not stay:
+                return
 
 
 _HELPERS = _Helpers()
