@@ -42,6 +42,7 @@ from mdrecall.index.changes import UNREADABLE, Observed, pending_changes
 from mdrecall.index.identity import EMBEDDING_KEYS, identity_mismatch
 from mdrecall.index.recovery import IndexHandle
 from mdrecall.index.syncing import LAST_SYNC_KEY, IndexSyncer, SyncRun
+from mdrecall.search.ahead import QueryEmbedding
 from mdrecall.search.ann import ApproximateVectors
 from mdrecall.search.ann import available as ann_available
 from mdrecall.search.asof import search_times
@@ -49,7 +50,7 @@ from mdrecall.search.dating import times_for
 from mdrecall.search.filelines import lengths_for
 from mdrecall.search.filescan import merge_hits, scan_unindexed
 from mdrecall.search.keyword import Candidate
-from mdrecall.search.pipeline import NOTHING_RELEVANT, SearchPlan, VectorSearch, run_search
+from mdrecall.search.pipeline import NOTHING_RELEVANT, SearchPlan, VectorSearch, run_search, vector_skip_reason
 from mdrecall.search.scope import ScopeLike, scope_for
 from mdrecall.search.vector import InProcessVectors, stored_vector_search
 from mdrecall.sources.base import SourceAdapter
@@ -277,6 +278,12 @@ class BuiltinMemoryManager(ManagerBase):
         now, as_of = search_times(request.now, request.as_of)
         selection = self.providers.selection
         provider = selection.provider
+        text = (query or "").strip()
+        # The query's embedding starts now, beside the freshness check and the keyword side
+        # (search/ahead.py); unused where the vector side turns out paused.
+        started = (QueryEmbedding(provider.embed_query, text)
+                   if provider is not None and text and vector_skip_reason(self.config, text, provider.languages) is None
+                   else None)  # fmt: skip
         stale, notes = self.monitor.before_search(session_key)
         recovery = self.index.take_recovery_note()
         if recovery:
@@ -289,7 +296,6 @@ class BuiltinMemoryManager(ManagerBase):
                 f"{what} in progress ({done} of {total} {building.get('label', '')}); results may be incomplete"
                 if total else f"{what} in progress; results may be incomplete"
             )
-        text = (query or "").strip()
         configured = list(self.config.sources)
         wanted = [s for s in sources if s in configured] if sources else configured
         response = SearchResponse(
@@ -342,7 +348,8 @@ class BuiltinMemoryManager(ManagerBase):
                     degraded.append(note)
             if not db.caps.fts_available:
                 degraded.append(f"no keyword index: {db.caps.fts_error}")
-            outcome = run_search(db, self.config, plan, embed, vector_fn, degraded, provider.languages if provider else None)
+            outcome = run_search(db, self.config, plan, embed, vector_fn, degraded, provider.languages if provider else None,
+                                 started=started)  # fmt: skip
             unindexed, deleted = self.monitor.unindexed() if stale and "memory" in wanted else ([], [])
             indexed = {path: row.hash for path, row in db.files().items()} if unindexed else {}
         response.results = outcome.results

@@ -224,7 +224,7 @@ class Retrieval:
 
     def __init__(self, db: IndexDB, config: MemoryConfig, plan: SearchPlan, embed_query: Callable[[str], list[float]] | None,
                  vector_search: VectorSearch | None, degraded_reasons: list[str],
-                 vector_languages: Sequence[str] | None) -> None:  # fmt: skip
+                 vector_languages: Sequence[str] | None, started: QueryEmbedding | None = None) -> None:  # fmt: skip
         q = config.query
         self.db, self.config, self.plan, self.vector_search = db, config, plan, vector_search
         self.warnings = list(degraded_reasons)
@@ -239,7 +239,9 @@ class Retrieval:
             self.warnings.append(skip_reason)
             self.use_vectors = False
         #: The query's embedding, made while the keyword side works (None: no vector side).
-        self.pending = QueryEmbedding(embed_query, plan.query) if self.use_vectors and embed_query is not None else None
+        self.pending: QueryEmbedding | None = None
+        if self.use_vectors and embed_query is not None:
+            self.pending = started if started is not None else QueryEmbedding(embed_query, plan.query)
         self.keyword: list[Candidate] = []
         self._searched = self.fts and (q.hybrid.enabled or not self.use_vectors)
         if self._searched:
@@ -291,9 +293,11 @@ def start_retrieval(
     vector_search: VectorSearch | None,
     degraded_reasons: list[str],
     vector_languages: Sequence[str] | None = None,
+    started: QueryEmbedding | None = None,
 ) -> Retrieval:
-    """Begin ``retrieve``: the keyword candidates now, the vectors at ``finish()``."""
-    return Retrieval(db, config, plan, embed_query, vector_search, degraded_reasons, vector_languages)
+    """Begin ``retrieve``: the keyword candidates now, the vectors at ``finish()``. ``started``:
+    ``embed_query(plan.query)`` begun already, used instead of beginning it here."""
+    return Retrieval(db, config, plan, embed_query, vector_search, degraded_reasons, vector_languages, started)
 
 
 def _knn_matrix(vector_search: VectorSearch | None) -> Vector | None:
@@ -321,15 +325,17 @@ def run_search(
     degraded_reasons: list[str],
     vector_languages: Sequence[str] | None = None,
     model: str | None = None,
+    started: QueryEmbedding | None = None,
 ) -> SearchOutcome:
     """``vector_languages``: what the embedding model reads (None: unknown or many); ``model``: the
-    embedding model's name, which picks its cosine calibration (default: the provider's ``model``)."""
-    started = start_retrieval(db, config, plan, embed_query, vector_search, degraded_reasons, vector_languages)
+    embedding model's name, which picks its cosine calibration (default: the provider's ``model``);
+    ``started``: ``embed_query(plan.query)`` begun already (the manager starts it first thing)."""
+    retrieval = start_retrieval(db, config, plan, embed_query, vector_search, degraded_reasons, vector_languages, started)
     early: KeywordSide | None = None
-    if started.pending is not None and started.keyword:
+    if retrieval.pending is not None and retrieval.keyword:
         # While the query is embedded: what scoring needs of the keyword candidates alone.
-        early = keyword_side(config, plan, started.keyword, index_corpus(db, config.query.fts.tokenizer))
-    found = started.finish()
+        early = keyword_side(config, plan, retrieval.keyword, index_corpus(db, config.query.fts.tokenizer))
+    found = retrieval.finish()
     corpus = index_corpus(db, config.query.fts.tokenizer, _knn_matrix(vector_search))
     return rank_candidates(
         config, plan, found.keyword, found.vector, found.mode, found.warnings, found.degraded,
