@@ -44,7 +44,7 @@ from mdrecall.search.asof import known_then
 from mdrecall.search.budget import Hit, message_map, pack
 from mdrecall.search.corpus import CandidateCorpus, Corpus, index_corpus, indexed_chunks
 from mdrecall.search.dates import date_logit, query_dates
-from mdrecall.search.dating import FileTimes
+from mdrecall.search.dating import FileTimes, focus_text
 from mdrecall.search.decay import decay_multiplier
 from mdrecall.search.explain import explain
 from mdrecall.search.filelines import FileLineLengths, FileLines, LineLengths
@@ -52,6 +52,7 @@ from mdrecall.search.fusion import rrf_fusion
 from mdrecall.search.keyword import Candidate, keyword_search, scan_search
 from mdrecall.search.markup import ChunkRow, Mark, MarkupSource, collect
 from mdrecall.search.mmr import mmr_rerank
+from mdrecall.search.restatement import statement
 from mdrecall.search.scope import ScopeLike
 from mdrecall.search.speaker import (
     asked_names,
@@ -362,7 +363,31 @@ def keyword_side(config: MemoryConfig, plan: SearchPlan, keyword: Sequence[Candi
     for c in keyword:
         if c.rowid not in evidence:
             evidence[c.rowid] = rel.evidence(stats, texts.get(c.rowid, c.text), ref_length, corpus)
-    return KeywordSide(stats, evidence, _candidate_files(keyword, plan.line_lengths))
+    files = _candidate_files(keyword, plan.line_lengths)
+    if config.query.supersession.enabled and config.query.supersession.detect:
+        _read_statements(stats, keyword[:HEAD], evidence, corpus)
+    return KeywordSide(stats, evidence, files)
+
+
+def _read_statements(stats: rel.QueryStats, keyword: Sequence[Candidate], evidence: dict[int, rel.KeywordEvidence],
+                     corpus: Corpus) -> None:  # fmt: skip
+    """Read the statements of the best keyword candidates ahead (search/restatement.py keeps each
+    text's sentences and their reading): supersession reads those of the ranking's head after the
+    vector side, where a statement not read before costs the most of its time, and the head is
+    mostly these. What is read is kept whatever comes of it (the results are the same either way);
+    a candidate that ends up out of the head, or whose statement line the named-speaker step moves,
+    only cost the core that would otherwise wait for the embedding. Transcripts' lines need their
+    messages (read with every hit's later): not here."""
+    idf = stats.idf
+    for c in keyword:
+        ev = evidence.get(c.rowid)
+        if c.source == "sessions" or ev is None:
+            continue
+        body_lines = c.text.count("\n") + 1
+        terms = ev.line_terms[-body_lines:] if len(ev.line_terms) >= body_lines else [()] * body_lines
+        hit = Hit(c.rowid, c.path, c.source, c.start_line, c.end_line, c.text,
+                  line_weights=[sum(idf[i] for i in t) if t else 0 for t in terms])  # fmt: skip
+        statement(focus_text(hit), stats, corpus.tokens)
 
 
 def _ref_length(config: MemoryConfig) -> int:
