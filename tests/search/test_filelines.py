@@ -43,6 +43,20 @@ def test_nothing_outside_the_workspace_is_read_even_after_a_link_is_swapped(tmp_
     assert lines("memory/link.md", "memory") is None
 
 
+def test_a_link_into_a_sibling_folder_sharing_the_name_is_outside(tmp_path: Path) -> None:
+    """``/x/ws2`` starts with ``/x/ws`` as a string, not as a folder: its files are not the workspace's."""
+    ws, sibling = tmp_path / "ws", tmp_path / "ws2"
+    (ws / "memory").mkdir(parents=True)
+    sibling.mkdir()
+    (sibling / "secret.md").write_text("- secret\n", encoding="utf-8")
+    (ws / "memory" / "link.md").symlink_to(sibling / "secret.md")
+    (ws / "memory" / "dir").symlink_to(sibling, target_is_directory=True)
+    lines = FileLineLengths(ws)
+    assert lines("memory/link.md", "memory") is None
+    assert lines("memory/dir/secret.md", "memory") is None
+    assert lines("../ws2/secret.md", "memory") is None
+
+
 def test_the_cache_holds_at_most_its_lines(tmp_path: Path) -> None:
     (tmp_path / "memory").mkdir()
     for i in range(6):
