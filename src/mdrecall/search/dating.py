@@ -28,7 +28,7 @@ from typing import Literal
 
 from mdrecall.search.budget import Hit, message_map
 from mdrecall.sources.transcripts import message_times
-from mdrecall.sources.workspace import note_date
+from mdrecall.sources.workspace import note_date, path_inside
 
 How = Literal["note", "message", "promoted", "dated line", "modified", "unknown"]
 
@@ -85,6 +85,7 @@ class FileTimes:
 
     def __init__(self, workspace: Path, max_files: int = 256) -> None:
         self.root = workspace.resolve()
+        self._root = str(self.root)
         self._cache: OrderedDict[str, tuple[tuple[int, int], dict[int, int | None]]] = OrderedDict()
         #: Paths found inside the workspace, with the (mtime, size) they had then.
         self._inside: dict[str, tuple[int, int]] = {}
@@ -97,7 +98,7 @@ class FileTimes:
             return None  # another agent's note: not a file here
         full = candidate if candidate.is_absolute() else self.root / candidate
         try:
-            if not candidate.is_absolute() and not full.resolve().is_relative_to(self.root):
+            if not candidate.is_absolute() and not path_inside(os.path.realpath(full), self._root):
                 return None
         except (OSError, ValueError):
             return None

@@ -22,6 +22,7 @@ from typing import Any
 
 from mdrecall.search import lru
 from mdrecall.search.speaker import Speaker, line_name, markdown_speaker, name_counts
+from mdrecall.sources.workspace import path_inside
 
 #: (path, source) -> the length of each line as a reader of the citation gets it (a Markdown line's
 #: characters; a transcript line's message content), or None when the file cannot be read.
@@ -37,8 +38,7 @@ class FileLineLengths:
 
     def __init__(self, workspace: Path, max_files: int = 4096, max_lines: int = 1_000_000, idle_s: float | None = None) -> None:
         self.root = workspace.resolve()
-        root = str(self.root)
-        self._root_prefix = root if root.endswith(os.sep) else root + os.sep
+        self._root = str(self.root)
         #: path -> ((mtime, size), lines, when last asked for), least recently asked first.
         self._cache: OrderedDict[str, tuple[tuple[int, int], FileLines, float]] = OrderedDict()
         self._idle_s = idle_s
@@ -80,7 +80,7 @@ class FileLineLengths:
                 return cached[1]
         try:
             # Path.resolve() and is_relative_to() on strings: half the cost of a first read.
-            if not os.path.isabs(path) and not _inside(os.path.realpath(full), self._root_prefix):
+            if not os.path.isabs(path) and not path_inside(os.path.realpath(full), self._root):
                 return None
         except (OSError, ValueError):
             return None
@@ -113,11 +113,6 @@ class FileLineLengths:
                 _, (_, dropped, _) = self._cache.popitem(last=False)
                 self._held_lines -= len(dropped.lengths)
         return found
-
-
-def _inside(real: str, prefix: str) -> bool:
-    """Whether the resolved path ``real`` is the folder ``prefix`` names (with its separator) or in it."""
-    return real.startswith(prefix) or real + os.sep == prefix
 
 
 @dataclass(slots=True)

@@ -108,7 +108,14 @@ def _inside(path: Path, roots: list[Path]) -> bool:
 
 def _inside_str(real: str, roots: list[str]) -> bool:
     """``_inside`` for normalised absolute path strings (discovery runs it once per file)."""
-    return any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+    return any(path_inside(real, root) for root in roots)
+
+
+def path_inside(real: str, root: str) -> bool:
+    """Whether the resolved absolute path ``real`` is the folder ``root`` or inside it, on strings
+    (``Path.is_relative_to`` costs more than the ``realpath`` before it: discovery runs this per file,
+    and the search per file it reads the first time). ``/x/ws2`` is not inside ``/x/ws``."""
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def _walk_markdown(directory: str, roots: list[str], seen_dirs: set[str], found: list[tuple[str, str | None]]) -> None:
