@@ -89,6 +89,22 @@ def test_query_embedding_returns_the_vector_or_raises_the_providers_error() -> N
         pending.result()
 
 
+def test_ready_says_whether_the_result_would_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ahead, "_OVERLAP", True)
+    release = threading.Event()
+
+    def embed(text: str) -> list[float]:
+        release.wait(10)
+        return [1.0]
+
+    pending = QueryEmbedding(embed, "q")
+    assert not pending.ready()
+    release.set()
+    assert pending.result() == [1.0] and pending.ready()
+    monkeypatch.setattr(ahead, "_OVERLAP", False)
+    assert QueryEmbedding(embed, "q").ready()  # one core: no helper to wait on
+
+
 def test_one_core_embeds_on_the_calling_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ahead, "_OVERLAP", False)
     seen: list[str] = []

@@ -49,6 +49,11 @@ class QueryEmbedding:
         if self._done is not None:
             self._done.set()
 
+    def ready(self) -> bool:
+        """Whether :meth:`result` would return without waiting for the helper (on one core, where
+        the embedding is made when asked for, always: there is no idle core to wait on)."""
+        return self._done is None or self._done.is_set()
+
     def result(self) -> list[float]:
         if self._done is None:  # one core: made here, now
             return self._embed(self._text)

@@ -335,7 +335,8 @@ def run_search(
     early: KeywordSide | None = None
     if retrieval.pending is not None and retrieval.keyword:
         # While the query is embedded: what scoring needs of the keyword candidates alone.
-        early = keyword_side(config, plan, retrieval.keyword, index_corpus(db, config.query.fts.tokenizer))
+        early = keyword_side(config, plan, retrieval.keyword, index_corpus(db, config.query.fts.tokenizer),
+                             retrieval.pending.ready)  # fmt: skip
     found = retrieval.finish()
     corpus = index_corpus(db, config.query.fts.tokenizer, _knn_matrix(vector_search))
     return rank_candidates(
@@ -355,7 +356,10 @@ class KeywordSide:
     files: CandidateFiles | None
 
 
-def keyword_side(config: MemoryConfig, plan: SearchPlan, keyword: Sequence[Candidate], corpus: Corpus) -> KeywordSide:
+def keyword_side(config: MemoryConfig, plan: SearchPlan, keyword: Sequence[Candidate], corpus: Corpus,
+                 embedded: Callable[[], bool] | None = None) -> KeywordSide:  # fmt: skip
+    """``embedded``: whether the query's embedding is done (supersession's statements are read
+    ahead only until it is: after, that work would only delay the search)."""
     stats = rel.query_stats(plan.query, corpus)
     texts = corpus.indexed_texts([c.rowid for c in keyword])
     ref_length = _ref_length(config)
@@ -364,22 +368,24 @@ def keyword_side(config: MemoryConfig, plan: SearchPlan, keyword: Sequence[Candi
         if c.rowid not in evidence:
             evidence[c.rowid] = rel.evidence(stats, texts.get(c.rowid, c.text), ref_length, corpus)
     files = _candidate_files(keyword, plan.line_lengths)
-    if config.query.supersession.enabled and config.query.supersession.detect:
-        _read_statements(stats, keyword[:HEAD], evidence, corpus)
+    if config.query.supersession.enabled and config.query.supersession.detect and embedded is not None:
+        _read_statements(stats, keyword[:HEAD], evidence, corpus, embedded)
     return KeywordSide(stats, evidence, files)
 
 
 def _read_statements(stats: rel.QueryStats, keyword: Sequence[Candidate], evidence: dict[int, rel.KeywordEvidence],
-                     corpus: Corpus) -> None:  # fmt: skip
+                     corpus: Corpus, embedded: Callable[[], bool]) -> None:  # fmt: skip
     """Read the statements of the best keyword candidates ahead (search/restatement.py keeps each
     text's sentences and their reading): supersession reads those of the ranking's head after the
     vector side, where a statement not read before costs the most of its time, and the head is
     mostly these. What is read is kept whatever comes of it (the results are the same either way);
     a candidate that ends up out of the head, or whose statement line the named-speaker step moves,
-    only cost the core that would otherwise wait for the embedding. Transcripts' lines need their
-    messages (read with every hit's later): not here."""
+    only cost the core that would otherwise wait for the embedding: reading stops once it is done
+    (``embedded``). Transcripts' lines need their messages (read with every hit's later): not here."""
     idf = stats.idf
     for c in keyword:
+        if embedded():
+            return
         ev = evidence.get(c.rowid)
         if c.source == "sessions" or ev is None:
             continue
