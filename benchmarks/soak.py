@@ -1013,6 +1013,8 @@ def main() -> None:
     opts = SoakOptions(seconds=args.minutes * 60, ops_per_second=args.ops_per_second, probes_per_second=args.probes_per_second,
                        sample_every=args.sample, bound=args.bound, provider=args.provider, notes=args.notes, seed=args.seed,
                        work=args.keep)  # fmt: skip
+    # The commit the processes start on: HEAD may move while a long run goes on.
+    os.environ["MDRECALL_SOAK_COMMIT"] = _commit() or ""
     result = run_soak(opts)
     text = json.dumps(result, indent=1)
     if args.out:
