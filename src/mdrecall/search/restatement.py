@@ -103,11 +103,6 @@ class Statement:
     speaker: str | None = None
     #: Its first content word, stemmed: what it is about, often.
     lead: str | None = None
-    #: What it names as replaced ("from X", "instead of X"), as written, with the word's stems, in
-    #: order; None: not read yet (``compare`` reads it then). Read once per sentence, not per pair.
-    replacing: tuple[tuple[str, tuple[str, ...]], ...] | None = None
-    #: What it denies ("no longer commutes"), as written, with the denied words' stems, in order.
-    denying: tuple[tuple[str, frozenset[str]], ...] | None = None
 
 
 def statement(text: str, stats: QueryStats, tokens: Callable[[str], list[str]]) -> Statement | None:
@@ -133,8 +128,7 @@ def statement(text: str, stats: QueryStats, tokens: Callable[[str], list[str]]) 
     read = best.read
     if read is None:
         read = best.read = _read(best.text, frozenset(), tokens, parsed.speaker)
-    return Statement(read.text, read.words, read.numbers, read.idents, read.dates, best_terms, read.speaker, read.lead,
-                     read.replacing, read.denying)  # fmt: skip
+    return Statement(read.text, read.words, read.numbers, read.idents, read.dates, best_terms, read.speaker, read.lead)
 
 
 def _asked_stems(stats: QueryStats) -> tuple[frozenset[str], list[tuple[int, tuple[str, ...]]]]:
@@ -249,8 +243,7 @@ def _read(sentence: str, terms: frozenset[int], tokens: Callable[[str], list[str
         if lead is None and stems:
             lead = stems[0]
         words.update(stems)
-    return Statement(sentence, frozenset(words), frozenset(numbers), frozenset(idents), dates, terms, speaker, lead,
-                     _replacing(sentence, tokens), _denying(sentence, tokens))  # fmt: skip
+    return Statement(sentence, frozenset(words), frozenset(numbers), frozenset(idents), dates, terms, speaker, lead)
 
 
 def compare(
@@ -294,43 +287,26 @@ def _other_subject(older: Statement, newer: Statement) -> bool:
 
 
 def _replaced_value(older: Statement, newer: Statement, tokens: Callable[[str], list[str]]) -> str | None:
-    """A word of the older statement that the newer names as what it replaced."""
+    """A word of the older statement that the newer names as what it replaced. Read per compared pair
+    that gets this far (few do): reading it for every statement read cost more at 1M chunks, where
+    nearly every statement is read once."""
     own = older.words
-    replacing = newer.replacing if newer.replacing is not None else _replacing(newer.text, tokens)
-    for word, stems in replacing:
-        if all(s in own for s in stems):
+    for m in _REPLACED.finditer(newer.text):
+        word = m.group(1)
+        stems = tokens(word.lower())
+        if word.lower() not in ENGLISH_STOP_WORDS and stems and all(s in own for s in stems):
             return word
     return None
 
 
-def _replacing(text: str, tokens: Callable[[str], list[str]]) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """Each word ``text`` names as replaced (not a stop word, with stems), with its stems."""
-    out = []
-    for m in _REPLACED.finditer(text):
-        word = m.group(1)
-        stems = tuple(tokens(word.lower()))
-        if word.lower() not in ENGLISH_STOP_WORDS and stems:
-            out.append((word, stems))
-    return tuple(out)
-
-
 def _denied(older: Statement, newer: Statement, tokens: Callable[[str], list[str]]) -> str | None:
     """The newer's denial of words the older said ("no longer commutes"), as written."""
-    denying = newer.denying if newer.denying is not None else _denying(newer.text, tokens)
-    for said, stems in denying:
-        if stems & older.words:
-            return said
-    return None
-
-
-def _denying(text: str, tokens: Callable[[str], list[str]]) -> tuple[tuple[str, frozenset[str]], ...]:
-    """Each denial in ``text`` as written, with the stems of the words it denies."""
-    out = []
-    for m in _DENIES.finditer(text):
+    for m in _DENIES.finditer(newer.text):
         clause = m.group(1) or m.group(2) or ""
-        stems = frozenset(s for w in clause.split() if w.lower() not in ENGLISH_STOP_WORDS for s in tokens(w.lower()))
-        out.append((m.group(0).strip(), stems))
-    return tuple(out)
+        stems = {s for w in clause.split() if w.lower() not in ENGLISH_STOP_WORDS for s in tokens(w.lower())}
+        if stems & older.words:
+            return m.group(0).strip()
+    return None
 
 
 __all__ = ["ASKED_SHARE", "SAME_SUBJECT", "SAME_TOPIC", "Statement", "Verdict", "compare", "statement"]
