@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -39,9 +38,7 @@ def main() -> int:
     ws = args.workdir / f"ws-{args.size}"
     queries = speed.make_queries(ws, args.queries)
     with tempfile.TemporaryDirectory() as tmp:
-        store = Path(tmp) / "index.sqlite"
-        with sqlite3.connect(args.workdir / f"model-{args.size}.sqlite") as src, sqlite3.connect(store) as dst:
-            src.backup(dst)
+        store = speed.copy_model_index(args.workdir, args.size, Path(tmp))
         settings = speed._config(str(store), "local")
         settings["dreaming"] = {"tracking": False}
         with open_manager(ws, settings, use_global_config=False) as m:

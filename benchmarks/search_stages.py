@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import sqlite3
 import sys
 import tempfile
 import time
@@ -35,7 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import speed
 
 STAGES = [
-    ("start_retrieval", "keyword search (the query embedding started)"),
+    ("retrieve", "retrieve (older codes: FTS, query embedding, KNN)"),
+    ("Retrieval.__init__", "keyword search (the query embedding started)"),
     ("keyword_side", "keyword candidates' evidence (while embedding)"),
     ("Retrieval.finish", "wait for the query embedding, KNN"),
     ("score_candidates", "score_candidates"),
@@ -71,9 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     ws = args.workdir / f"ws-{args.size}"
     queries = speed.make_queries(ws, args.queries)
     with tempfile.TemporaryDirectory() as tmp:
-        store = Path(tmp) / "index.sqlite"
-        with sqlite3.connect(args.workdir / f"model-{args.size}.sqlite") as src, sqlite3.connect(store) as dst:
-            src.backup(dst)
+        store = speed.copy_model_index(args.workdir, args.size, Path(tmp))
         config = speed._config(str(store), "local")
         if args.dump:
             config["query"] = {"debugScores": True}  # the explanations' logits are compared too

@@ -450,6 +450,18 @@ def _noop_resync(manager: Any, repeats: int = 3) -> dict[str, Any]:
 # --- child phases ----------------------------------------------------------------------------------
 
 
+def copy_model_index(workdir: Path, size: int, into: Path) -> Path:
+    """A copy of the ``--phases model`` index of ``size`` (``model-SIZE.sqlite``) in the folder
+    ``into``, for a tool that searches it: recall tracking writes to an index, and the reused one
+    must stay as this script left it."""
+    import sqlite3
+
+    store = into / "index.sqlite"
+    with sqlite3.connect(workdir / f"model-{size}.sqlite") as src, sqlite3.connect(store) as dst:
+        src.backup(dst)
+    return store
+
+
 def _config(store: str, provider: str, runtime: str = "auto") -> dict[str, Any]:
     return {"provider": provider, "store": {"path": store}, "local": {"runtime": runtime}}
 

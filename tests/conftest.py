@@ -121,6 +121,10 @@ class EmbedStats:
     texts: list[str] = field(default_factory=list)
     fail_queries: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: The thread each query was embedded on, by name (search/ahead.py runs them on helpers).
+    query_threads: list[str] = field(default_factory=list)
+    #: Called with each query before it is embedded (a test's hook: wait, or raise).
+    before_query: Callable[[str], None] | None = None
 
     def reset(self) -> None:
         with self.lock:
@@ -171,6 +175,9 @@ class WrappedLocal(ProviderBase):
 
         with self._stats.lock:
             self._stats.query_calls += 1
+            self._stats.query_threads.append(threading.current_thread().name)
+        if self._stats.before_query is not None:
+            self._stats.before_query(text)
         if self._stats.fail_queries:
             raise EmbeddingError("simulated outage: query embedding refused", retryable=True, status=503)
         return self._inner.embed_query(text)

@@ -6,18 +6,16 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mdrecall import open_manager
-from mdrecall.embeddings.base import ProviderBase
 from mdrecall.errors import EmbeddingError
 from mdrecall.search import ahead, keyword, pipeline
 from mdrecall.search.ahead import QueryEmbedding
-from mdrecall.testing import plugin, registered
 
 NOTES = {
     "MEMORY.md": "# Memory\n\n- The cat is called Miso and jumps on the keyboard.\n- We deploy on Fridays.\n",
@@ -27,45 +25,6 @@ NOTES = {
     "memory/projects.md": "# Projects\n\n## Importer\nThe CSV importer handles quoted fields now.\n\n## Infra\nStaging runs Postgres.\n",
 }
 QUERIES = ["what is the cat called?", "who fixed the CSV importer?", "what database does staging run on?", "vet"]
-
-
-class Hooked(ProviderBase):
-    """The session's local model, with a hook run before each query embedding."""
-
-    def __init__(self, inner: Any, before: Callable[[str], None]) -> None:
-        self._inner, self._before = inner, before
-        self.id, self.model = "hooked", inner.model
-        self.threads: list[str] = []
-
-    @property
-    def dims(self) -> int | None:
-        return self._inner.dims
-
-    @property
-    def identity(self) -> dict[str, Any]:
-        return {**self._inner.identity, "provider": self.id}
-
-    @property
-    def max_input_tokens(self) -> int:
-        return self._inner.max_input_tokens
-
-    @property
-    def max_batch_items(self) -> int:
-        return self._inner.max_batch_items
-
-    def count_tokens(self, text: str) -> int:
-        return self._inner.count_tokens(text)
-
-    def count_tokens_many(self, texts: Sequence[str]) -> list[int]:
-        return self._inner.count_tokens_many(texts)
-
-    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        return self._inner.embed_documents(texts)
-
-    def embed_query(self, text: str) -> list[float]:
-        self.threads.append(threading.current_thread().name)
-        self._before(text)
-        return self._inner.embed_query(text)
 
 
 def _answers(m: Any) -> list[list[tuple[Any, ...]]]:
@@ -119,7 +78,7 @@ def test_one_core_embeds_on_the_calling_thread(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_keyword_side_runs_while_the_query_is_embedded_with_the_same_results(
-    make_ws: Callable[..., Path], cfg: Callable[..., dict[str, Any]], local_provider: Any, monkeypatch: pytest.MonkeyPatch
+    make_ws: Callable[..., Path], cfg: Callable[..., dict[str, Any]], counting_provider: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The embedding waits for the keyword search to have run: were they not concurrent, it would
     wait in vain. Answers equal those of the same searches embedded on the calling thread."""
@@ -140,70 +99,58 @@ def test_keyword_side_runs_while_the_query_is_embedded_with_the_same_results(
             waited.append(keyword_done.wait(10))
             keyword_done.clear()
 
-    provider = Hooked(local_provider, before)
-    ws = make_ws(NOTES)
-    with registered(plugin(providers={"hooked": lambda config: provider})):
-        with open_manager(ws, cfg(provider="hooked")) as m:
-            m.sync()
-            provider.threads.clear()
-            overlapped = _answers(m)
-            assert waited == [True] * len(QUERIES)
-            assert len(set(provider.threads)) == 1 and provider.threads[0].startswith("mdrecall-query-embedding")
-            monkeypatch.setattr(ahead, "_OVERLAP", False)
-            provider.threads.clear()
-            inline = _answers(m)
-            assert set(provider.threads) == {threading.main_thread().name}
+    threads = counting_provider.query_threads
+    with open_manager(make_ws(NOTES), cfg(provider="counting")) as m:
+        m.sync()
+        counting_provider.before_query = before
+        threads.clear()
+        overlapped = _answers(m)
+        assert waited == [True] * len(QUERIES)
+        assert len(set(threads)) == 1 and threads[0].startswith("mdrecall-query-embedding")
+        monkeypatch.setattr(ahead, "_OVERLAP", False)
+        threads.clear()
+        inline = _answers(m)
+        assert set(threads) == {threading.main_thread().name}
     assert overlapped == inline and all(inline)
     # Supersession read statements ahead (pipeline.keyword_side) and still marked the same.
     assert any(hit[6] for answer in inline for hit in answer)
 
 
 def test_failed_embedding_on_the_helper_thread_degrades_to_keywords(
-    make_ws: Callable[..., Path], cfg: Callable[..., dict[str, Any]], local_provider: Any
+    make_ws: Callable[..., Path], cfg: Callable[..., dict[str, Any]], counting_provider: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def before(text: str) -> None:
-        if text != "ping":
-            raise EmbeddingError("simulated outage: query embedding refused", retryable=True, status=503)
-
-    provider = Hooked(local_provider, before)
-    with registered(plugin(providers={"hooked": lambda config: provider})):
-        with open_manager(make_ws(NOTES), cfg(provider="hooked")) as m:
-            m.sync()
-            resp = m.search("who fixed the CSV importer?")
+    monkeypatch.setattr(ahead, "_OVERLAP", True)
+    with open_manager(make_ws(NOTES), cfg(provider="counting")) as m:
+        m.sync()
+        counting_provider.fail_queries = True
+        resp = m.search("who fixed the CSV importer?")
+    assert counting_provider.query_threads[-1].startswith("mdrecall-query-embedding")
     assert resp.mode == "keyword-only" and resp.degraded
     assert resp.results and resp.results[0].path == "memory/2026-01-05.md"
     assert any("query embedding failed" in w and "simulated outage" in w for w in resp.warnings)
 
 
 def test_ctrl_c_stops_a_search_waiting_on_a_hung_embedding(
-    make_ws: Callable[..., Path], cfg: Callable[..., dict[str, Any]], local_provider: Any
+    make_ws: Callable[..., Path], cfg: Callable[..., dict[str, Any]], counting_provider: Any
 ) -> None:
     """A hosted model that never answers: the interrupt ends the search at once, not at the
     provider's timeout, and the daemon thread left waiting does not keep anything open."""
     release = threading.Event()
-    hang = threading.Event()
-
-    def before(text: str) -> None:
-        if hang.is_set():
-            release.wait(60)
-
-    provider = Hooked(local_provider, before)
-    with registered(plugin(providers={"hooked": lambda config: provider})):
-        with open_manager(make_ws(NOTES), cfg(provider="hooked")) as m:
-            m.sync()
-            hang.set()
-            timer = threading.Timer(0.5, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
-            started = time.monotonic()
-            timer.start()
-            try:
-                with pytest.raises(KeyboardInterrupt):
-                    m.search("what is the cat called?")
-            finally:
-                timer.cancel()
-                release.set()
-            assert time.monotonic() - started < 10
-            hang.clear()
-            assert m.search("what is the cat called?").results  # the manager still answers
+    with open_manager(make_ws(NOTES), cfg(provider="counting")) as m:
+        m.sync()
+        counting_provider.before_query = lambda text: release.wait(60) and None
+        timer = threading.Timer(0.5, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
+        started = time.monotonic()
+        timer.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                m.search("what is the cat called?")
+        finally:
+            timer.cancel()
+            release.set()
+            counting_provider.before_query = None
+        assert time.monotonic() - started < 10
+        assert m.search("what is the cat called?").results  # the manager still answers
 
 
 def test_helpers_are_kept_and_one_is_added_per_search_running_at_once(monkeypatch: pytest.MonkeyPatch) -> None:

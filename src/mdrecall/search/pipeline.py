@@ -215,13 +215,14 @@ def retrieve(
     vector_languages: Sequence[str] | None = None,
 ) -> Retrieved:
     """The builtin index's keyword and vector candidates for ``plan``."""
-    return start_retrieval(db, config, plan, embed_query, vector_search, degraded_reasons, vector_languages).finish()
+    return Retrieval(db, config, plan, embed_query, vector_search, degraded_reasons, vector_languages).finish()
 
 
 class Retrieval:
     """One search's retrieval, begun: the keyword candidates are found and the query's embedding is
     on its way (search/ahead.py); :meth:`finish` waits for it and runs the vector side. What needs
-    only the keyword candidates can be done between the two (``run_search``)."""
+    only the keyword candidates can be done between the two (``run_search``). ``started``:
+    ``embed_query(plan.query)`` begun already, used instead of beginning it here."""
 
     def __init__(self, db: IndexDB, config: MemoryConfig, plan: SearchPlan, embed_query: Callable[[str], list[float]] | None,
                  vector_search: VectorSearch | None, degraded_reasons: list[str],
@@ -286,21 +287,6 @@ class Retrieval:
         return Retrieved(self.keyword, vector, mode, self.warnings, self.degraded, query_vec)
 
 
-def start_retrieval(
-    db: IndexDB,
-    config: MemoryConfig,
-    plan: SearchPlan,
-    embed_query: Callable[[str], list[float]] | None,
-    vector_search: VectorSearch | None,
-    degraded_reasons: list[str],
-    vector_languages: Sequence[str] | None = None,
-    started: QueryEmbedding | None = None,
-) -> Retrieval:
-    """Begin ``retrieve``: the keyword candidates now, the vectors at ``finish()``. ``started``:
-    ``embed_query(plan.query)`` begun already, used instead of beginning it here."""
-    return Retrieval(db, config, plan, embed_query, vector_search, degraded_reasons, vector_languages, started)
-
-
 def _knn_matrix(vector_search: VectorSearch | None) -> Vector | None:
     # The in-memory KNN already holds every vector as one matrix: the corpus centroid comes from it.
     owner = getattr(vector_search, "__self__", None)
@@ -331,7 +317,7 @@ def run_search(
     """``vector_languages``: what the embedding model reads (None: unknown or many); ``model``: the
     embedding model's name, which picks its cosine calibration (default: the provider's ``model``);
     ``started``: ``embed_query(plan.query)`` begun already (the manager starts it first thing)."""
-    retrieval = start_retrieval(db, config, plan, embed_query, vector_search, degraded_reasons, vector_languages, started)
+    retrieval = Retrieval(db, config, plan, embed_query, vector_search, degraded_reasons, vector_languages, started)
     early: KeywordSide | None = None
     if retrieval.pending is not None and retrieval.keyword:
         # While the query is embedded: what scoring needs of the keyword candidates alone.
@@ -389,11 +375,21 @@ def _read_statements(stats: rel.QueryStats, keyword: Sequence[Candidate], eviden
         ev = evidence.get(c.rowid)
         if c.source == "sessions" or ev is None:
             continue
-        body_lines = c.text.count("\n") + 1
-        terms = ev.line_terms[-body_lines:] if len(ev.line_terms) >= body_lines else [()] * body_lines
         hit = Hit(c.rowid, c.path, c.source, c.start_line, c.end_line, c.text,
-                  line_weights=[sum(idf[i] for i in t) if t else 0 for t in terms])  # fmt: skip
+                  line_weights=_line_weights(_body_terms(ev, c.text), idf))  # fmt: skip
         statement(focus_text(hit), stats, corpus.tokens)
+
+
+def _body_terms(ev: rel.KeywordEvidence, text: str) -> list[tuple[int, ...]]:
+    """The query terms of each line of a chunk's body: its indexed text starts with the heading
+    trail, so the body's lines are the last ones."""
+    body_lines = text.count("\n") + 1
+    return list(ev.line_terms[-body_lines:]) if len(ev.line_terms) >= body_lines else [()] * body_lines
+
+
+def _line_weights(terms: Sequence[tuple[int, ...]], idf: Sequence[float]) -> list[float]:
+    # sum() of a line without terms is the int 0, as before; most lines hold none
+    return [sum(idf[i] for i in t) if t else 0 for t in terms]
 
 
 def _ref_length(config: MemoryConfig) -> int:
@@ -461,13 +457,12 @@ def score_candidates(
         ref_length = _ref_length(config)
         idf = stats.idf
         for hit in hits.values():
-            ev = made.get(hit.rowid) or rel.evidence(stats, texts.get(hit.rowid, hit.text), ref_length, corpus)
-            body_lines = hit.text.count("\n") + 1
-            # The indexed text starts with the heading trail: the body's lines are the last ones.
-            ev.line_terms = ev.line_terms[-body_lines:] if len(ev.line_terms) >= body_lines else [()] * body_lines
+            ev = made.get(hit.rowid)
+            if ev is None:
+                ev = rel.evidence(stats, texts.get(hit.rowid, hit.text), ref_length, corpus)
+            ev.line_terms = _body_terms(ev, hit.text)
             hit.evidence = ev
-            # sum() of a line without terms is the int 0, as before; most lines hold none
-            hit.line_weights = [sum(idf[i] for i in terms) if terms else 0 for terms in ev.line_terms]
+            hit.line_weights = _line_weights(ev.line_terms, idf)
     sessions = [rowid for rowid, h in hits.items() if h.source == "sessions" and h.end_line > h.start_line]
     if sessions:
         for rowid, numbers in corpus.line_numbers(sessions).items():
@@ -849,5 +844,5 @@ def _reads_cjk(languages: Sequence[str]) -> bool:
 __all__ = [
     "NOTHING_RELEVANT", "NO_CANDIDATES", "Asked", "Gathered", "KeywordSide", "Retrieval", "Retrieved", "SearchOutcome",
     "SearchPlan", "VectorSearch", "candidate_limit", "cut_off", "explain", "general_gate", "gather", "keyword_side",
-    "rank_candidates", "retrieve", "run_search", "score_candidates", "start_retrieval", "vector_skip_reason",
+    "rank_candidates", "retrieve", "run_search", "score_candidates", "vector_skip_reason",
 ]  # fmt: skip
