@@ -64,6 +64,49 @@ def test_ready_says_whether_the_result_would_wait(monkeypatch: pytest.MonkeyPatc
     assert QueryEmbedding(embed, "q").ready()  # one core: no helper to wait on
 
 
+
+def test_due_comes_before_ready_by_how_long_the_providers_embeddings_take(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Work beside the embedding stops when it is due (``due``), a little before the provider's
+    typical time, so the search is waiting, its GIL free, when the helper hands the vector over."""
+    monkeypatch.setattr(ahead, "_OVERLAP", True)
+    monkeypatch.setattr(ahead, "_TIMES", ahead._Times())
+    release = threading.Event()
+
+    class Provider:
+        def embed_query(self, text: str) -> list[float]:
+            if text == "slow":
+                time.sleep(0.3)
+            else:
+                release.wait(10)
+            return [1.0]
+
+    provider = Provider()
+    first = QueryEmbedding(provider.embed_query, "unknown")
+    assert not first.due()  # never timed: due only when done
+    release.set()
+    first.result()
+    release.clear()
+    # Timed now (the first took a few milliseconds): a second one is due soon, while still running.
+    second = QueryEmbedding(provider.embed_query, "wait")
+    time.sleep(0.05)
+    assert second.due() and not second.ready()
+    release.set()
+    second.result()
+    for _ in range(10):  # the typical time grows towards 0.3 s (smoothed)
+        QueryEmbedding(provider.embed_query, "slow").result()
+    typical = ahead._TIMES.typical(provider.embed_query)
+    assert typical is not None and 0.15 < typical < 0.4
+    release.clear()
+    pending = QueryEmbedding(provider.embed_query, "wait")
+    assert not pending.due() and not pending.ready()
+    time.sleep(typical)
+    assert pending.due() and not pending.ready()  # due, still running
+    release.set()
+    assert pending.result() == [1.0] and pending.due()
+    # Another provider object is timed apart.
+    assert ahead._TIMES.typical(Provider().embed_query) is None
+
+
 def test_one_core_embeds_on_the_calling_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ahead, "_OVERLAP", False)
     seen: list[str] = []

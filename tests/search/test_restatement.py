@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from mdrecall.search.corpus import PorterTokens
-from mdrecall.search.relevance import QueryStats, query_stats
-from mdrecall.search.restatement import compare, statement
+from mdrecall.search.relevance import FallbackTokens, QueryStats, query_stats
+from mdrecall.search.restatement import _DATE, _IDENT, _NUMBER, _NUMBER_WORDS, _WORD, _read, compare, statement
+from mdrecall.text import ENGLISH_STOP_WORDS
 
 TOKENS = PorterTokens()
 
@@ -99,3 +102,32 @@ def test_a_question_naming_the_speaker_finds_the_name_in_the_speaker() -> None:
     assert compare(older, newer, TOKENS.tokens, stats) == ("changed", "value changed (2 → 3)")
     assert compare(older, other, TOKENS.tokens, stats)[0] == "different"
     assert statement("- Caroline: Thanks, see you soon!", stats, TOKENS.tokens) is None  # only the name: states nothing asked
+
+
+
+@pytest.mark.parametrize("tokens", [TOKENS.tokens, FallbackTokens().tokens], ids=["fts5-porter", "fallback"])
+def test_a_statement_is_stemmed_in_one_call_as_word_by_word(tokens: Any) -> None:
+    """``_read`` stems a sentence's content words in one tokenizer call: the same words and lead
+    as a call per word (a space always separates tokens), for the index's tokenizer and the fallback."""
+    sentences = [
+        "We moved the e-mail relay from node.js to Go, instead of C++ services.",
+        "Caroline's 3 dogs — Max, Bella and Luna — love the beach since 2023-05-08.",
+        "I've been running 5k routes every morning at 6:30 with my Fitbit Charge 3.",
+        "Das Café in München serves crêpes; 東京の会議は火曜日です and v0.4 ships.",
+        "the a of and",  # stop words only: no words, no lead
+    ]
+    for sentence in sentences:
+        got = _read(sentence, frozenset(), tokens, None)
+        words: set[str] = set()
+        lead = None
+        rest = _IDENT.sub(" ", _DATE.sub(" ", sentence)).replace("’", "'").replace("'", " ")
+        for raw in _WORD.findall(rest):
+            low = raw.lower()
+            if (_NUMBER.match(low) or low in _NUMBER_WORDS or low in ENGLISH_STOP_WORDS or len(low) < 2
+                    or not low[0].isalpha()):  # fmt: skip
+                continue
+            stems = tokens(low)  # one call a word: how it was read before
+            if lead is None and stems:
+                lead = stems[0]
+            words.update(stems)
+        assert (got.words, got.lead) == (frozenset(words), lead), sentence

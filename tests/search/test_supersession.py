@@ -371,3 +371,101 @@ def test_a_dated_memory_line_is_superseded_by_a_later_note(make_ws: Callable[...
     resp = _search(ws, cfg(), "support rotation")
     assert _by_path(resp)["MEMORY.md"].superseded_by == "memory/2026-05-04.md#L3"
     assert _paths(resp)[0] == "memory/2026-05-04.md"
+
+
+# -- reading ahead ----------------------------------------------------------------------------------
+
+
+class _FlatCorpus:
+    """Every term equally rare (what the statements say decides), with the index's own stems."""
+
+    def __init__(self) -> None:
+        from mdrecall.search.corpus import PorterTokens
+
+        self._tokens = PorterTokens()
+
+    def tokens(self, text: str) -> list[str]:
+        return self._tokens.tokens(text)
+
+    def chunk_count(self) -> int:
+        return 100
+
+    def doc_freqs(self, terms: object, forms: object, cjk: list[bool]) -> list[int]:
+        return [5] * len(cjk)
+
+
+def _scored_hits(query: str, notes: dict[str, str], corpus: _FlatCorpus) -> tuple[Any, list[Any]]:
+    from mdrecall.search.budget import Hit
+    from mdrecall.search.relevance import evidence, query_stats
+
+    stats = query_stats(query, corpus)
+    hits = []
+    for rowid, (path, text) in enumerate(notes.items(), 1):
+        ev = evidence(stats, text, 200, corpus)
+        weights = [float(sum(stats.idf[i] for i in terms)) for terms in ev.line_terms[-len(text.split("\n")):]]
+        hits.append(Hit(rowid, path, "memory", 3, 2 + text.count("\n") + 1, text, score=1 - rowid / 10,
+                        logit=2 - rowid / 10, evidence=ev, line_weights=weights))  # fmt: skip
+    return stats, hits
+
+
+def _outcome(hits: list[Any]) -> list[tuple[Any, ...]]:
+    return [(h.path, h.score, h.superseded_by, json.dumps(h.supersession, sort_keys=True)) for h in hits]
+
+
+UPDATES = {
+    "memory/2026-02-03.md": "- The backup job keeps 7 daily snapshots of the orders database.",
+    "memory/2026-04-11.md": "- The backup job keeps 14 daily snapshots of the orders database now.",
+    "memory/2026-03-01.md": "- The orders database backup job was reviewed with the team.",
+    "memory/2026-05-02.md": "- Staging gets daily snapshots too.",
+}
+
+
+def test_what_is_read_ahead_is_what_detection_finds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Statements, their times and the verdicts of pairs read while the query is embedded
+    (``Reading.ahead``) are what detection uses after: the same marks, none of it read twice."""
+    import mdrecall.search.supersede as sup
+
+    query = "how many daily snapshots does the orders database backup job keep"
+    corpus = _FlatCorpus()
+    stats, fresh = _scored_hits(query, UPDATES, corpus)
+    sup.supersede(fresh, sup.Context(stats, corpus.tokens, None, 0.0))
+    assert fresh[1].superseded_by == "memory/2026-04-11.md#L3"  # a real change, detected
+
+    _, ahead_hits = _scored_hits(query, UPDATES, corpus)
+    reading = sup.Reading(stats, corpus.tokens, None)
+    reading.ahead(ahead_hits, lambda: False)
+    calls = {"statement": 0, "compare": 0, "stated": 0}
+    for name in calls:
+        real = getattr(sup, name)
+
+        def counted(*args: Any, _real: Any = real, _name: str = name) -> Any:
+            calls[_name] += 1
+            return _real(*args)
+
+        monkeypatch.setattr(sup, name, counted)
+    _, hits = _scored_hits(query, UPDATES, corpus)  # new Hit objects, as scoring makes them
+    ctx = sup.Context(stats, corpus.tokens, None, 0.0, reading=reading)
+    assert ctx.reading is reading
+    sup.supersede(hits, ctx)
+    assert _outcome(hits) == _outcome(fresh)
+    assert calls == {"statement": 0, "compare": 0, "stated": 0}, "read ahead, so not read again"
+
+
+def test_reading_ahead_stops_when_told_and_is_not_used_for_other_statistics() -> None:
+    import mdrecall.search.supersede as sup
+    from mdrecall.search.relevance import query_stats
+
+    query = "how many daily snapshots does the orders database backup job keep"
+    corpus = _FlatCorpus()
+    stats, hits = _scored_hits(query, UPDATES, corpus)
+    reading = sup.Reading(stats, corpus.tokens, None)
+    reading.ahead(hits, lambda: True)  # the embedding is due: nothing more is read
+    assert not reading._statements and not reading._verdicts
+    asked = iter([False, False, True])  # two statements read, then due
+    reading.ahead(hits, lambda: next(asked, True))
+    assert len(reading._statements) == 2 and not reading._verdicts
+    # Another query's statistics (or another tokenizer) make their own reading: nothing carried over.
+    other = sup.Context(query_stats("snapshots", corpus), corpus.tokens, None, 0.0, reading=reading)
+    assert other.reading is not reading
+    assert sup.Context(stats, _FlatCorpus().tokens, None, 0.0, reading=reading).reading is not reading
+    assert sup.Context(stats, corpus.tokens, None, 0.0, reading=reading).reading is reading

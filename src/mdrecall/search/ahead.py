@@ -12,13 +12,21 @@ Ctrl-C while a search waits interrupts the wait, and a hosted call that hangs ne
 process at exit. Providers were already called from any thread (the async API runs searches on
 worker threads; embeddings/base.py says so). On a single usable core there is nothing to overlap
 with: the embedding is made on the calling thread, when it is asked for.
+
+Work done on the search's thread while it waits is best finished before the embedding is: the helper
+needs the GIL back to hand its vector over, and a thread busy in Python gives it up only every
+switch interval (5 ms by default). :meth:`QueryEmbedding.due` says when to stop: when the embedding
+is done, or due by how long the provider's recent ones took.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import queue
 import threading
+import time
+import weakref
 from collections.abc import Callable
 
 from mdrecall.threads import usable_cores
@@ -28,22 +36,29 @@ class QueryEmbedding:
     """``embed(text)``, started now on a helper thread; :meth:`result` waits for it and returns the
     vector or raises what the provider raised."""
 
-    __slots__ = ("_done", "_embed", "_error", "_text", "_value")
+    __slots__ = ("_done", "_due_at", "_embed", "_error", "_text", "_value")
 
     def __init__(self, embed: Callable[[str], list[float]], text: str) -> None:
         self._embed, self._text = embed, text
         self._value: list[float] | None = None
         self._error: BaseException | None = None
         self._done: threading.Event | None = None
+        self._due_at = math.inf  # never timed: due when done
         if _overlap():
             self._done = threading.Event()
+            typical = _TIMES.typical(embed)
+            if typical is not None:
+                self._due_at = time.perf_counter() + typical * (1 - _DUE_MARGIN)
             _HELPERS.run(self)
 
     def compute(self) -> None:
+        started = time.perf_counter()
         try:
             self._value = self._embed(self._text)
         except BaseException as exc:  # handed to the waiting search, which degrades or re-raises
             self._error = exc
+        else:
+            _TIMES.record(self._embed, time.perf_counter() - started)
 
     def finish(self) -> None:
         if self._done is not None:
@@ -54,6 +69,11 @@ class QueryEmbedding:
         the embedding is made when asked for, always: there is no idle core to wait on)."""
         return self._done is None or self._done.is_set()
 
+    def due(self) -> bool:
+        """Whether the embedding is done or soon will be, by how long the provider's recent ones
+        took (the first one: when done): work the search does while it waits should stop here."""
+        return self.ready() or time.perf_counter() >= self._due_at
+
     def result(self) -> list[float]:
         if self._done is None:  # one core: made here, now
             return self._embed(self._text)
@@ -63,6 +83,39 @@ class QueryEmbedding:
             raise error
         return self._value  # type: ignore[return-value]  # what the provider returned
 
+
+#: The share of a typical embedding's time left to it alone at the end: the search waits, its GIL
+#: free, so the helper hands the vector over at once.
+_DUE_MARGIN = 0.15
+
+
+class _Times:
+    """How long each provider's query embeddings take, smoothed (per provider object: a hosted
+    model's round trip and the bundled model's few milliseconds are told apart)."""
+
+    def __init__(self) -> None:
+        self._by: weakref.WeakKeyDictionary[object, float] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def typical(self, embed: Callable[[str], list[float]]) -> float | None:
+        owner = getattr(embed, "__self__", embed)
+        try:
+            with self._lock:
+                return self._by.get(owner)
+        except TypeError:  # cannot be weakly referenced: never timed, so never guessed
+            return None
+
+    def record(self, embed: Callable[[str], list[float]], seconds: float) -> None:
+        owner = getattr(embed, "__self__", embed)
+        try:
+            with self._lock:
+                last = self._by.get(owner)
+                self._by[owner] = seconds if last is None else last + 0.2 * (seconds - last)
+        except TypeError:
+            pass
+
+
+_TIMES = _Times()
 
 #: Idle helpers kept for the next searches; one more that finishes its job then ends (after a
 #: burst of searches at once, a server keeps a few threads, not one per search of the burst).

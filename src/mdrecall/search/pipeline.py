@@ -44,7 +44,7 @@ from mdrecall.search.asof import known_then
 from mdrecall.search.budget import Hit, message_map, pack
 from mdrecall.search.corpus import CandidateCorpus, Corpus, index_corpus, indexed_chunks
 from mdrecall.search.dates import date_logit, query_dates
-from mdrecall.search.dating import FileTimes, focus_text
+from mdrecall.search.dating import FileTimes
 from mdrecall.search.decay import decay_multiplier
 from mdrecall.search.explain import explain
 from mdrecall.search.filelines import FileLineLengths, FileLines, LineLengths
@@ -52,7 +52,6 @@ from mdrecall.search.fusion import rrf_fusion
 from mdrecall.search.keyword import Candidate, keyword_search, scan_search
 from mdrecall.search.markup import ChunkRow, Mark, MarkupSource, collect
 from mdrecall.search.mmr import mmr_rerank
-from mdrecall.search.restatement import statement
 from mdrecall.search.scope import ScopeLike
 from mdrecall.search.speaker import (
     asked_names,
@@ -64,7 +63,7 @@ from mdrecall.search.speaker import (
     prefer,
     speaker_names,
 )
-from mdrecall.search.supersede import HEAD, Context, Link, enforce, supersede
+from mdrecall.search.supersede import HEAD, Context, Link, Reading, enforce, supersede
 from mdrecall.store.db import IndexDB
 from mdrecall.text import cjk_share
 from mdrecall.types import SearchHit, SearchMode, format_citation
@@ -322,7 +321,7 @@ def run_search(
     if retrieval.pending is not None and retrieval.keyword:
         # While the query is embedded: what scoring needs of the keyword candidates alone.
         early = keyword_side(config, plan, retrieval.keyword, index_corpus(db, config.query.fts.tokenizer),
-                             retrieval.pending.ready)  # fmt: skip
+                             retrieval.pending.due)  # fmt: skip
     found = retrieval.finish()
     corpus = index_corpus(db, config.query.fts.tokenizer, _knn_matrix(vector_search))
     return rank_candidates(
@@ -334,18 +333,21 @@ def run_search(
 @dataclass
 class KeywordSide:
     """What scoring needs of the keyword candidates alone (made while the query is embedded): the
-    query's statistics, each keyword candidate's evidence, and their files' lines. Scoring computes
-    the same for the candidates not here."""
+    query's statistics, each keyword candidate's evidence, and their files' lines; and what
+    supersession read ahead of them (None: nothing). Scoring computes the same for the candidates
+    not here."""
 
     stats: rel.QueryStats
     evidence: dict[int, rel.KeywordEvidence]
     files: CandidateFiles | None
+    reading: Reading | None = None
 
 
 def keyword_side(config: MemoryConfig, plan: SearchPlan, keyword: Sequence[Candidate], corpus: Corpus,
-                 embedded: Callable[[], bool] | None = None) -> KeywordSide:  # fmt: skip
-    """``embedded``: whether the query's embedding is done (supersession's statements are read
-    ahead only until it is: after, that work would only delay the search)."""
+                 due: Callable[[], bool] | None = None) -> KeywordSide:  # fmt: skip
+    """``due``: whether the query's embedding is done or due (``QueryEmbedding.due``): what
+    supersession will read is read ahead only until then; after, that work would only delay the
+    search."""
     stats = rel.query_stats(plan.query, corpus)
     texts = corpus.indexed_texts([c.rowid for c in keyword])
     ref_length = _ref_length(config)
@@ -354,30 +356,31 @@ def keyword_side(config: MemoryConfig, plan: SearchPlan, keyword: Sequence[Candi
         if c.rowid not in evidence:
             evidence[c.rowid] = rel.evidence(stats, texts.get(c.rowid, c.text), ref_length, corpus)
     files = _candidate_files(keyword, plan.line_lengths)
-    if config.query.supersession.enabled and config.query.supersession.detect and embedded is not None:
-        _read_statements(stats, keyword[:HEAD], evidence, corpus, embedded)
-    return KeywordSide(stats, evidence, files)
+    reading = None
+    if config.query.supersession.enabled and config.query.supersession.detect and due is not None:
+        reading = Reading(stats, corpus.tokens, plan.times)
+        _read_ahead(reading, keyword[:HEAD], evidence, due)
+    return KeywordSide(stats, evidence, files, reading)
 
 
-def _read_statements(stats: rel.QueryStats, keyword: Sequence[Candidate], evidence: dict[int, rel.KeywordEvidence],
-                     corpus: Corpus, embedded: Callable[[], bool]) -> None:  # fmt: skip
-    """Read the statements of the best keyword candidates ahead (search/restatement.py keeps each
-    text's sentences and their reading): supersession reads those of the ranking's head after the
-    vector side, where a statement not read before costs the most of its time, and the head is
-    mostly these. What is read is kept whatever comes of it (the results are the same either way);
-    a candidate that ends up out of the head, or whose statement line the named-speaker step moves,
-    only cost the core that would otherwise wait for the embedding: reading stops once it is done
-    (``embedded``). Transcripts' lines need their messages (read with every hit's later): not here."""
-    idf = stats.idf
+def _read_ahead(reading: Reading, keyword: Sequence[Candidate], evidence: dict[int, rel.KeywordEvidence],
+                due: Callable[[], bool]) -> None:  # fmt: skip
+    """Read what supersession will read of the best keyword candidates (``Reading.ahead``): it
+    reads the ranking's head after the vector side, where a statement, its time and the verdict of
+    a pair not read before cost most of its time, and the head is mostly these. What is read is
+    kept whatever comes of it (the results are the same either way); a candidate that ends up out
+    of the head, or whose statement line the named-speaker step moves, only cost the core that
+    would otherwise wait for the embedding: reading stops once it is due (``due``).
+    Transcripts' lines need their messages (read with every hit's later): not here."""
+    idf = reading.stats.idf
+    hits: list[Hit] = []
     for c in keyword:
-        if embedded():
-            return
         ev = evidence.get(c.rowid)
         if c.source == "sessions" or ev is None:
             continue
-        hit = Hit(c.rowid, c.path, c.source, c.start_line, c.end_line, c.text,
-                  line_weights=_line_weights(_body_terms(ev, c.text), idf))  # fmt: skip
-        statement(focus_text(hit), stats, corpus.tokens)
+        hits.append(Hit(c.rowid, c.path, c.source, c.start_line, c.end_line, c.text,
+                        line_weights=_line_weights(_body_terms(ev, c.text), idf)))  # fmt: skip
+    reading.ahead(hits, due)
 
 
 def _body_terms(ev: rel.KeywordEvidence, text: str) -> list[tuple[int, ...]]:
@@ -561,7 +564,7 @@ def rank_candidates(
         if not isinstance(scoring, MarkupSource):  # the marks of the hits, in their order
             marks = collect(_rows(hits))
         ctx = Context(found.stats, scoring.tokens, plan.times, q.supersession.margin, q.supersession.detect,
-                      marks or [], plan.scope, plan.as_of)  # fmt: skip
+                      marks or [], plan.scope, plan.as_of, early.reading if early is not None else None)  # fmt: skip
         links = supersede(hits, ctx)
 
     relevance = {id(h): h.score for h in hits}

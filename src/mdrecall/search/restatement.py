@@ -226,9 +226,8 @@ def _read(sentence: str, terms: frozenset[int], tokens: Callable[[str], list[str
     for m in _IDENT.finditer(rest):
         idents.add(("v", m.group(0)[1:]) if m.group(1) is None else (m.group(1).lower(), m.group(2)))
     rest = _IDENT.sub(" ", rest).replace("’", "'").replace("'", " ")
-    words: set[str] = set()
     numbers: set[str] = set()
-    lead: str | None = None
+    content: list[str] = []
     for raw in _WORD.findall(rest):
         low = raw.lower()
         if _NUMBER.match(low):
@@ -239,11 +238,12 @@ def _read(sentence: str, terms: frozenset[int], tokens: Callable[[str], list[str
             continue
         if low in ENGLISH_STOP_WORDS or len(low) < 2 or not low[0].isalpha():
             continue
-        stems = tokens(low)
-        if lead is None and stems:
-            lead = stems[0]
-        words.update(stems)
-    return Statement(sentence, frozenset(words), frozenset(numbers), frozenset(idents), dates, terms, speaker, lead)
+        content.append(low)
+    # One tokenizer call for all the content words: a space always separates tokens, so this is
+    # each word's stems in turn (the lead: the first word's first), at a call instead of one a word.
+    stems = tokens(" ".join(content)) if content else []
+    lead = stems[0] if stems else None
+    return Statement(sentence, frozenset(stems), frozenset(numbers), frozenset(idents), dates, terms, speaker, lead)
 
 
 def compare(

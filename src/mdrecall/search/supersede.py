@@ -60,6 +60,70 @@ class Link:
     by: By
 
 
+class Reading:
+    """What detection reads of one search's hits, each read once: a statement per statement text,
+    when a statement was made per hit line, a verdict per pair of statements. All are functions of
+    those inputs and the query (``stats``), so what was read ahead while the query was embedded
+    (:meth:`ahead`, from search/pipeline.py) is what detection finds after it, unchanged."""
+
+    def __init__(self, stats: QueryStats, tokens: Callable[[str], list[str]], times: FileTimes | None) -> None:
+        self.stats, self.tokens, self.times = stats, tokens, times
+        self._statements: dict[str, Statement | None] = {}
+        self._stated: dict[tuple[str, str, tuple[int, int], str], Stated] = {}
+        # (id(older), id(newer)) -> (older, newer, verdict): the pair held, so its ids stay theirs
+        self._verdicts: dict[tuple[int, int], tuple[Statement, Statement, tuple[Verdict, str | None]]] = {}
+
+    def statement(self, hit: Hit) -> Statement | None:
+        text = focus_text(hit)
+        try:
+            return self._statements[text]
+        except KeyError:
+            found = self._statements[text] = statement(text, self.stats, self.tokens)
+            return found
+
+    def when(self, hit: Hit) -> Stated:
+        # The text is part of the key: a file's line read from two chunks is one line only when
+        # both chunks hold it as it is (a split long line is dated by the whole chunk's text).
+        key = (hit.path, hit.source, focus(hit), hit.text)
+        found = self._stated.get(key)
+        if found is None:
+            found = self._stated[key] = stated(hit, self.times)
+        return found
+
+    def compare(self, older: Statement, newer: Statement) -> tuple[Verdict, str | None]:
+        key = (id(older), id(newer))
+        found = self._verdicts.get(key)
+        if found is None:
+            found = self._verdicts[key] = (older, newer, compare(older, newer, self.tokens, self.stats))
+        return found[2]
+
+    def ahead(self, hits: Sequence[Hit], done: Callable[[], bool]) -> None:
+        """Read what :func:`_detect` would read of ``hits`` (a likely head, best first), until
+        ``done()``: their statements first, then when each was made, then the verdicts of the pairs
+        it would compare. Nothing is decided here; a hit read in vain only cost the wait."""
+        for hit in hits:
+            if done():
+                return
+            self.statement(hit)
+        dated: list[tuple[Hit, Statement, Stated]] = []
+        for hit in hits:
+            if done():
+                return
+            mine = self.statement(hit)
+            if mine is not None:
+                dated.append((hit, mine, self.when(hit)))
+        for older, mine, when_old in dated:
+            latest = when_old.latest
+            if latest is None:
+                continue
+            for newer, theirs, when_new in dated:
+                if done():
+                    return
+                first = when_new.earliest
+                if newer.path != older.path and first is not None and latest < first and not mine.terms.isdisjoint(theirs.terms):
+                    self.compare(mine, theirs)
+
+
 @dataclass
 class Context:
     """What detection reads besides the hits."""
@@ -73,21 +137,35 @@ class Context:
     marks: Sequence[Mark] = ()
     scope: ScopeLike = None
     as_of: datetime | None = None
+    #: What was read of this search's statements already (``Reading.ahead``), for these stats,
+    #: tokens and times; None: a reading of its own.
+    reading: Reading | None = None
     _stated: dict[int, Stated] = field(default_factory=dict)
     _statements: dict[int, Statement | None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # (A bound method is made anew on each access: the same tokenizer's compare equal.)
+        if self.stats is not None and (self.reading is None or self.reading.stats is not self.stats
+                                       or self.reading.tokens != self.tokens or self.reading.times is not self.times):  # fmt: skip
+            self.reading = Reading(self.stats, self.tokens, self.times)
 
     def when(self, hit: Hit) -> Stated:
         key = id(hit)
         if key not in self._stated:
-            self._stated[key] = stated(hit, self.times)
+            self._stated[key] = self.reading.when(hit) if self.reading is not None else stated(hit, self.times)
         return self._stated[key]
 
     def statement(self, hit: Hit) -> Statement | None:
         """The sentence of the hit's statement line that matches the question best."""
         key = id(hit)
         if key not in self._statements:
-            self._statements[key] = statement(focus_text(hit), self.stats, self.tokens) if self.stats is not None else None
+            self._statements[key] = self.reading.statement(hit) if self.reading is not None else None
         return self._statements[key]
+
+    def compare(self, older: Statement, newer: Statement) -> tuple[Verdict, str | None]:
+        if self.reading is None:  # no statistics: no statements to compare
+            return "different", None
+        return self.reading.compare(older, newer)
 
 
 def cite_focus(hit: Hit) -> str:
@@ -187,8 +265,10 @@ def _detect(hits: list[Hit], ctx: Context) -> list[Link]:
             if h.path == older.path or first is None or not latest < first:
                 continue
             theirs = ctx.statement(h)  # only a later hit's (kept by ctx): most are never compared
-            if theirs is not None and ctx.stats is not None:
-                verdict, why = compare(mine, theirs, ctx.tokens, ctx.stats)
+            # Without a query term in common two statements are "different" (compare's first test),
+            # as most pairs are: told here, without a call.
+            if theirs is not None and ctx.stats is not None and not mine.terms.isdisjoint(theirs.terms):
+                verdict, why = ctx.compare(mine, theirs)
                 if verdict != "different":
                     later.append((h, verdict, why))
         if not later:
