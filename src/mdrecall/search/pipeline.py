@@ -338,7 +338,10 @@ class KeywordSide:
     not here."""
 
     stats: rel.QueryStats
+    #: Each keyword candidate's evidence, its ``line_terms`` those of the body's lines (as scoring
+    #: narrows them), and those lines' query-term weights.
     evidence: dict[int, rel.KeywordEvidence]
+    weights: dict[int, list[float]]
     files: CandidateFiles | None
     reading: Reading | None = None
 
@@ -352,18 +355,21 @@ def keyword_side(config: MemoryConfig, plan: SearchPlan, keyword: Sequence[Candi
     texts = corpus.indexed_texts([c.rowid for c in keyword])
     ref_length = _ref_length(config)
     evidence: dict[int, rel.KeywordEvidence] = {}
+    weights: dict[int, list[float]] = {}
     for c in keyword:
         if c.rowid not in evidence:
-            evidence[c.rowid] = rel.evidence(stats, texts.get(c.rowid, c.text), ref_length, corpus)
+            ev = evidence[c.rowid] = rel.evidence(stats, texts.get(c.rowid, c.text), ref_length, corpus)
+            ev.line_terms = _body_terms(ev, c.text)
+            weights[c.rowid] = _line_weights(ev.line_terms, stats.idf)
     files = _candidate_files(keyword, plan.line_lengths)
     reading = None
     if config.query.supersession.enabled and config.query.supersession.detect and due is not None:
         reading = Reading(stats, corpus.tokens, plan.times)
-        _read_ahead(reading, keyword[:HEAD], evidence, due)
-    return KeywordSide(stats, evidence, files, reading)
+        _read_ahead(reading, keyword[:HEAD], weights, due)
+    return KeywordSide(stats, evidence, weights, files, reading)
 
 
-def _read_ahead(reading: Reading, keyword: Sequence[Candidate], evidence: dict[int, rel.KeywordEvidence],
+def _read_ahead(reading: Reading, keyword: Sequence[Candidate], weights: dict[int, list[float]],
                 due: Callable[[], bool]) -> None:  # fmt: skip
     """Read what supersession will read of the best keyword candidates (``Reading.ahead``): it
     reads the ranking's head after the vector side, where a statement, its time and the verdict of
@@ -372,14 +378,8 @@ def _read_ahead(reading: Reading, keyword: Sequence[Candidate], evidence: dict[i
     of the head, or whose statement line the named-speaker step moves, only cost the core that
     would otherwise wait for the embedding: reading stops once it is due (``due``).
     Transcripts' lines need their messages (read with every hit's later): not here."""
-    idf = reading.stats.idf
-    hits: list[Hit] = []
-    for c in keyword:
-        ev = evidence.get(c.rowid)
-        if c.source == "sessions" or ev is None:
-            continue
-        hits.append(Hit(c.rowid, c.path, c.source, c.start_line, c.end_line, c.text,
-                        line_weights=_line_weights(_body_terms(ev, c.text), idf)))  # fmt: skip
+    hits = [Hit(c.rowid, c.path, c.source, c.start_line, c.end_line, c.text, line_weights=weights[c.rowid])
+            for c in keyword if c.source != "sessions" and c.rowid in weights]  # fmt: skip
     reading.ahead(hits, due)
 
 
@@ -453,6 +453,7 @@ def score_candidates(
     stats: rel.QueryStats | None = None
     use_keywords = mode != "vector-only"
     made = early.evidence if early is not None else {}
+    made_weights = early.weights if early is not None else {}
     if hits:
         stats = early.stats if early is not None else rel.query_stats(plan.query, corpus)
         rest = [rowid for rowid in hits if rowid not in made]
@@ -463,9 +464,11 @@ def score_candidates(
             ev = made.get(hit.rowid)
             if ev is None:
                 ev = rel.evidence(stats, texts.get(hit.rowid, hit.text), ref_length, corpus)
-            ev.line_terms = _body_terms(ev, hit.text)
+                ev.line_terms = _body_terms(ev, hit.text)
+                hit.line_weights = _line_weights(ev.line_terms, idf)
+            else:  # narrowed and weighed while the query was embedded (keyword_side)
+                hit.line_weights = made_weights[hit.rowid]
             hit.evidence = ev
-            hit.line_weights = _line_weights(ev.line_terms, idf)
     sessions = [rowid for rowid, h in hits.items() if h.source == "sessions" and h.end_line > h.start_line]
     if sessions:
         for rowid, numbers in corpus.line_numbers(sessions).items():
