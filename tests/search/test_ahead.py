@@ -257,3 +257,63 @@ def test_a_forked_child_embeds_with_helpers_of_its_own(monkeypatch: pytest.Monke
 def _embed_in_child(out: Any) -> None:
     out.put(QueryEmbedding(lambda text: [3.0], "q").result())
 
+
+
+CHAT = {
+    "memory/2026-01-05.md": (
+        "# 2026-01-05\n\n- [D1:1] Caroline: I adopted two cats from the shelter.\n"
+        "- [D1:2] Melanie: That's lovely! I have a dog named Rex.\n- [D1:3] Caroline: Do you walk Rex every day?\n"
+        "- [D1:4] Melanie: Yes, twice a day along the river.\n"
+    ),
+    "memory/2026-03-10.md": (
+        "# 2026-03-10\n\n- [D2:1] Caroline: I adopted a third cat last week.\n- [D2:2] Melanie: Rex learned to swim in the river.\n"
+        "- [D2:3] Melanie: How many cats do you have now, Caroline?\n- [D2:4] Caroline: Three cats now, all from the shelter.\n"
+    ),
+}
+CHAT_QUERIES = ["How many cats does Caroline have?", "Where does Melanie walk Rex?", "What did Melanie's dog learn?",
+                "Who adopted cats from the shelter?"]  # fmt: skip
+
+
+def test_work_done_ahead_gives_the_same_answers_and_is_not_done_again(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict[str, Any]], counting_provider: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the query is embedded the keyword candidates get the named-speaker step and their
+    statements read (``keyword_side``); after the vector side, the same hits take that outcome
+    instead of doing it again, and the answers are those of a search that did nothing ahead."""
+    phase = ["before"]
+    calls = {"before": 0, "after": 0}
+    stating, finish = pipeline._stating, pipeline.Retrieval.finish
+
+    def counted_stating(*args: Any) -> Any:
+        calls[phase[0]] += 1
+        return stating(*args)
+
+    def finish_marked(self: Any) -> Any:
+        phase[0] = "after"
+        return finish(self)
+
+    monkeypatch.setattr(pipeline, "_stating", counted_stating)
+    monkeypatch.setattr(pipeline.Retrieval, "finish", finish_marked)
+
+    def answers(m: Any) -> tuple[list[Any], dict[str, int]]:
+        out = []
+        for key in calls:
+            calls[key] = 0
+        for q in CHAT_QUERIES:
+            phase[0] = "before"
+            r = m.search(q, min_score=0)
+            assert r.mode == "hybrid", r.warnings
+            out.append([(h.path, h.start_line, h.end_line, h.score, h.superseded_by, h.explanation) for h in r.results])
+        return out, dict(calls)
+
+    with open_manager(make_ws(CHAT), cfg(provider="counting", query={"debugScores": True})) as m:
+        m.sync()
+        monkeypatch.setattr(ahead, "_OVERLAP", False)  # one core: the embedding is made when asked, nothing ahead
+        inline, inline_calls = answers(m)
+        monkeypatch.setattr(ahead, "_OVERLAP", True)
+        monkeypatch.setattr(ahead.QueryEmbedding, "due", lambda self: False)  # a slow embedding: all of it ahead
+        overlapped, ahead_calls = answers(m)
+    assert overlapped == inline and all(inline)
+    assert inline_calls["before"] == 0 and inline_calls["after"] > 0
+    assert ahead_calls["before"] > 0, "the named-speaker step ran ahead"
+    assert ahead_calls["after"] < inline_calls["after"], "and was not run again on the same hits"

@@ -344,13 +344,19 @@ class KeywordSide:
     weights: dict[int, list[float]]
     files: CandidateFiles | None
     reading: Reading | None = None
+    #: The named-speaker step as asked of the keyword candidates' people, with what it found of
+    #: the best of them (None: nobody asked about, or not begun).
+    asking: _Asking | None = None
 
 
 def keyword_side(config: MemoryConfig, plan: SearchPlan, keyword: Sequence[Candidate], corpus: Corpus,
                  due: Callable[[], bool] | None = None) -> KeywordSide:  # fmt: skip
-    """``due``: whether the query's embedding is done or due (``QueryEmbedding.due``): what
-    supersession will read is read ahead only until then; after, that work would only delay the
-    search."""
+    """``due``: whether the query's embedding is done or due (``QueryEmbedding.due``): until then,
+    what scoring and supersession will do with the best keyword candidates (the likely head of the
+    ranking) is done ahead: the named-speaker step, then the statements supersession compares.
+    After, that work would only delay the search. What is done ahead is kept whatever comes of it
+    and used only where its inputs turn out the same, so the results are the same either way; a
+    candidate that ends up out of the head only cost the core that would otherwise wait."""
     stats = rel.query_stats(plan.query, corpus)
     texts = corpus.indexed_texts([c.rowid for c in keyword])
     ref_length = _ref_length(config)
@@ -362,25 +368,27 @@ def keyword_side(config: MemoryConfig, plan: SearchPlan, keyword: Sequence[Candi
             ev.line_terms = _body_terms(ev, c.text)
             weights[c.rowid] = _line_weights(ev.line_terms, stats.idf)
     files = _candidate_files(keyword, plan.line_lengths)
+    if due is None:
+        return KeywordSide(stats, evidence, weights, files)
+    # The likely head as scoring will make its hits (transcripts' lines need their messages, read
+    # with every hit's later: not here).
+    head = [Hit(c.rowid, c.path, c.source, c.start_line, c.end_line, c.text, evidence=evidence[c.rowid],
+                line_weights=weights[c.rowid]) for c in keyword[:HEAD] if c.source != "sessions"]  # fmt: skip
+    asking = None
+    if config.query.speakers and head:
+        asking = _asking(plan.query, stats, corpus, _people(files))
+        if asking is not None:
+            for hit in head:  # first: it can move the line a statement is read from
+                if due():
+                    break
+                _speaker_ahead(hit, asking, files)
     reading = None
-    if config.query.supersession.enabled and config.query.supersession.detect and due is not None:
+    if config.query.supersession.enabled and config.query.supersession.detect:
+        # A statement, its time and the verdict of a pair not read before are most of
+        # supersession's time after the vector side, and the head is mostly these.
         reading = Reading(stats, corpus.tokens, plan.times)
-        _read_ahead(reading, keyword[:HEAD], weights, due)
-    return KeywordSide(stats, evidence, weights, files, reading)
-
-
-def _read_ahead(reading: Reading, keyword: Sequence[Candidate], weights: dict[int, list[float]],
-                due: Callable[[], bool]) -> None:  # fmt: skip
-    """Read what supersession will read of the best keyword candidates (``Reading.ahead``): it
-    reads the ranking's head after the vector side, where a statement, its time and the verdict of
-    a pair not read before cost most of its time, and the head is mostly these. What is read is
-    kept whatever comes of it (the results are the same either way); a candidate that ends up out
-    of the head, or whose statement line the named-speaker step moves, only cost the core that
-    would otherwise wait for the embedding: reading stops once it is due (``due``).
-    Transcripts' lines need their messages (read with every hit's later): not here."""
-    hits = [Hit(c.rowid, c.path, c.source, c.start_line, c.end_line, c.text, line_weights=weights[c.rowid])
-            for c in keyword if c.source != "sessions" and c.rowid in weights]  # fmt: skip
-    reading.ahead(hits, due)
+        reading.ahead(head, due)
+    return KeywordSide(stats, evidence, weights, files, reading, asking)
 
 
 def _body_terms(ev: rel.KeywordEvidence, text: str) -> list[tuple[int, ...]]:
@@ -485,6 +493,8 @@ def score_candidates(
     files = _candidate_files(list(hits.values()), plan.line_lengths, early.files if early is not None else None)
     people = _people(files)
     asking = _asking(plan.query, stats, corpus, people) if q.speakers and hits else None
+    if asking is not None and early is not None and early.asking is not None and early.asking.asked == asking.asked:
+        asking = early.asking  # the same people asked about, with the same statistics: the same step, part done
     wanted = asking.asked if asking is not None else None
     topical = corpus.mean_cosine(query_vec) if query_vec is not None and hits else None
     vmodel = rel.vector_model(model)
@@ -687,6 +697,9 @@ class _Asking:
     idf: Sequence[float] = ()
     #: Whether a line asks, per line text (chunks overlap: lines recur).
     asks: dict[str, bool] = field(default_factory=dict)
+    #: The step's outcome on hits made ahead (``keyword_side``), by rowid: the line weights it was
+    #: given and those it left, ``other_speaker`` and ``stated_by``.
+    spoken: dict[int, tuple[list[float], list[float], bool, str | None]] = field(default_factory=dict)
 
 
 def _asking(query: str, stats: rel.QueryStats | None, corpus: Corpus, people: frozenset[str]) -> _Asking | None:
@@ -750,6 +763,14 @@ def _speaker(hit: Hit, asking: _Asking, files: CandidateFiles | None) -> bool:
     """Mark ``hit`` for the speaker the question asks about: the line it is narrowed to (and states
     its fact on) is that speaker's where it has one that matches, and a hit whose statement is
     another speaker's says so (``other_speaker``, returned: its score pays for it)."""
+    known = asking.spoken.get(hit.rowid)
+    if known is not None and known[0] is hit.line_weights and hit.source != "sessions":
+        # Done ahead on this chunk from these very weights (its text, evidence and file the same
+        # for one rowid within a search): the same outcome.
+        hit.line_weights, hit.other_speaker = known[1], known[2]
+        if known[2]:
+            hit.stated_by = known[3]
+        return known[2]
     asked = asking.asked
     if asking.named and hit.evidence is not None and len(hit.evidence.line_terms) == len(hit.line_weights):
         idf, named = asking.idf, asking.named
@@ -777,6 +798,13 @@ def _speaker(hit: Hit, asking: _Asking, files: CandidateFiles | None) -> bool:
     return hit.other_speaker
 
 
+def _speaker_ahead(hit: Hit, asking: _Asking, files: CandidateFiles | None) -> None:
+    """``_speaker`` on a keyword candidate's hit made ahead, its outcome kept for the real hit."""
+    given = hit.line_weights
+    _speaker(hit, asking, files)
+    asking.spoken[hit.rowid] = (given, hit.line_weights, hit.other_speaker, hit.stated_by)
+
+
 def _line_numbers(hit: Hit) -> list[int] | None:
     """The file line (transcript message) of each line of the hit's text, or None when unknown."""
     count = hit.text.count("\n") + 1
@@ -789,7 +817,7 @@ def _line_numbers(hit: Hit) -> list[int] | None:
 
 def _file_lines(files: CandidateFiles, hit: Hit, numbers: list[int]) -> FileLines | None:
     found = files.get((hit.path, hit.source))
-    if found is None or not all(1 <= n <= len(found.names) for n in numbers):
+    if found is None or (numbers and (min(numbers) < 1 or max(numbers) > len(found.names))):
         return None
     return found
 
@@ -802,14 +830,19 @@ def _stating(hit: Hit, numbers: list[int], labels: Sequence[str | None], lengths
     texts = hit.text.split("\n")
     own = [labels[n - 1] for n in numbers]
     asks: set[int] = set()
+    last = len(numbers) - 1
     for i, n in enumerate(numbers):
-        if i + 1 == len(numbers) or numbers[i + 1] != n:  # a message's last line ends its question
+        if i == last or numbers[i + 1] != n:  # a message's last line ends its question
             text = texts[i]
+            if "?" not in text:  # is_question's own first test: most lines, told without a call
+                continue
             question = asks_memo.get(text)
             if question is None:
                 question = asks_memo[text] = is_question(text, holds)
             if question:
                 asks.add(n)
+    if not asks:
+        return own
     out: list[str | None] = []
     for n, label in zip(numbers, own):
         if n in asks:
