@@ -108,19 +108,26 @@ def test_a_question_naming_the_speaker_finds_the_name_in_the_speaker() -> None:
 @pytest.mark.parametrize("tokens", [TOKENS.tokens, FallbackTokens().tokens], ids=["fts5-porter", "fallback"])
 def test_a_statement_is_stemmed_in_one_call_as_word_by_word(tokens: Any) -> None:
     """``_read`` stems a sentence's content words in one tokenizer call: the same words and lead
-    as a call per word (a space always separates tokens), for the index's tokenizer and the fallback."""
+    as a call per word (a space always separates tokens), for the index's tokenizer and the fallback;
+    and it looks for dates and identifiers only in a sentence with a digit: the same ones."""
     sentences = [
         "We moved the e-mail relay from node.js to Go, instead of C++ services.",
         "Caroline's 3 dogs — Max, Bella and Luna — love the beach since 2023-05-08.",
         "I've been running 5k routes every morning at 6:30 with my Fitbit Charge 3.",
         "Das Café in München serves crêpes; 東京の会議は火曜日です and v0.4 ships.",
         "the a of and",  # stop words only: no words, no lead
+        "Sprint 12 moved to March 3, then v0.5 shipped at 14:30 on 2026-11-12 (7/22 was the old date).",
+        "Nothing here has a digit: not one date or version.",
     ]
     for sentence in sentences:
         got = _read(sentence, frozenset(), tokens, None)
         words: set[str] = set()
         lead = None
-        rest = _IDENT.sub(" ", _DATE.sub(" ", sentence)).replace("’", "'").replace("'", " ")
+        dates = frozenset(m.group(0).lower() for m in _DATE.finditer(sentence))
+        no_dates = _DATE.sub(" ", sentence)
+        idents = {("v", m.group(0)[1:]) if m.group(1) is None else (m.group(1).lower(), m.group(2))
+                  for m in _IDENT.finditer(no_dates)}  # fmt: skip
+        rest = _IDENT.sub(" ", no_dates).replace("’", "'").replace("'", " ")
         for raw in _WORD.findall(rest):
             low = raw.lower()
             if (_NUMBER.match(low) or low in _NUMBER_WORDS or low in ENGLISH_STOP_WORDS or len(low) < 2
@@ -130,4 +137,4 @@ def test_a_statement_is_stemmed_in_one_call_as_word_by_word(tokens: Any) -> None
             if lead is None and stems:
                 lead = stems[0]
             words.update(stems)
-        assert (got.words, got.lead) == (frozenset(words), lead), sentence
+        assert (got.words, got.lead, got.dates, got.idents) == (frozenset(words), lead, dates, frozenset(idents)), sentence

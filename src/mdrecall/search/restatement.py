@@ -76,6 +76,7 @@ _IDENT = re.compile(r"\bv\d+(?:\.\d+)*\b|\b([A-Z][\w-]*)\s+#?(\d+(?:\.\d+)?)\b")
 #: speaker states: two photos of a family are not its size changing), comments, citations.
 _NOISE = re.compile(r"\[[^\]\n]{0,400}\](?!\()|<!--.*?-->|\b[\w./-]+#L\d+(?:-L\d+)?\b")
 _NUMBER = re.compile(r"^\d+(?:[.,]\d+)?$")
+_DIGIT = re.compile(r"\d")
 _NUMBER_WORDS = {
     w: i for i, w in enumerate(
         "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
@@ -195,7 +196,9 @@ def _sentences(text: str, tokens: Callable[[str], list[str]]) -> _Parsed:
 def _parse(text: str, tokens: Callable[[str], list[str]]) -> _Parsed:
     found = _SPEAKER.match(text)
     speaker = found.group(1).strip().lower() if found else None
-    body = _NOISE.sub(" ", text[found.end():] if found else text)
+    body = text[found.end():] if found else text
+    if "[" in body or "<!--" in body or "#L" in body:  # what _NOISE needs to match: most lines have none
+        body = _NOISE.sub(" ", body)
     out: list[_Sentence] = []
     for sentence in _SENTENCE.split(body):
         sentence = _LINE_PREFIX.sub("", sentence).strip()
@@ -220,12 +223,16 @@ def _question(sentence: str) -> bool:
 
 
 def _read(sentence: str, terms: frozenset[int], tokens: Callable[[str], list[str]], speaker: str | None) -> Statement:
-    dates = frozenset(m.group(0).lower() for m in _DATE.finditer(sentence))
-    rest = _DATE.sub(" ", sentence)
+    dates: frozenset[str] = frozenset()
     idents: set[tuple[str, str]] = set()
-    for m in _IDENT.finditer(rest):
-        idents.add(("v", m.group(0)[1:]) if m.group(1) is None else (m.group(1).lower(), m.group(2)))
-    rest = _IDENT.sub(" ", rest).replace("’", "'").replace("'", " ")
+    rest = sentence
+    if _DIGIT.search(sentence):  # every date and identifier has a digit: most sentences, none
+        dates = frozenset(m.group(0).lower() for m in _DATE.finditer(sentence))
+        rest = _DATE.sub(" ", sentence)
+        for m in _IDENT.finditer(rest):
+            idents.add(("v", m.group(0)[1:]) if m.group(1) is None else (m.group(1).lower(), m.group(2)))
+        rest = _IDENT.sub(" ", rest)
+    rest = rest.replace("’", "'").replace("'", " ")
     numbers: set[str] = set()
     content: list[str] = []
     for raw in _WORD.findall(rest):
