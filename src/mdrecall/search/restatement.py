@@ -120,7 +120,7 @@ def statement(text: str, stats: QueryStats, tokens: Callable[[str], list[str]]) 
         if sentence.stems.isdisjoint(asked):
             continue  # holds none of the query's terms: weight 0, never the best
         stems = sentence.stems | speaker if speaker else sentence.stems
-        terms = frozenset(i for i, form in plain if all(s in stems for s in form))
+        terms = frozenset(i for i, form in plain if form <= stems)
         weight = sum(stats.idf[i] for i in terms)
         if weight > best_weight:
             best, best_terms, best_weight = sentence, terms, weight
@@ -132,22 +132,22 @@ def statement(text: str, stats: QueryStats, tokens: Callable[[str], list[str]]) 
     return Statement(read.text, read.words, read.numbers, read.idents, read.dates, best_terms, read.speaker, read.lead)
 
 
-def _asked_stems(stats: QueryStats) -> tuple[frozenset[str], list[tuple[int, tuple[str, ...]]]]:
+def _asked_stems(stats: QueryStats) -> tuple[frozenset[str], list[tuple[int, frozenset[str]]]]:
     """Every stem of the query's (non-CJK) terms: a sentence without one holds no term; and those
-    terms with their index. Kept for the last query's statistics (a search asks once per hit of its
+    terms with their index and stems (a sentence holds a term when it holds all its stems). Kept for the last query's statistics (a search asks once per hit of its
     head), checked by value."""
     global _LAST_ASKED
     last = _LAST_ASKED
     if last is not None and last[0] is stats and last[1] == stats.forms and last[2] == stats.cjk:
         return last[3], last[4]
     found = frozenset(s for form, cjk in zip(stats.forms, stats.cjk, strict=True) if not cjk for s in form)
-    plain = [(i, form) for i, (form, cjk) in enumerate(zip(stats.forms, stats.cjk, strict=True)) if not cjk and form]
+    plain = [(i, frozenset(form)) for i, (form, cjk) in enumerate(zip(stats.forms, stats.cjk, strict=True)) if not cjk and form]
     _LAST_ASKED = (stats, list(stats.forms), list(stats.cjk), found, plain)
     return found, plain
 
 
 _LAST_ASKED: (
-    tuple[QueryStats, list[tuple[str, ...]], list[bool], frozenset[str], list[tuple[int, tuple[str, ...]]]] | None
+    tuple[QueryStats, list[tuple[str, ...]], list[bool], frozenset[str], list[tuple[int, frozenset[str]]]] | None
 ) = None
 
 
