@@ -14,9 +14,11 @@ worker threads; embeddings/base.py says so). On a single usable core there is no
 with: the embedding is made on the calling thread, when it is asked for.
 
 Work done on the search's thread while it waits is best finished before the embedding is: the helper
-needs the GIL back to hand its vector over, and a thread busy in Python gives it up only every
-switch interval (5 ms by default). :meth:`QueryEmbedding.due` says when to stop: when the embedding
-is done, or due by how long the provider's recent ones took.
+needs the GIL back to hand its vector over, and a thread busy in Python gives it up only at its next
+blocking call, or after the switch interval (5 ms by default). :meth:`QueryEmbedding.due` says when
+to stop: when the embedding is done, or due by how long the provider's recent ones took. (At 1k
+chunks, reading ahead until the vector was there made the hand-over take 0.17 ms p50 and 1.3-2.4 ms
+p90, against 0.10 and 1.1-1.6 ms stopping when due; the search ended 1.0-1.4 ms later.)
 """
 
 from __future__ import annotations
