@@ -64,3 +64,28 @@ def test_estimate_does_not_undercount_cjk() -> None:
     assert estimate_tokens(text) >= 100
     assert estimate_tokens("one two three") >= 3
     assert estimate_tokens("") == 0
+
+
+def test_ascii_text_is_answered_without_the_cjk_patterns_and_alike() -> None:
+    """CJK_CHAR and the word tokens answer ASCII text without compiling their CJK character class
+    (a cold search's cost): the same answers as the compiled patterns, ASCII or not."""
+    import re
+
+    from mdrecall import text
+
+    texts = ["", "plain words, v0.4 and snake_case_1", "Café crêpes in München", "東京の会議は火曜日です",
+             "mixed 中文 words and 한국어", "’curly’ quotes — dashes", "x", "中"]  # fmt: skip
+    cjk = re.compile(f"[{text._CJK_RANGES}]")
+    token = re.compile(f"[{text._CJK_RANGES}]+|[^\\W{text._CJK_RANGES}]+")
+    for t in texts:
+        assert text._tokens(t) == token.findall(t), t
+        assert text.CJK_CHAR.findall(t) == cjk.findall(t), t
+        assert bool(text.CJK_CHAR.search(t)) == bool(cjk.search(t)), t
+        for pos in range(len(t) + 1):
+            found, want = text.CJK_CHAR.match(t, pos), cjk.match(t, pos)
+            assert (found and found.group(0)) == (want and want.group(0)), (t, pos)
+    text._cjk_char.cache_clear()
+    text._token.cache_clear()
+    assert query_terms("What database did we pick?") == ["database", "pick"]
+    assert word_tokens("Deploys go out on Tuesdays") == ["deploys", "go", "out", "on", "tuesdays"]
+    assert text._cjk_char.cache_info().currsize == 0 and text._token.cache_info().currsize == 0

@@ -26,14 +26,49 @@ _CJK_RANGES = (
     "\uff66-\uff9f"  # half-width katakana
     "\U00020000-\U0002fa1f"
 )
-CJK_CHAR = re.compile(f"[{_CJK_RANGES}]")
 _PUNCT = re.compile(r"[^\w\s]")
-_TOKEN = re.compile(f"[{_CJK_RANGES}]+|[^\\W{_CJK_RANGES}]+")
+#: ``_token()`` on ASCII text, where no character is CJK: the same words.
+_ASCII_WORD = re.compile(r"\w+")
 
 
-# Compiled on first use, not at import: their CJK character classes cost ~40 M instructions to compile,
-# and most one-shot searches need neither (_cjk_run only spaces out text that holds CJK; _word counts
-# tokens for indexing and measures CJK shares).
+# Compiled on first use, not at import: a CJK character class costs ~20 M instructions to compile
+# (the compiler marks each of its ~50,000 code points), and ASCII text, every English query and
+# most notes, needs none of them (_cjk_run only spaces out text that holds CJK; _word counts tokens
+# for indexing and measures CJK shares).
+@functools.cache
+def _cjk_char() -> re.Pattern[str]:
+    return re.compile(f"[{_CJK_RANGES}]")
+
+
+@functools.cache
+def _token() -> re.Pattern[str]:
+    return re.compile(f"[{_CJK_RANGES}]+|[^\\W{_CJK_RANGES}]+")
+
+
+class _CjkChar:
+    """One CJK character, as a pattern's ``match``, ``search`` and ``findall``: ASCII text is
+    answered without the pattern (it can hold none), other text compiles it on first use."""
+
+    __slots__ = ()
+
+    def match(self, text: str, pos: int = 0) -> re.Match[str] | None:
+        return None if text[pos : pos + 1].isascii() else _cjk_char().match(text, pos)
+
+    def search(self, text: str) -> re.Match[str] | None:
+        return None if text.isascii() else _cjk_char().search(text)
+
+    def findall(self, text: str) -> list[str]:
+        return [] if text.isascii() else _cjk_char().findall(text)
+
+
+CJK_CHAR = _CjkChar()
+
+
+def _tokens(text: str) -> list[str]:
+    """Non-CJK words and CJK runs, in order."""
+    return _ASCII_WORD.findall(text) if text.isascii() else _token().findall(text)
+
+
 @functools.cache
 def _cjk_run() -> re.Pattern[str]:
     return re.compile(f"[{_CJK_RANGES}]+")
@@ -84,7 +119,7 @@ def fts_index_text(text: str) -> str:
 
 def word_tokens(text: str) -> list[str]:
     """Lower-cased non-CJK words plus CJK runs, in order."""
-    return [t.lower() for t in _TOKEN.findall(text)]
+    return [t.lower() for t in _tokens(text)]
 
 
 def _stem(word: str) -> str:
@@ -98,7 +133,7 @@ def _stem(word: str) -> str:
 def similarity_tokens(text: str) -> set[str]:
     """Token set for Jaccard similarity (MMR): words, CJK unigrams and adjacent CJK bigrams."""
     tokens: set[str] = set()
-    for tok in _TOKEN.findall(text.lower()):
+    for tok in _tokens(text.lower()):
         if CJK_CHAR.match(tok):
             tokens.update(tok)
             tokens.update(tok[i : i + 2] for i in range(len(tok) - 1))
@@ -121,7 +156,7 @@ def query_terms(query: str) -> list[str]:
     """
     words: list[str] = []
     stop: list[str] = []
-    for tok in _TOKEN.findall(query):
+    for tok in _tokens(query):
         if CJK_CHAR.match(tok):
             if len(tok) == 1:
                 (stop if tok in CJK_STOP_CHARS else words).append(tok)
