@@ -74,11 +74,12 @@ NOT_FOR_A_KEYWORD_SEARCH = (
     "mdrecall.markdown_write",
     "mdrecall.dreaming.concepts",
 )
-#: Regular expressions compiled on first use (their compilation cost a cold keyword search ~80 M
+#: Regular expressions compiled on first use (their compilation cost a cold keyword search ~155 M
 #: instructions), which a search of plain English notes, none of them a daily note recalled for the
 #: first time, never needs: module (when imported at all), then the function that compiles each.
+#: (``_cjk_char`` and ``_token``: ASCII text and queries are answered without them.)
 LAZY_PATTERNS = {
-    "mdrecall.text": ("_cjk_run", "_word"),
+    "mdrecall.text": ("_cjk_run", "_word", "_cjk_char", "_token"),
     "mdrecall.dreaming.concepts": ("_script_run",),
     "mdrecall.sources.redact": ("_GENERIC_WEBHOOK", "_QUERY_SECRET", "_LONG_FLAG", "_BEARER", "_ASSIGNMENT"),
 }
