@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 
 # Han (incl. extensions and compatibility), kana, Hangul syllables and jamo, CJK punctuation excluded.
 _CJK_RANGES = (
@@ -31,18 +32,19 @@ _PUNCT = re.compile(r"[^\w\s]")
 _ASCII_WORD = re.compile(r"\w+")
 
 
-# Compiled on first use, not at import: a CJK character class costs ~20 M instructions to compile
-# (the compiler marks each of its ~50,000 code points), and ASCII text, every English query and
-# most notes, needs none of them (_cjk_run only spaces out text that holds CJK; _word counts tokens
-# for indexing and measures CJK shares).
-@functools.cache
-def _cjk_char() -> re.Pattern[str]:
-    return re.compile(f"[{_CJK_RANGES}]")
+def _on_first_use(pattern: str) -> Callable[[], re.Pattern[str]]:
+    """``pattern``, compiled when first asked for. A CJK character class costs ~20 M instructions
+    to compile (the compiler marks each of its ~50,000 code points), and ASCII text, every English
+    query and most notes, needs none of them."""
+    return functools.cache(lambda: re.compile(pattern))
 
 
-@functools.cache
-def _token() -> re.Pattern[str]:
-    return re.compile(f"[{_CJK_RANGES}]+|[^\\W{_CJK_RANGES}]+")
+_cjk_char = _on_first_use(f"[{_CJK_RANGES}]")
+_token = _on_first_use(f"[{_CJK_RANGES}]+|[^\\W{_CJK_RANGES}]+")
+#: Spaces out text that holds CJK (fts_index_text).
+_cjk_run = _on_first_use(f"[{_CJK_RANGES}]+")
+#: Words: letters/digits/underscore outside CJK ranges (token estimates, CJK shares).
+_word = _on_first_use(f"[^\\W{_CJK_RANGES}]+")
 
 
 class _CjkChar:
@@ -67,17 +69,6 @@ CJK_CHAR = _CjkChar()
 def _tokens(text: str) -> list[str]:
     """Non-CJK words and CJK runs, in order."""
     return _ASCII_WORD.findall(text) if text.isascii() else _token().findall(text)
-
-
-@functools.cache
-def _cjk_run() -> re.Pattern[str]:
-    return re.compile(f"[{_CJK_RANGES}]+")
-
-
-@functools.cache
-def _word() -> re.Pattern[str]:
-    """Words: letters/digits/underscore outside CJK ranges."""
-    return re.compile(f"[^\\W{_CJK_RANGES}]+")
 
 
 ENGLISH_STOP_WORDS = frozenset(
