@@ -764,9 +764,10 @@ def _speaker(hit: Hit, asking: _Asking, files: CandidateFiles | None) -> bool:
     its fact on) is that speaker's where it has one that matches, and a hit whose statement is
     another speaker's says so (``other_speaker``, returned: its score pays for it)."""
     known = asking.spoken.get(hit.rowid)
-    if known is not None and known[0] is hit.line_weights and hit.source != "sessions":
+    if known is not None and known[0] is hit.line_weights:
         # Done ahead on this chunk from these very weights (its text, evidence and file the same
-        # for one rowid within a search): the same outcome.
+        # for one rowid within a search; never a transcript's, whose lines need their messages):
+        # the same outcome.
         hit.line_weights, hit.other_speaker = known[1], known[2]
         if known[2]:
             hit.stated_by = known[3]

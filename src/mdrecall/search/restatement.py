@@ -134,8 +134,8 @@ def statement(text: str, stats: QueryStats, tokens: Callable[[str], list[str]]) 
 
 def _asked_stems(stats: QueryStats) -> tuple[frozenset[str], list[tuple[int, frozenset[str]]]]:
     """Every stem of the query's (non-CJK) terms: a sentence without one holds no term; and those
-    terms with their index and stems (a sentence holds a term when it holds all its stems). Kept for the last query's statistics (a search asks once per hit of its
-    head), checked by value."""
+    terms with their index and stems (a sentence holds a term when it holds all its stems). Kept
+    for the last query's statistics (a search asks once per hit of its head), checked by value."""
     global _LAST_ASKED
     last = _LAST_ASKED
     if last is not None and last[0] is stats and last[1] == stats.forms and last[2] == stats.cjk:

@@ -101,17 +101,18 @@ class Reading:
         """Read what :func:`_detect` would read of ``hits`` (a likely head, best first), until
         ``done()``: their statements first, then when each was made, then the verdicts of the pairs
         it would compare. Nothing is decided here; a hit read in vain only cost the wait."""
-        for hit in hits:
-            if done():
-                return
-            self.statement(hit)
-        dated: list[tuple[Hit, Statement, Stated]] = []
+        read: list[tuple[Hit, Statement]] = []
         for hit in hits:
             if done():
                 return
             mine = self.statement(hit)
             if mine is not None:
-                dated.append((hit, mine, self.when(hit)))
+                read.append((hit, mine))
+        dated: list[tuple[Hit, Statement, Stated]] = []
+        for hit, mine in read:
+            if done():
+                return
+            dated.append((hit, mine, self.when(hit)))
         for older, mine, when_old in dated:
             latest = when_old.latest
             if latest is None:
