@@ -16,9 +16,9 @@ with: the embedding is made on the calling thread, when it is asked for.
 Work done on the search's thread while it waits is best finished before the embedding is: the helper
 needs the GIL back to hand its vector over, and a thread busy in Python gives it up only at its next
 blocking call, or after the switch interval (5 ms by default). :meth:`QueryEmbedding.due` says when
-to stop: when the embedding is done, or due by how long the provider's recent ones took. (At 1k
-chunks, reading ahead until the vector was there made the hand-over take 0.17 ms p50 and 1.3-2.4 ms
-p90, against 0.10 and 1.1-1.6 ms stopping when due; the search ended 1.0-1.4 ms later.)
+to stop: when the embedding is done, or due by how long the provider's recent ones took
+(benchmarks/read_ahead.py measures what stopping there is worth: at 1k chunks the search ended
+1.0-1.4 ms sooner than reading on until the vector was there).
 """
 
 from __future__ import annotations
