@@ -41,9 +41,12 @@ MIB = 1024 * 1024
 
 
 class _Section(BaseModel):
-    """A config section: unknown keys are errors, so a typo never silently reverts to a default."""
+    """A config section: unknown keys are errors, so a typo never silently reverts to a default.
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True)
+    ``defer_build``: the validator is built when a config is first validated, not at import; a
+    process whose config comes from the cache (config_cache.py) never builds it."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True, defer_build=True)
 
 
 class CacheConfig(_Section):
@@ -500,15 +503,25 @@ def yaml_problem(exc: Exception) -> str:
     return f"{getattr(exc, 'problem', None) or 'cannot be read'}{where}"
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def _read_text(path: Path) -> str | None:
+    """A config file's text; None when there is no such file."""
+    if not path.is_file():
+        return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def _read_yaml(path: Path, text: str) -> dict[str, Any]:
     import yaml  # only when a config file exists
 
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: invalid YAML: {yaml_problem(exc)}") from exc
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from exc
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -571,16 +584,50 @@ def load_config(
     *,
     use_global: bool = True,
 ) -> MemoryConfig:
+    from mdrecall import config_cache
+
+    paths: list[Path] = []
+    if use_global:
+        paths.append(global_config_path())
+    if workspace is not None:
+        paths.extend(workspace_config_paths(workspace))
+    files = [(path, _read_text(path)) for path in paths]
+    key = config_cache.key_for(files, overrides, use_global) if config_cache.enabled() else None
+    if key is not None:
+        cached = config_cache.read(mdrecall_home(), key, MemoryConfig)
+        if isinstance(cached, MemoryConfig):
+            return cached
+    config = _validate(files, overrides)
+    if key is not None:
+        config_cache.write(mdrecall_home(), key, config)
+    return config
+
+
+def default_config() -> MemoryConfig:
+    """The built-in defaults (what ``MemoryConfig()`` validates to), made without building a validator:
+    modules that need the defaults at import or on a search's path use this."""
+    return _constructed_defaults(MemoryConfig)
+
+
+def _constructed_defaults(cls: type[SectionT]) -> SectionT:
+    values: dict[str, Any] = {}
+    for name, field in cls.model_fields.items():
+        factory = field.default_factory
+        if factory is None:
+            values[name] = field.default
+        elif isinstance(factory, type) and issubclass(factory, BaseModel):
+            values[name] = _constructed_defaults(factory)
+        else:
+            values[name] = factory()  # type: ignore[call-arg]
+    return cls.model_construct(_fields_set=set(), **values)
+
+
+def _validate(files: list[tuple[Path, str | None]], overrides: Mapping[str, Any] | None) -> MemoryConfig:
     merged: dict[str, Any] = {}
     origins: list[str] = []
-    files: list[Path] = []
-    if use_global:
-        files.append(global_config_path())
-    if workspace is not None:
-        files.extend(workspace_config_paths(workspace))
-    for path in files:
-        if path.is_file():
-            section = _read_yaml(path)
+    for path, text in files:
+        if text is not None:
+            section = _read_yaml(path, text)
             parse_config(section, origin=str(path))  # name the file that holds a bad key
             merged = _deep_merge(merged, section)
             origins.append(str(path))

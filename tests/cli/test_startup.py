@@ -101,11 +101,14 @@ def test_a_cold_keyword_search_leaves_out_what_it_does_not_use(tmp_path: Path) -
         "import json, sys\nfrom mdrecall.cli import main\ncode = main(sys.argv[2:])\nlazy = json.loads(sys.argv[1])\n"
         "def at_import(x):\n    return not hasattr(x, 'cache_info') or x.cache_info().currsize > 0\n"
         "compiled = [f'{m}.{f}' for m, fs in lazy.items() if m in sys.modules for f in fs if at_import(getattr(sys.modules[m], f, None))]\n"
-        "print(json.dumps([code, sorted(sys.modules), compiled]), file=sys.stderr)\n"
+        "built = sys.modules['mdrecall.config'].MemoryConfig.__pydantic_complete__\n"
+        "print(json.dumps([code, sorted(sys.modules), compiled, built]), file=sys.stderr)\n"
     )
     argv = [sys.executable, "-c", code, json.dumps(LAZY_PATTERNS), "search", "deploy", *common]
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
-    exit_code, modules, compiled = json.loads(proc.stderr.strip().splitlines()[-1])
+    exit_code, modules, compiled, built = json.loads(proc.stderr.strip().splitlines()[-1])
     assert exit_code == 0 and "mdrecall.builtin.manager" in modules, proc.stderr  # it did search, in this process
     assert not set(NOT_FOR_A_KEYWORD_SEARCH) & set(modules), sorted(set(NOT_FOR_A_KEYWORD_SEARCH) & set(modules))
     assert compiled == [], compiled
+    # The config came from the cache `index` left (config_cache.py): no pydantic validator was built.
+    assert built is False and "pydantic.plugin._loader" not in modules

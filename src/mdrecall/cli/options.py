@@ -318,10 +318,12 @@ def _keep_shared_index(root: Path, configured: MemoryConfig, config: MemoryConfi
     import hashlib
     import json
 
+    from mdrecall.config_cache import plain_values
     from mdrecall.store import default_store_path
 
-    def identity(c: MemoryConfig) -> str:
-        return json.dumps(c.model_dump(include=set(_EMBEDDING_SECTIONS)), sort_keys=True, default=str)
+    def identity(c: MemoryConfig) -> str:  # plain_values: model_dump would build pydantic's serializer
+        values = plain_values(c)
+        return json.dumps({key: values[key] for key in _EMBEDDING_SECTIONS}, sort_keys=True, default=str)
 
     if identity(configured) == identity(config):
         return config

@@ -28,7 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mdrecall.config import MemoryConfig
+from mdrecall.config import default_config
 from mdrecall.dreaming.blocks import (
     Block,
     blocks_in_range,
@@ -181,7 +181,7 @@ class BlockCache:
 #: Files larger than this are not re-parsed on every search; the hit's own snippet is used instead.
 MAX_PARSE_BYTES = 512 * 1024
 #: Short-term notes live under memory/ (paths.is_daily_note), so the default roots are the right ones.
-_SHORT_TERM_CONFIG = MemoryConfig()
+_SHORT_TERM_CONFIG = default_config()
 #: Characters of a block compared with the query; a giant pasted message costs no more than this.
 MAX_MATCH_CHARS = 4000
 

@@ -46,7 +46,7 @@ def expand_env(value: str, key: str) -> str:
 
 class _Section(BaseModel):
     # The same rules as every section of mdrecall.config: unknown keys are errors.
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True, defer_build=True)
 
 
 class MaintenanceSettings(_Section):

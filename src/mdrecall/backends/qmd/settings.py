@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 class _Section(BaseModel):
     # The same rules as mdrecall.config's sections (which this module cannot import): unknown keys
     # are errors, so a typo never silently reverts to a default.
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True, defer_build=True)
 
 
 class QmdModels(_Section):
