@@ -238,3 +238,65 @@ def test_a_file_from_before_line_numbers_gains_the_column(tmp_path: Path) -> Non
         assert db.chunk_line_numbers([rowid]) == {rowid: "2,3*2"}
     finally:
         db.close()
+
+
+def _bm25(db: IndexDB, query: str) -> list[tuple[int, float]]:
+    return [(r[0], r[1]) for r in db.conn.execute("SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank, rowid", (query,))]
+
+
+def test_the_keyword_index_is_compacted_to_one_segment_with_the_same_rankings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import mdrecall.store.db as store_db
+
+    db = IndexDB(tmp_path / "i.sqlite", StoreOptions())
+    try:
+        words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]
+        for f in range(12):  # a transaction per file: a segment each, as a sync writes them
+            chunks = [_chunk(f"memory/{f}.md", i, " ".join(words[(f + i + k) % 6] for k in range(1 + i % 3)) + f" note {f}") for i in range(4)]
+            db.replace_file(FileRow(f"memory/{f}.md", "memory", f"h{f}", 1, 10), chunks, "m")
+        db.remove_file("memory/3.md")  # deleted rows are part of what compaction folds in
+        queries = ["alpha", "beta OR gamma", "note", "delta epsilon", "zeta OR alpha OR note"]
+        before = {q: _bm25(db, q) for q in queries}
+        split = db.keyword_segments()
+        assert split > 1
+        # Incremental: a large index with few segments is left to FTS5's automerge.
+        monkeypatch.setattr(store_db, "COMPACT_ALWAYS_CHUNKS", 10)
+        monkeypatch.setattr(store_db, "COMPACT_SEGMENTS", split)
+        with db.conn:
+            assert db.compact_keyword_index(built=False) is False
+        monkeypatch.setattr(store_db, "COMPACT_SEGMENTS", split - 1)
+        monkeypatch.setattr(store_db, "COMPACT_MAX_CHUNKS", 10)
+        with db.conn:
+            assert db.compact_keyword_index(built=False) is False  # past the size where rewriting pays
+        assert db.keyword_segments() == split
+        with db.conn:
+            assert db.compact_keyword_index(built=True) is True  # after a first index or a rebuild: always
+        assert db.keyword_segments() == 1
+        assert {q: _bm25(db, q) for q in queries} == before
+        assert all(before[q] for q in queries)
+        with db.conn:
+            assert db.compact_keyword_index(built=True) is False  # one segment already
+        db.conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES('integrity-check')")
+    finally:
+        db.close()
+
+
+def test_a_sync_leaves_a_small_keyword_index_in_one_segment(tmp_path: Path) -> None:
+    from mdrecall import open_manager
+
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    for day in range(1, 9):
+        (ws / "memory" / f"2026-11-{day:02d}.md").write_text(f"# Day {day}\n\n- Deployed build {day} on Tuesday.\n", encoding="utf-8")
+    store = tmp_path / "index.sqlite"
+    config = {"provider": "none", "store": {"path": str(store)}, "sync": {"watch": False}}
+    with open_manager(ws, config, use_global_config=False) as m:
+        m.sync()
+        for day in range(1, 4):  # incremental syncs, one file each
+            (ws / "memory" / f"2026-11-{day:02d}.md").write_text(f"# Day {day}\n\n- Deployed build {day}b on Friday.\n", encoding="utf-8")
+            m.sync()
+        assert [r.path for r in m.search("deployed Friday build").results][:3]
+    db = IndexDB(store, StoreOptions())
+    try:
+        assert db.keyword_segments() == 1
+    finally:
+        db.close()

@@ -129,6 +129,8 @@ class IndexSyncer:
                 observed = indexer.observed
                 self._drop_unused_vectors(writer)
                 with writer.conn:
+                    if report.files_indexed or report.files_removed:
+                        writer.compact_keyword_index(built=False)
                     self._finish(writer, report)
                 crash_point("sync:before-finish")
         finally:
@@ -172,6 +174,7 @@ class IndexSyncer:
             report = indexer.run(full=True)
             self._drop_unused_vectors(writer)
             with writer.conn:
+                writer.compact_keyword_index(built=True)
                 self._finish(writer, report)
         finally:
             self.migration = None
@@ -193,6 +196,7 @@ class IndexSyncer:
             report = indexer.run(full=True)
             self._drop_unused_vectors(built)
             with built.conn:
+                built.compact_keyword_index(built=True)
                 built.write_meta(desired)
                 self._finish(built, report)
             crash_point("rebuild:built")
