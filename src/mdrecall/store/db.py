@@ -752,7 +752,10 @@ class IndexDB:
         if segments <= 1:
             return False
         if not built:
-            chunks = self.chunk_count()
+            # The largest rowid bounds the count from above: a small index is not counted (COUNT(*)
+            # reads a whole index).
+            bound = int(scalar(self.conn, "SELECT COALESCE(MAX(rowid), 0) FROM chunks"))
+            chunks = bound if bound <= COMPACT_ALWAYS_CHUNKS else self.chunk_count()
             if chunks > COMPACT_ALWAYS_CHUNKS and (segments <= COMPACT_SEGMENTS or chunks > COMPACT_MAX_CHUNKS):
                 return False
         self.conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES('optimize')")
