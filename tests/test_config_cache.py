@@ -242,3 +242,17 @@ def test_plain_values_are_model_dump(tmp_path: Path) -> None:
     config = load_config(_ws(tmp_path), {"query": {"maxResults": 3}})
     assert config_cache.plain_values(config) == config.model_dump()
     assert config_cache.plain_values(MemoryConfig()) == MemoryConfig().model_dump()
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX permissions")
+def test_a_cache_file_others_may_write_is_not_trusted(tmp_path: Path) -> None:
+    ws = _ws(tmp_path)
+    load_config(ws)
+    path = _files(_home())[0]
+    assert config_cache.read(_home(), path.stem, MemoryConfig) is not None
+    assert path.stat().st_mode & 0o777 == 0o600
+    path.chmod(0o666)
+    assert config_cache.read(_home(), path.stem, MemoryConfig) is None
+    assert load_config(ws).query.maxResults == 7  # validated again, and the file replaced: private again
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert config_cache.read(_home(), path.stem, MemoryConfig) is not None

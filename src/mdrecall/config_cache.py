@@ -16,7 +16,8 @@ What is never cached: a config that holds a secret (a value ``mdrecall config sh
 API key, a token, a password in a DSN), so no secret is written anywhere new; a config that does not
 rebuild equal to the validated one (checked before writing: values, types and the set of keys given
 explicitly); a config that fails validation. A cache file that cannot be read, does not match its
-digest, or does not rebuild is ignored and the config validated again. ``MDRECALL_CONFIG_CACHE=off``
+digest, or does not rebuild is ignored and the config validated again, and so is one that is not
+the user's own or that others may write. ``MDRECALL_CONFIG_CACHE=off``
 turns the cache off; deleting the folder is always safe.
 """
 
@@ -90,7 +91,10 @@ def _is_plain_json(value: Any) -> bool:
 def read(home: Path, key: str, root: type[BaseModel]) -> BaseModel | None:
     """The config cached under ``key``, rebuilt; None when there is none or it cannot be trusted."""
     try:
-        header, _, payload = (cache_dir(home) / f"{key}.json").read_text(encoding="utf-8").partition("\n")
+        path = cache_dir(home) / f"{key}.json"
+        if not _private(path):
+            return None
+        header, _, payload = path.read_text(encoding="utf-8").partition("\n")
         meta = json.loads(header)
         if meta.get("format") != FORMAT or meta.get("digest") != hashlib.sha256(payload.encode()).hexdigest():
             return None
@@ -207,6 +211,15 @@ def _models(root: type[BaseModel]) -> dict[str, type[BaseModel]]:
         else:
             todo.extend(get_args(item))
     return found
+
+
+def _private(path: Path) -> bool:
+    """The file is this user's and nobody else may write it (as the config files beside it should
+    be): a file another user could have written is never trusted. Windows: not checked."""
+    if not hasattr(os, "getuid"):
+        return True
+    st = os.stat(path)
+    return st.st_uid == os.getuid() and not st.st_mode & 0o022
 
 
 def _write_atomically(path: Path, text: str) -> None:
