@@ -74,14 +74,16 @@ NOT_FOR_A_KEYWORD_SEARCH = (
     "mdrecall.markdown_write",
     "mdrecall.dreaming.concepts",
 )
-#: Regular expressions compiled on first use (their compilation cost a cold keyword search ~155 M
+#: Regular expressions compiled on first use (their compilation cost a cold keyword search ~175 M
 #: instructions), which a search of plain English notes, none of them a daily note recalled for the
-#: first time, never needs: module (when imported at all), then the function that compiles each.
+#: first time, never needs: module (when imported at all), then the function that compiles each
+#: (and each of redaction's token formats, in ``_TOKEN_PATTERNS``).
 #: (``_cjk_char`` and ``_token``: ASCII text and queries are answered without them.)
 LAZY_PATTERNS = {
     "mdrecall.text": ("_cjk_run", "_word", "_cjk_char", "_token"),
     "mdrecall.dreaming.concepts": ("_script_run",),
-    "mdrecall.sources.redact": ("_GENERIC_WEBHOOK", "_QUERY_SECRET", "_LONG_FLAG", "_BEARER", "_ASSIGNMENT"),
+    "mdrecall.sources.redact": ("_GENERIC_WEBHOOK", "_QUERY_SECRET", "_LONG_FLAG", "_BEARER", "_ASSIGNMENT", "_WEBHOOK_URLS",
+                                "_SHORT_FLAG", "_PRIVATE_KEY_BLOCK", "_PRIVATE_KEY_OPEN", "_URL_CREDENTIALS"),
 }
 
 
@@ -101,6 +103,8 @@ def test_a_cold_keyword_search_leaves_out_what_it_does_not_use(tmp_path: Path) -
         "import json, sys\nfrom mdrecall.cli import main\ncode = main(sys.argv[2:])\nlazy = json.loads(sys.argv[1])\n"
         "def at_import(x):\n    return not hasattr(x, 'cache_info') or x.cache_info().currsize > 0\n"
         "compiled = [f'{m}.{f}' for m, fs in lazy.items() if m in sys.modules for f in fs if at_import(getattr(sys.modules[m], f, None))]\n"
+        "redact = sys.modules.get('mdrecall.sources.redact')\n"
+        "compiled += [f'redact {k}' for k, _, p in getattr(redact, '_TOKEN_PATTERNS', []) if p.cache_info().currsize]\n"
         "built = sys.modules['mdrecall.config'].MemoryConfig.__pydantic_complete__\n"
         "print(json.dumps([code, sorted(sys.modules), compiled, built]), file=sys.stderr)\n"
     )

@@ -27,48 +27,49 @@ def _marker(kind: str) -> str:
     return MARKER.format(kind=kind)
 
 
+def _lazy(pattern: str, flags: int = 0) -> Callable[[], re.Pattern[str]]:
+    """A pattern compiled on its first use. Every rule but the card numbers' runs only on text that
+    holds its trigger (a token format's prefix, a URL, "hook", "--", "bearer", a key name, a tool's
+    name), which most text does not; compiled at import they cost every new process (a one-shot
+    search redacts what it records) ~40 M instructions."""
+    return functools.cache(lambda: re.compile(pattern, flags))
+
+
 # Order matters: specific formats first, so a key inside ``api_key=...`` is labelled by its provider,
 # and the generic assignment rule only sees what is left. Each format comes with the literal text
 # every match contains: a pattern runs only when one is in the text (``in`` is a fast C scan; a regex
 # starting with ``\b`` is tried at every position, which made redaction cost ~0.5 s per MB).
-_TOKEN_PATTERNS: list[tuple[str, tuple[str, ...], re.Pattern[str]]] = [
-    ("anthropic_key", ("sk-ant-",), re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{16,}")),
-    ("stripe_key", ("_live_", "_test_"), re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,}")),
-    ("openai_key", ("sk-",), re.compile(r"\bsk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_\-]{16,}")),
+_TOKEN_PATTERNS: list[tuple[str, tuple[str, ...], Callable[[], re.Pattern[str]]]] = [
+    ("anthropic_key", ("sk-ant-",), _lazy(r"\bsk-ant-[A-Za-z0-9_\-]{16,}")),
+    ("stripe_key", ("_live_", "_test_"), _lazy(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,}")),
+    ("openai_key", ("sk-",), _lazy(r"\bsk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_\-]{16,}")),
     ("aws_access_key", ("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA"),
-     re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b")),
-    ("github_token", ("github_pat_",), re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}")),
-    ("github_token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}")),
-    ("slack_token", ("xox",), re.compile(r"\bxox[abposre]-[A-Za-z0-9\-]{10,}")),
-    ("slack_token", ("xapp-",), re.compile(r"\bxapp-\d-[A-Za-z0-9\-]{10,}")),
-    ("google_api_key", ("AIza",), re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}")),
-    ("telegram_token", (":AA",), re.compile(r"\b\d{8,10}:AA[A-Za-z0-9_\-]{30,}")),
-    ("jwt", ("eyJ",), re.compile(r"\beyJ[A-Za-z0-9_\-]{6,}\.eyJ[A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-]*")),
-    ("huggingface_token", ("hf_", "api_org_"), re.compile(r"\b(?:hf|api_org)_[A-Za-z0-9]{30,}")),
-    ("npm_token", ("npm_",), re.compile(r"\bnpm_[A-Za-z0-9]{30,}")),
-    ("pypi_token", ("pypi-AgE",), re.compile(r"\bpypi-AgE[A-Za-z0-9_\-]{40,}")),
+     _lazy(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b")),
+    ("github_token", ("github_pat_",), _lazy(r"\bgithub_pat_[A-Za-z0-9_]{20,}")),
+    ("github_token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), _lazy(r"\bgh[pousr]_[A-Za-z0-9]{30,}")),
+    ("slack_token", ("xox",), _lazy(r"\bxox[abposre]-[A-Za-z0-9\-]{10,}")),
+    ("slack_token", ("xapp-",), _lazy(r"\bxapp-\d-[A-Za-z0-9\-]{10,}")),
+    ("google_api_key", ("AIza",), _lazy(r"\bAIza[0-9A-Za-z_\-]{30,}")),
+    ("telegram_token", (":AA",), _lazy(r"\b\d{8,10}:AA[A-Za-z0-9_\-]{30,}")),
+    ("jwt", ("eyJ",), _lazy(r"\beyJ[A-Za-z0-9_\-]{6,}\.eyJ[A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-]*")),
+    ("huggingface_token", ("hf_", "api_org_"), _lazy(r"\b(?:hf|api_org)_[A-Za-z0-9]{30,}")),
+    ("npm_token", ("npm_",), _lazy(r"\bnpm_[A-Za-z0-9]{30,}")),
+    ("pypi_token", ("pypi-AgE",), _lazy(r"\bpypi-AgE[A-Za-z0-9_\-]{40,}")),
     ("gitlab_token", ("glpat-", "gloas-", "gldt-", "glrt-", "glptt-", "glft-"),
-     re.compile(r"\bgl(?:pat|oas|dt|rt|ptt|ft)-[A-Za-z0-9_\-]{20,}")),
-    ("sendgrid_key", ("SG.",), re.compile(r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}")),
-    ("google_oauth_token", ("ya29.",), re.compile(r"\bya29\.[A-Za-z0-9_\-]{20,}")),
-    ("digitalocean_token", ("_v1_",), re.compile(r"\bdo[por]_v1_[a-f0-9]{64}\b")),
-    ("shopify_token", ("shpat_", "shpca_", "shppa_", "shpss_"), re.compile(r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b")),
-    ("age_secret_key", ("AGE-SECRET-KEY-1",), re.compile(r"\bAGE-SECRET-KEY-1[0-9A-Z]{50,}")),
+     _lazy(r"\bgl(?:pat|oas|dt|rt|ptt|ft)-[A-Za-z0-9_\-]{20,}")),
+    ("sendgrid_key", ("SG.",), _lazy(r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}")),
+    ("google_oauth_token", ("ya29.",), _lazy(r"\bya29\.[A-Za-z0-9_\-]{20,}")),
+    ("digitalocean_token", ("_v1_",), _lazy(r"\bdo[por]_v1_[a-f0-9]{64}\b")),
+    ("shopify_token", ("shpat_", "shpca_", "shppa_", "shpss_"), _lazy(r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b")),
+    ("age_secret_key", ("AGE-SECRET-KEY-1",), _lazy(r"\bAGE-SECRET-KEY-1[0-9A-Z]{50,}")),
 ]
 
 # Webhook URLs carry their secret in the path: keep the scheme and host (which service), drop the rest.
-_WEBHOOK_URLS = re.compile(
+_WEBHOOK_URLS = _lazy(
     r"\b(https?://(?:hooks\.slack\.com|(?:ptb\.|canary\.)?discord(?:app)?\.com/api(?:/v\d+)?/webhooks"
     r"|[A-Za-z0-9.\-]*\.webhook\.office\.com|hooks\.zapier\.com|maker\.ifttt\.com/trigger))"
     r"(?!/\[REDACTED)(/[^\s\"'<>)\]]+)"
 )
-
-
-def _lazy(pattern: str, flags: int = 0) -> Callable[[], re.Pattern[str]]:
-    """A pattern compiled on its first use. The rules made so run only on text that holds their
-    trigger (a URL with "hook", "--", "bearer", a key name), which most text does not; compiled at
-    import they cost every new process (a one-shot search redacts what it records) ~20 M instructions."""
-    return functools.cache(lambda: re.compile(pattern, flags))
 
 
 # Any other URL with "hook" in its host or path and a long token-like path segment.
@@ -96,7 +97,7 @@ _LONG_FLAG = _lazy(r"(?<![\w-])(--" + _FLAG_NAMES + r")([ \t]+)(?!-)(?!\[REDACTE
                   re.IGNORECASE)
 # Tools whose short flags take a password: mysql -pVALUE (attached), sshpass/docker login -p VALUE,
 # redis-cli -a VALUE, zip/unzip/7z -P VALUE, openssl -pass pass:VALUE.
-_SHORT_FLAG = re.compile(
+_SHORT_FLAG = _lazy(
     r"(\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mariadb|mariadb-dump)\b[^\n|;&]*?[ \t]-p)(?!\[REDACTED)([^\s'\"]+|'[^'\n]*'|\"[^\"\n]*\")"
     r"|(\b(?:sshpass|docker[ \t]+login|podman[ \t]+login|helm[ \t]+registry[ \t]+login)\b[^\n|;&]*?[ \t]-p[ \t]*)(?!-)(?!\[REDACTED)([^\s'\"]+|'[^'\n]*'|\"[^\"\n]*\")"
     r"|(\bredis-cli\b[^\n|;&]*?[ \t]-a[ \t]+)(?!\[REDACTED)([^\s'\"]+|'[^'\n]*'|\"[^\"\n]*\")"
@@ -112,19 +113,19 @@ _CARD_CANDIDATE = re.compile(r"\d(?:[ \-]?\d){12,18}(?![\d.,]\d|\d|-\d|/\d)")
 
 # A complete PEM private key block, or a truncated one (BEGIN line plus whatever base64 follows).
 # Newlines may already have been collapsed to spaces, so whitespace is accepted anywhere inside.
-_PRIVATE_KEY_BLOCK = re.compile(
+_PRIVATE_KEY_BLOCK = _lazy(
     # ((?: BLOCK)?), not ( BLOCK)?: a backreference to a group that did not take part never matches,
     # which made plain "PRIVATE KEY" (PKCS#8) blocks fall through to the open-ended rule below.
     r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY((?: BLOCK)?)-----.*?-----END \1PRIVATE KEY\2-----",
     re.DOTALL,
 )
-_PRIVATE_KEY_OPEN = re.compile(
+_PRIVATE_KEY_OPEN = _lazy(
     r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
     r"(?:\s*(?:Proc-Type:[^\n]*|DEK-Info:[^\n]*|[A-Za-z0-9+/]{16,}={0,2}|[A-Za-z0-9+/]{1,15}={1,2}))*"
 )
 
 # scheme://user:password@host -> keep the user and the host, drop the password.
-_URL_CREDENTIALS = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.\-]*://)([^\s:/@?#]*):([^\s/@?#]+)@")
+_URL_CREDENTIALS = _lazy(r"\b([a-zA-Z][a-zA-Z0-9+.\-]*://)([^\s:/@?#]*):([^\s/@?#]+)@")
 
 # Authorization headers and bare bearer tokens.
 _BEARER = _lazy(r"\b(Bearer|Basic|Token)(\s+)(?!\[REDACTED)([A-Za-z0-9._~+/=\-]{12,})", re.IGNORECASE)
@@ -307,11 +308,11 @@ def _on_lines(text: str, needles: tuple[str, ...], fn: Callable[[str], str], *, 
 
 
 def _url_rules(text: str) -> str:
-    text = _WEBHOOK_URLS.sub(_replace_webhook, text)
+    text = _WEBHOOK_URLS().sub(_replace_webhook, text)
     if "hook" in text.lower():
         text = _GENERIC_WEBHOOK().sub(_replace_webhook, text)
     if "@" in text:
-        text = _URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}{m.group(2)}:{_marker('password')}@", text)
+        text = _URL_CREDENTIALS().sub(lambda m: f"{m.group(1)}{m.group(2)}:{_marker('password')}@", text)
     if "=" in text:
         text = _QUERY_SECRET().sub(lambda m: f"{m.group(1)}{_marker('secret')}", text)
     return text
@@ -337,17 +338,17 @@ def redact_secrets(text: str, *, keep_lines: bool = False) -> str:
         return text
     out = text
     if "PRIVATE KEY" in out:
-        out = _sub(_PRIVATE_KEY_BLOCK, _marker("private_key"), out, keep_lines)
-        out = _sub(_PRIVATE_KEY_OPEN, _marker("private_key") + " ", out, keep_lines)
+        out = _sub(_PRIVATE_KEY_BLOCK(), _marker("private_key"), out, keep_lines)
+        out = _sub(_PRIVATE_KEY_OPEN(), _marker("private_key") + " ", out, keep_lines)
     if "://" in out:
         out = _on_lines(out, ("://",), _url_rules)
     for kind, literals, pattern in _TOKEN_PATTERNS:
         if any(literal in out for literal in literals):
-            out = pattern.sub(_marker(kind), out)
+            out = pattern().sub(_marker(kind), out)
     out = _on_lines(out, ("bearer", "basic", "token"), lambda t: _BEARER().sub(_replace_bearer, t), lowered=True)
     if "--" in out:
         out = _on_lines(out, ("--",), lambda t: _LONG_FLAG().sub(_replace_long_flag, t))
-    out = _on_lines(out, _SHORT_FLAG_TOOLS, lambda t: _SHORT_FLAG.sub(_replace_flag_pairs, t))
+    out = _on_lines(out, _SHORT_FLAG_TOOLS, lambda t: _SHORT_FLAG().sub(_replace_flag_pairs, t))
     # The assignment rule is the slow one: only on lines naming a key (and the line after, for YAML)
     # that have a separator at all.
     out = _on_lines(out, _ASSIGNMENT_WORDS, lambda t: _assignments(t, keep_lines), lowered=True, with_next=True)
