@@ -193,3 +193,57 @@ def test_file_size_limit_during_an_incremental_sync(tmp_path: Path) -> None:
     with open_manager(ws, _config(fresh)) as m:
         m.sync()
     assert index_content(db) == index_content(fresh)
+
+
+def test_a_full_disk_while_merging_the_keyword_index_costs_only_the_merge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The merge (store/db.py, compact_keyword_index) runs in a transaction of its own after the
+    sync's: it needs room for a second copy of the keyword index, and running out of it must not
+    fail the sync that was written. Other errors still reach the caller."""
+    import apsw
+
+    from mdrecall.store.db import IndexDB
+
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    _notes(ws, 0, 5)
+    db = tmp_path / "index.sqlite"
+    attempts: list[bool] = []
+
+    def no_room(self: IndexDB, *, built: bool) -> bool:
+        attempts.append(built)
+        self.conn.execute("CREATE TABLE IF NOT EXISTS merge_scratch(x)")  # a write the failure rolls back
+        raise apsw.FullError("database or disk is full")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(IndexDB, "compact_keyword_index", no_room)
+        with open_manager(ws, _config(db)) as m:
+            first = m.sync()
+            _notes(ws, 5, 8)
+            second = m.sync()
+            assert first.files_indexed == 5 and second.files_indexed == 3 and attempts == [True, False]
+            assert [r.path for r in m.search("kestrel fact number 6", min_score=0).results][:1] == ["memory/n6.md"]
+            assert m.search("kestrel fact number 7", min_score=0).stale is False
+    check = IndexDB(db, _store_options())
+    try:
+        assert check.conn.execute("SELECT name FROM sqlite_master WHERE name = 'merge_scratch'").fetchone() is None
+    finally:
+        check.close()
+
+    def broken(self: IndexDB, *, built: bool) -> bool:
+        raise apsw.CorruptError("database disk image is malformed")
+
+    from mdrecall.index.syncing import _compact
+
+    monkeypatch.setattr(IndexDB, "compact_keyword_index", broken)
+    check = IndexDB(db, _store_options())
+    try:
+        with pytest.raises(apsw.CorruptError):  # damage goes on to the manager's recovery
+            _compact(check, built=True)
+    finally:
+        check.close()
+
+
+def _store_options() -> Any:
+    from mdrecall.store.db import StoreOptions
+
+    return StoreOptions()

@@ -21,9 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import apsw
+
 from mdrecall.config import MemoryConfig
 from mdrecall.crashpoints import crash_point
 from mdrecall.embeddings.base import EmbeddingProvider
+from mdrecall.errors import StoreError
 from mdrecall.freshness.snapshot import DIRS_KEY, dirs_record
 from mdrecall.index.changes import Observed
 from mdrecall.index.identity import identity_mismatch
@@ -31,7 +34,7 @@ from mdrecall.index.indexer import Indexer, SyncContext, seed_cache_from
 from mdrecall.sources.base import SourceAdapter
 from mdrecall.store import cleanup_stale_rebuilds, rebuild_path, remove_db_files, swap_in
 from mdrecall.store.db import IndexDB, StoreOptions
-from mdrecall.store.errors import clear_write_errors
+from mdrecall.store.errors import clear_write_errors, write_failure
 from mdrecall.types import ProgressCallback, SyncProgress, SyncReport
 
 #: Where the index records when any process last finished a sync (epoch seconds).
@@ -129,9 +132,9 @@ class IndexSyncer:
                 observed = indexer.observed
                 self._drop_unused_vectors(writer)
                 with writer.conn:
-                    if report.files_indexed or report.files_removed:
-                        writer.compact_keyword_index(built=False)
                     self._finish(writer, report)
+                if report.files_indexed or report.files_removed:
+                    _compact(writer, built=False)
                 crash_point("sync:before-finish")
         finally:
             writer.close()
@@ -174,8 +177,8 @@ class IndexSyncer:
             report = indexer.run(full=True)
             self._drop_unused_vectors(writer)
             with writer.conn:
-                writer.compact_keyword_index(built=True)
                 self._finish(writer, report)
+            _compact(writer, built=True)
         finally:
             self.migration = None
         report.full_rebuild = True
@@ -196,9 +199,9 @@ class IndexSyncer:
             report = indexer.run(full=True)
             self._drop_unused_vectors(built)
             with built.conn:
-                built.compact_keyword_index(built=True)
                 built.write_meta(desired)
                 self._finish(built, report)
+            _compact(built, built=True)
             crash_point("rebuild:built")
             live.close()
             swap_in(built, self.db_path, self.options.busy_timeout_ms)
@@ -208,3 +211,16 @@ class IndexSyncer:
             remove_db_files(temp_path)
         report.full_rebuild = True
         return report, indexer.observed
+
+
+def _compact(db: IndexDB, *, built: bool) -> None:
+    """The keyword index merged into one segment (``IndexDB.compact_keyword_index``), in a transaction
+    of its own after the sync's: the merge needs room for a second copy of the keyword index while it
+    runs, and a full disk must cost only the merge (the index stays as the sync left it), never the
+    sync."""
+    try:
+        with db.conn:
+            db.compact_keyword_index(built=built)
+    except (apsw.Error, OSError, StoreError) as exc:
+        if write_failure(exc, db.path) is None:
+            raise

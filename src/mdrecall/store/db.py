@@ -738,7 +738,7 @@ class IndexDB:
 
     def compact_keyword_index(self, *, built: bool) -> bool:
         """Merge the keyword index into one FTS5 segment (FTS5's ``optimize``) when it is split, after
-        a sync that wrote to it (in the sync's final transaction); True when it did.
+        a sync that wrote to it (in a transaction of its own: index/syncing.py); True when it did.
 
         Each sync's transaction adds a segment, and FTS5's automerge keeps up to three per level:
         14 at 203 chunks. A query looks each term up in every segment and merges their posting
