@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from mdrecall.search import relevance as rel
+from mdrecall.search import restatement
 from mdrecall.search.corpus import IndexCorpus, PorterTokens, index_corpus
 from mdrecall.search.relevance import K1, B, KeywordEvidence, QueryStats, Tokens, query_stats
 from mdrecall.search.restatement import _LINE_PREFIX, _NOISE, _SENTENCE, _SPEAKER, Statement, _question, _read, statement
@@ -167,6 +168,40 @@ def test_statements_from_the_sentence_cache_equal_the_reference(generated: tuple
                 assert statement(line, stats, corpus.tokens) == want  # from the cache
                 found += want is not None
     assert found > 500
+
+
+def reference_replaced_value(older: Statement, newer: Statement, tokens: Callable[[str], list[str]]) -> str | None:
+    for m in restatement._REPLACED.finditer(newer.text):
+        word = m.group(1)
+        stems = tokens(word.lower())
+        if word.lower() not in restatement.ENGLISH_STOP_WORDS and stems and all(s in older.words for s in stems):
+            return word
+    return None
+
+
+def test_replaced_values_from_the_kept_matches_equal_the_reference(generated: tuple[list[str], list[QueryStats], _Corpus],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """The newer statement's "moved from X" words are matched once per sentence and kept: every
+    pair's verdict is the one the per-pair match gave, the first time and from the cache."""
+    texts, all_stats, corpus = generated
+    rng = random.Random(5)
+    lines = [line for text in texts for line in text.split("\n")]
+    lines += [f"- we {rng.choice(['moved', 'switched', 'migrated'])} the {rng.choice(WORDS)} from {rng.choice(WORDS)} to "
+              f"{rng.choice(WORDS)} instead of {rng.choice(WORDS)}; {rng.choice(WORDS)} replaced the {rng.choice(WORDS)}"
+              for _ in range(150)]  # fmt: skip
+    pairs = []
+    for stats in all_stats[:20]:
+        read = [st for line in lines if (st := statement(line, stats, corpus.tokens)) is not None]
+        pairs += [(stats, rng.choice(read), rng.choice(read)) for _ in range(300)] if read else []
+    restatement._REPLACING.clear()
+    verdicts = [(restatement.compare(older, newer, corpus.tokens, stats), restatement._replaced_value(older, newer, corpus.tokens))
+                for stats, older, newer in pairs]  # fmt: skip
+    monkeypatch.setattr(restatement, "_replaced_value", reference_replaced_value)
+    want = [(restatement.compare(older, newer, corpus.tokens, stats), reference_replaced_value(older, newer, corpus.tokens))
+            for stats, older, newer in pairs]  # fmt: skip
+    replaced = sum(w[1] is not None for w in want)
+    assert verdicts == want
+    assert replaced > 50 and sum(v[0][0] == "changed" for v in want) > 20
 
 
 def test_sentence_cache_is_per_tokenizer() -> None:

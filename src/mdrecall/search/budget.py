@@ -168,9 +168,10 @@ def message_lines(rows: Sequence[tuple[int, int, str, list[int] | None]], messag
 
 
 def _best_window(weights: list[float], context: int) -> tuple[int, int] | None:
-    if not weights or max(weights) <= 0:
+    top = max(weights) if weights else 0
+    if top <= 0:
         return None
-    best = max(range(len(weights)), key=lambda i: (weights[i], -i))
+    best = weights.index(top)  # the first line of the best weight
     return max(0, best - context), min(len(weights) - 1, best + context)
 
 

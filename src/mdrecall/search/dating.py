@@ -17,6 +17,7 @@ by modification time and size, the way ``search/budget.py`` reads line lengths.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import threading
@@ -64,6 +65,7 @@ class Stated:
 UNKNOWN = Stated(None, None, "unknown")
 
 
+@functools.lru_cache(maxsize=4096)  # a search dates each hit of its head; the days recur
 def day_interval(day: date, how: How = "note") -> Stated:
     start = datetime.combine(day, time(0), tzinfo=UTC)
     return Stated(start, start + timedelta(days=1) - timedelta(microseconds=1), how)
@@ -177,9 +179,10 @@ def times_for(workspace: Path) -> FileTimes:
 def focus(hit: Hit) -> tuple[int, int]:
     """The lines (transcripts: messages) of the hit's statement: its best-matching line, else all."""
     weights = hit.line_weights
-    if not weights or max(weights) <= 0:
+    top = max(weights) if weights else 0
+    if top <= 0:
         return hit.start_line, hit.end_line
-    best = max(range(len(weights)), key=lambda i: (weights[i], -i))
+    best = weights.index(top)  # the first line of the best weight
     if hit.source == "sessions":
         mapping = hit.line_map or message_map(hit.text, hit.start_line, hit.end_line)
         if mapping is None or len(mapping) != len(weights):

@@ -857,8 +857,9 @@ def _stating(hit: Hit, numbers: list[int], labels: Sequence[str | None], lengths
 
 
 def _stated_by(weights: Sequence[float], speakers: Sequence[str | None], asked: Asked) -> str | None:
-    if weights and max(weights) > 0 and len(weights) == len(speakers):
-        best = max(range(len(weights)), key=lambda i: (weights[i], -i))
+    top = max(weights) if weights else 0
+    if top > 0 and len(weights) == len(speakers):
+        best = weights.index(top)  # the first line of the best weight
         label = speakers[best]
     else:
         label = next((s for s in speakers if s is not None), None)

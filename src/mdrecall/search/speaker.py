@@ -227,8 +227,9 @@ def other_speaker(weights: Sequence[float], speakers: Sequence[str | None], want
     words, Caroline's line to a question about Melanie. Such a hit is less likely to hold the answer (search/relevance.py ``SPEAKER_OFFSET``)."""
     if not wanted or not speakers or len(speakers) != len(weights):
         return False
-    if weights and max(weights) > 0:
-        best = max(range(len(weights)), key=lambda i: (weights[i], -i))
+    top = max(weights) if weights else 0
+    if top > 0:
+        best = weights.index(top)  # the first line of the best weight
         return speakers[best] is not None and not _is(speakers[best], wanted)
     known = [s for s in speakers if s is not None]
     return bool(known) and not any(_is(s, wanted) for s in known)

@@ -12,6 +12,7 @@ without following links and checked after opening (regular file, no hard link to
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import re
 import stat
@@ -50,6 +51,7 @@ def rel_path_for(workspace: Path, path: Path | str) -> str:
     return Path(os.path.relpath(path, workspace)).as_posix()
 
 
+@functools.lru_cache(maxsize=8192)  # asked per hit several times a search (dates, decay, supersession)
 def note_date(rel_path: str) -> date | None:
     """The date of a dated daily note (``memory/**/YYYY-MM-DD[-slug].md``); None for evergreen files."""
     if not rel_path.startswith(MEMORY_DIR + "/"):
