@@ -120,3 +120,43 @@ def test_a_profile_from_one_call_equals_the_line_by_line_one(tmp_path: Path) -> 
             assert whole == alone and list(whole.counts) == list(alone.counts) and list(whole.line_masks) == list(alone.line_masks), text
     finally:
         db.close()
+
+
+def test_lookups_without_the_lock_hold_under_threads() -> None:
+    """``get`` takes no lock: 4 threads reading while 2 insert past the bound and 1 clears never
+    see an error or another key's value, and the bound holds."""
+    import threading
+
+    cache: IdleLru[int, int] = IdleLru(64)
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        try:
+            while not stop.is_set():
+                for k in range(200):
+                    found = cache.get(k)
+                    assert found is None or found == k * 3
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    def write(offset: int) -> None:
+        try:
+            for round_ in range(60):
+                for k in range(offset, 200, 2):
+                    cache.put(k, k * 3)
+                if offset == 0 and round_ % 10 == 0:
+                    cache.clear()
+        except BaseException as exc:
+            errors.append(exc)
+
+    readers = [threading.Thread(target=read) for _ in range(4)]
+    writers = [threading.Thread(target=write, args=(i,)) for i in range(2)]
+    for t in readers + writers:
+        t.start()
+    for t in writers:
+        t.join()
+    stop.set()
+    for t in readers:
+        t.join()
+    assert errors == [] and len(cache) <= 64

@@ -29,6 +29,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Literal
 
+from mdrecall.search.lru import IdleLru
+
 Speaker = Literal["user", "assistant"]
 
 #: The question recalls what the assistant said: "you" as the subject of a past act of telling.
@@ -160,16 +162,29 @@ def is_question(line: str, holds: Callable[[str], bool] | None = None) -> bool:
     without such a sentence, whether the line ends with one."""
     if "?" not in line:  # what follows only removes text: no question mark, no question (the common case)
         return False
-    line = session_content(line)
-    named = _NAMED.match(line)
-    if named is not None:
-        line = line[named.end():]  # the speaker's name is not what the line says
-    line = _ANNOTATION.sub("", line)
-    sentences = [part for part in _SENTENCES.split(line.strip()) if part]
+    sentences = _line_sentences(line)
     if not sentences:
         return False
-    matching = [part for part in sentences if holds(part)] if holds is not None else []
-    return all(_QUESTION.search(part) for part in matching) if matching else bool(_QUESTION.search(sentences[-1]))
+    matching = [asks for part, asks in sentences if holds(part)] if holds is not None else []
+    return all(matching) if matching else sentences[-1][1]
+
+
+def _line_sentences(line: str) -> tuple[tuple[str, bool], ...]:
+    """The sentences of what ``line`` says, each with whether it ends as a question: a function of the
+    line alone, kept (``_SENTENCES_OF``) for the lines that come back search after search."""
+    found = _SENTENCES_OF.get(line)
+    if found is None:
+        said = session_content(line)
+        named = _NAMED.match(said)
+        if named is not None:
+            said = said[named.end():]  # the speaker's name is not what the line says
+        said = _ANNOTATION.sub("", said)
+        found = tuple((part, _QUESTION.search(part) is not None) for part in _SENTENCES.split(said.strip()) if part)
+        _SENTENCES_OF.put(line, found)
+    return found
+
+
+_SENTENCES_OF: IdleLru[str, tuple[tuple[str, bool], ...]] = IdleLru(4096)
 
 
 def line_speakers(text: str, source: str, line_map: Sequence[int] | None) -> list[Speaker | None]:
