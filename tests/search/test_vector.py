@@ -149,3 +149,51 @@ def test_a_change_rereads_only_new_and_changed_vectors(tmp_path: Path) -> None:
         assert cache.last_reread == 201
     finally:
         db.close()
+
+
+def test_rows_kept_between_searches_give_what_the_query_reads(tmp_path: Path) -> None:
+    """The vector side's candidates come from rows kept per version of the chunks: the same
+    candidates, texts, scores and order as reading them each time (``_hydrate``), including after a
+    file is rewritten (new text under the same path) or removed, and with equal scores (ties keep
+    the query's rowid order)."""
+    from mdrecall.search import vector
+    from mdrecall.search.scope import as_scope
+
+    rng = np.random.default_rng(9)
+    db = IndexDB(tmp_path / "i.sqlite", StoreOptions(vector_enabled=False))
+    try:
+        vectors = _fill(db, 60, 8, rng)
+        twin = vectors[7]
+        for i in (50, 51):  # two chunks with the same vector as f7: their scores tie
+            db.replace_file(FileRow(f"memory/t{i}.md", "memory", f"t{i}", 1, 1),
+                            [ChunkRow(f"t{i}", f"memory/t{i}.md", "memory", 1, 1, f"t{i}", f"twin {i}", vector_to_blob(twin), f"twin {i}")],
+                            "m")  # fmt: skip
+        kept = InProcessVectors()
+
+        def plain(q: np.ndarray) -> list[tuple[int, str, str, float]]:
+            scores = {c.rowid: c.score for c in kept.search(db, q, 12, None)}
+            read = vector._hydrate(db, list(scores), as_scope(None), lambda rowid: scores[rowid])
+            return [(c.rowid, c.path, c.text, c.score) for c in read]
+
+        queries = [twin, *rng.normal(size=(6, 8)).astype(np.float32)]
+        for _ in range(2):  # read, then kept
+            for q in queries:
+                assert [(c.rowid, c.path, c.text, c.score) for c in kept.search(db, q, 12, None)] == plain(q)
+        assert len(kept._rows) > 12
+        db.replace_file(FileRow("memory/f7.md", "memory", "h7b", 2, 2),
+                        [ChunkRow("id7b", "memory/f7.md", "memory", 1, 1, "h7b", "text 7 rewritten", vector_to_blob(twin), "text 7 rewritten")],
+                        "m")  # fmt: skip
+        assert "text 7 rewritten" in [c.text for c in kept.search(db, twin, 12, None)]  # now kept
+        db.remove_file("memory/t50.md")
+        last = db.conn.execute("SELECT MAX(rowid) FROM chunks").fetchone()[0]
+        db.remove_file("memory/f7.md")  # the newest row: SQLite gives its rowid to the next one
+        db.replace_file(FileRow("memory/n.md", "memory", "n", 1, 1),
+                        [ChunkRow("n", "memory/n.md", "memory", 1, 1, "n", "a new note", vector_to_blob(twin), "a new note")],
+                        "m")  # fmt: skip
+        assert db.conn.execute("SELECT rowid FROM chunks WHERE path = 'memory/n.md'").fetchone()[0] == last
+        top = [c.text for c in kept.search(db, twin, 12, None)]
+        assert "a new note" in top and "twin 50" not in top and "text 7 rewritten" not in top
+        for q in queries:
+            assert [(c.rowid, c.path, c.text, c.score) for c in kept.search(db, q, 12, None)] == plain(q)
+    finally:
+        db.close()

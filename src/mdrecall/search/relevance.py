@@ -299,10 +299,19 @@ def evidence(stats: QueryStats, text: str, ref_length: float, tokenizer: Tokens)
 
 def holds_terms(stats: QueryStats, text: str, tokenizer: Tokens) -> bool:
     """Whether ``text`` holds any of the query's terms (as :func:`evidence` matches them)."""
+    # Plain loops and set methods: asked per sentence of the candidates' questions, and the
+    # generators cost more than the tokenising (7.6 -> 3.7 µs a call).
     present = set(tokenizer.tokens(text))
-    flat = text.replace(" ", "") if any(stats.cjk) else ""
-    return any(form[0] in flat if is_cjk else all(s in present for s in form)
-               for form, is_cjk in zip(stats.forms, stats.cjk, strict=True))  # fmt: skip
+    flat: str | None = None
+    for form, is_cjk in zip(stats.forms, stats.cjk, strict=True):
+        if is_cjk:
+            if flat is None:
+                flat = text.replace(" ", "")
+            if form[0] in flat:
+                return True
+        elif present.issuperset(form):
+            return True
+    return False
 
 
 class FallbackTokens:

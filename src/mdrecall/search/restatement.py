@@ -115,13 +115,18 @@ def statement(text: str, stats: QueryStats, tokens: Callable[[str], list[str]]) 
     asked, plain = _asked_stems(stats)
     # A chat line's speaker is part of what it states ("Caroline: I have 2 dogs" says Caroline has
     # them), so a question naming them ("how many dogs does Caroline have?") finds its name there.
-    speaker = frozenset(tokens(parsed.speaker)) if parsed.speaker else frozenset()
+    speaker = parsed.speaker_stems
+    if speaker is None:
+        speaker = parsed.speaker_stems = frozenset(tokens(parsed.speaker)) if parsed.speaker else frozenset()
+    idf = stats.idf
     for sentence in parsed.sentences:
         if sentence.stems.isdisjoint(asked):
             continue  # holds none of the query's terms: weight 0, never the best
         stems = sentence.stems | speaker if speaker else sentence.stems
-        terms = frozenset(i for i, form in plain if form <= stems)
-        weight = sum(stats.idf[i] for i in terms)
+        terms = frozenset([i for i, form in plain if form <= stems])
+        weight = 0.0
+        for i in terms:  # the set's order: the same float sum as before
+            weight += idf[i]
         if weight > best_weight:
             best, best_terms, best_weight = sentence, terms, weight
     if best is None:
@@ -163,6 +168,8 @@ class _Sentence:
 class _Parsed:
     speaker: str | None
     sentences: list[_Sentence]
+    #: The speaker's stems, once asked for (None: not yet).
+    speaker_stems: frozenset[str] | None = None
 
 
 #: Texts whose sentences are kept per tokenizer (least recently used dropped first, and none unused

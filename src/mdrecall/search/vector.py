@@ -20,6 +20,14 @@ if TYPE_CHECKING:
 SCAN_BLOCK = 4096
 
 
+#: Chunk rows kept for the vector side's candidates (the first read dropped first): a search
+#: reads up to its candidate limit of them.
+KNOWN_ROWS = 4096
+
+#: (rowid, path, source, start line, end line, text), as ``_COLUMNS`` reads them.
+_Row = tuple[int, str, str, int, int, str]
+
+
 def stored_vector_search(db: IndexDB, query_vec: np.ndarray, limit: int, scope: ScopeLike) -> list[Candidate]:
     """KNN straight from the database, for indexes whose vectors exceed the memory budget: one pass
     over the stored vectors, the scope filter applied inside the scan. sqlite-vec's
@@ -113,6 +121,9 @@ class InProcessVectors:
         self._paths: list[str] = []
         self._matrix: Any = None
         self._index: dict[int, tuple[int, object]] = {}  # chunk rowid -> (matrix row, vector key)
+        #: Chunk rows the searches of one version of the chunks read (``_hydrate_known``).
+        self._rows: dict[int, _Row] = {}
+        self._rows_version: tuple[int, str | None, int] | None = None
         self._epoch: tuple[int, object, VectorLayout] | None = None  # (connection, providerKey, layout)
         self._counted: tuple[tuple[int, str | None, int], int] | None = None  # (version, chunks) for fits()
         self.loads = 0  # how many times the database was consulted after a change
@@ -236,4 +247,36 @@ class InProcessVectors:
                 top, best = top[finite], best[finite]
             # one conversion per array, not per element: the same ints and floats, in the same order
             scores = dict(zip(self._rowids[top].tolist(), best.tolist()))
-        return _hydrate(db, list(scores), where, lambda rowid: scores[rowid])
+            if where.restricted:  # (the mask filtered the rows; the query's clause says so again)
+                known: dict[int, _Row] | None = None
+            else:
+                if self._rows_version != self._version:
+                    self._rows, self._rows_version = {}, self._version
+                known = self._rows
+        if known is None:
+            return _hydrate(db, list(scores), where, lambda rowid: scores[rowid])
+        return self._hydrate_known(db, scores, known)
+
+    def _hydrate_known(self, db: IndexDB, scores: dict[int, float], known: dict[int, _Row]) -> list[Candidate]:
+        """``_hydrate`` of an unrestricted search from the rows read for earlier searches of this
+        version of the chunks (the same rows come back search after search; reading 60 of them was
+        ~0.4 ms of a 200-chunk search), in the order the query returns them (by rowid, then by score)."""
+        missing = [rowid for rowid in scores if rowid not in known]
+        if missing:
+            found = rows(db.conn, f"SELECT {_COLUMNS} FROM chunks c WHERE c.rowid IN ({','.join('?' * len(missing))})", missing)
+            with self._lock:
+                if known is self._rows:  # not a newer version's meanwhile
+                    for row in found:
+                        if len(known) >= KNOWN_ROWS:
+                            del known[next(iter(known))]  # the oldest read first
+                        known[row[0]] = row
+            read = {row[0]: row for row in found}
+        else:
+            read = {}
+        out = []
+        for rowid in sorted(scores):
+            stored = read.get(rowid) or known.get(rowid)
+            if stored is not None:  # gone since the matrix was loaded: as the query would, left out
+                out.append(Candidate(stored[0], stored[1], stored[2], stored[3], stored[4], stored[5], scores[rowid]))
+        out.sort(key=lambda c: c.score, reverse=True)
+        return out
