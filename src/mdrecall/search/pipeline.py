@@ -775,7 +775,8 @@ def _speaker(hit: Hit, asking: _Asking, files: CandidateFiles | None) -> bool:
     asked = asking.asked
     if asking.named and hit.evidence is not None and len(hit.evidence.line_terms) == len(hit.line_weights):
         idf, named = asking.idf, asking.named
-        hit.line_weights = [sum(idf[i] for i in terms if i not in named) for terms in hit.evidence.line_terms]
+        # most lines hold no query term: their 0 without a generator (the same int 0 sum() gives)
+        hit.line_weights = [sum(idf[i] for i in terms if i not in named) if terms else 0 for terms in hit.evidence.line_terms]
     if hit.source == "sessions" and hit.line_map is None:
         hit.line_map = message_map(hit.text, hit.start_line, hit.end_line)
     numbers = _line_numbers(hit)

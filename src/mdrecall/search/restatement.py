@@ -186,10 +186,12 @@ def _sentences(text: str, tokens: Callable[[str], list[str]]) -> _Parsed:
     owner = getattr(tokens, "__self__", tokens)
     cache: IdleLru[str, _Parsed] | None
     try:
-        with _PARSED_LOCK:
-            cache = _PARSED.get(owner)
-            if cache is None:
-                cache = _PARSED[owner] = IdleLru(PARSED_TEXTS)
+        cache = _PARSED.get(owner)  # a read needs no lock (asked per statement); adding one does
+        if cache is None:
+            with _PARSED_LOCK:
+                cache = _PARSED.get(owner)
+                if cache is None:
+                    cache = _PARSED[owner] = IdleLru(PARSED_TEXTS)
     except TypeError:  # a tokenizer that cannot be weakly referenced or hashed: nothing kept
         cache = None
     found = cache.get(text) if cache is not None else None
