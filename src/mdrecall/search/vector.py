@@ -90,12 +90,17 @@ def _matrix(blobs: list[bytes], dims: int, layout: VectorLayout) -> np.ndarray:
     return raw.reshape(len(blobs), dims).astype(np.float32)
 
 
-def _hydrate(db: IndexDB, rowids: list[int], scope: Scope, score_of: Callable[[int], float]) -> list[Candidate]:
+def _chunk_rows(db: IndexDB, rowids: list[int], scope: Scope) -> list[_Row]:
+    """The chunks' rows the scope allows, by rowid (the order SQLite returns an IN list in)."""
     if not rowids:
         return []
     clause, args = scope.sql()
     marks = ",".join("?" * len(rowids))
-    found = rows(db.conn, f"SELECT {_COLUMNS} FROM chunks c WHERE c.rowid IN ({marks}){clause}", (*rowids, *args))
+    return rows(db.conn, f"SELECT {_COLUMNS} FROM chunks c WHERE c.rowid IN ({marks}){clause}", (*rowids, *args))
+
+
+def _hydrate(db: IndexDB, rowids: list[int], scope: Scope, score_of: Callable[[int], float]) -> list[Candidate]:
+    found = _chunk_rows(db, rowids, scope)
     out = [Candidate(r[0], r[1], r[2], r[3], r[4], r[5], score_of(r[0])) for r in found]
     out.sort(key=lambda c: c.score, reverse=True)
     return out
@@ -263,7 +268,7 @@ class InProcessVectors:
         ~0.4 ms of a 200-chunk search), in the order the query returns them (by rowid, then by score)."""
         missing = [rowid for rowid in scores if rowid not in known]
         if missing:
-            found = rows(db.conn, f"SELECT {_COLUMNS} FROM chunks c WHERE c.rowid IN ({','.join('?' * len(missing))})", missing)
+            found = _chunk_rows(db, missing, as_scope(None))
             with self._lock:
                 if known is self._rows:  # not a newer version's meanwhile
                     for row in found:
