@@ -271,6 +271,53 @@ def test_damage_the_open_probe_misses_is_found_by_the_background_check(
     assert list(tmp_path.glob("index.sqlite.corrupt-*"))
 
 
+def test_a_recovery_is_announced_only_after_the_monitor_knows(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict], tmp_path: Path
+) -> None:
+    """Whoever sees ``recovered`` (status, a test, a health page) and then searches must get a sync,
+    not the fresh empty index taken as up to date: the monitor hears of the rebuild first."""
+    ws = make_ws(NOTES)
+    with open_manager(ws, cfg()) as m:
+        m.sync()
+        seen: list[str | None] = []
+        invalidate = m.monitor.invalidate
+
+        def spy() -> None:
+            seen.append(m.index.recovered)
+            invalidate()
+
+        m.index._on_recovered = spy
+        _tear_pages(tmp_path / "index.sqlite")
+        m.index.recover_in_use(apsw.CorruptError("database disk image is malformed"), lock_held=False)
+        assert seen and seen[0] is None and m.index.recovered
+        assert _paths(m.search("which database do we use?"))[0] == "MEMORY.md"
+
+
+def test_a_search_that_straddles_a_recovery_says_so(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict], tmp_path: Path
+) -> None:
+    """The index is replaced between a search's freshness check and its read (the background check
+    recovering): the answer is marked stale with a warning instead of passing an empty index off as fresh."""
+    ws = make_ws(NOTES)
+    with open_manager(ws, cfg()) as m:
+        m.sync()
+        before_search = m.monitor.before_search
+
+        def then_damage(session_key: str | None) -> tuple[bool, list[str]]:
+            answer = before_search(session_key)
+            _tear_pages(tmp_path / "index.sqlite")
+            m.index.recover_in_use(apsw.CorruptError("database disk image is malformed"), lock_held=False)
+            return answer
+
+        m.monitor.before_search = then_damage  # type: ignore[method-assign]
+        resp = m.search("which database do we use?")
+        assert resp.stale and resp.freshness.stale
+        assert any("rebuilt from the files during this search" in w for w in resp.warnings)
+        m.monitor.before_search = before_search  # type: ignore[method-assign]
+        again = m.search("which database do we use?")
+        assert not again.stale and _paths(again)[0] == "MEMORY.md"
+
+
 def test_index_damaged_while_in_use_is_rebuilt(make_ws: Callable[..., Path], cfg: Callable[..., dict], tmp_path: Path) -> None:
     """A long-lived manager whose index file gets damaged under it (a bad disk, an overwrite) rebuilds
     it from the files on the next search instead of failing every search from then on."""

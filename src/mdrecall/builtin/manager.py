@@ -284,6 +284,7 @@ class BuiltinMemoryManager(ManagerBase):
         started = (QueryEmbedding(provider.embed_query, text)
                    if provider is not None and text and vector_skip_reason(self.config, text, provider.languages) is None
                    else None)  # fmt: skip
+        replacements = self.index.replacements
         stale, notes = self.monitor.before_search(session_key)
         recovery = self.index.take_recovery_note()
         if recovery:
@@ -325,6 +326,11 @@ class BuiltinMemoryManager(ManagerBase):
             times=times_for(self.workspace),
         )
         with self.index.reading() as db:
+            if self.index.replacements != replacements:
+                # Recovered from damage between the freshness check and this read: the fresh index
+                # holds only what a sync has put back so far.
+                response.stale = stale = True
+                response.warnings.append("the index was rebuilt from the files during this search; results may be incomplete")
             if "sessions" in wanted and scope.transcripts_prefix == "" and db.has_source("sessions"):
                 response.warnings.append(
                     "session transcripts are indexed but hidden from a search without a session key "
@@ -352,6 +358,8 @@ class BuiltinMemoryManager(ManagerBase):
                                  started=started)  # fmt: skip
             unindexed, deleted = self.monitor.unindexed() if stale and "memory" in wanted else ([], [])
             indexed = {path: row.hash for path, row in db.files().items()} if unindexed else {}
+        if stale and not response.freshness.stale:  # the rebuild above, once the index is free again
+            response.freshness = self.monitor.freshness(True)
         response.results = outcome.results
         response.mode = outcome.mode
         response.degraded = outcome.degraded

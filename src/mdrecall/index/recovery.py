@@ -101,6 +101,9 @@ class IndexHandle:
         self.integrity = "pending"
         #: What the last recovery did, for status and the next search's warnings.
         self.recovered: str | None = None
+        #: Counts the index files replaced while in use: a search that read a different one than it
+        #: checked for freshness says its answer may be incomplete.
+        self.replacements = 0
         self._recovery_reported = False
         self._verify_conn: apsw.Connection | None = None
         self._verify_thread: threading.Thread | None = None
@@ -170,12 +173,19 @@ class IndexHandle:
                 src = Path(str(self.db_path) + suffix)
                 if src.exists():
                     os.replace(src, Path(str(aside) + suffix))
+            fresh = IndexDB(self.db_path, self.options)
+            if cause is not None:
+                self.replacements += 1
+                if self._on_recovered is not None:
+                    # Before status or a search can see the note below: whoever waits for it must find
+                    # the monitor already comparing everything again, never an empty index taken as fresh.
+                    self._on_recovered()
             self.recovered = (
                 f"index at {self.db_path} was unreadable ({again or reason}); moved to {aside} and rebuilt from the files"
             )
             self._recovery_reported = False
             log.warning("mdrecall: %s", self.recovered)
-            return IndexDB(self.db_path, self.options)
+            return fresh
         finally:
             if got and not lock_held:
                 self._lock.release()
@@ -192,11 +202,11 @@ class IndexHandle:
             with self._mutex:
                 self._db.close()
                 self._db = self._open(cause=f"{type(exc).__name__}: {exc}", lock_held=True)
+                if self._on_recovered is not None:
+                    self._on_recovered()  # also where another process replaced the file while we waited
         finally:
             if not lock_held:
                 self._lock.release()
-        if self._on_recovered is not None:
-            self._on_recovered()
 
     # -- the background full check ----------------------------------------------------------------
     def start_verify(self) -> None:
