@@ -18,6 +18,7 @@ import pytest
 
 from indexcheck import wait_for
 from mdrecall import open_manager
+from mdrecall.freshness.snapshot import DIRS_KEY
 from unprivileged import run_where_permissions_apply
 
 NOTES = {
@@ -358,14 +359,7 @@ def test_default_config_watches_and_searches_skip_the_file_check(make_ws: Callab
         # Trusted once a check after the watcher attached found the files as synced (the notes were
         # written just now: on a loaded machine the attach can come after that first sync).
         assert wait_for(lambda: bool(m.search("amber").results) and m.monitor._watcher_trusted())
-        syncs = []
-        real_sync = m.sync
-
-        def counting_sync(*args: Any, **kwargs: Any) -> Any:
-            syncs.append(threading.current_thread().name)
-            return real_sync(*args, **kwargs)
-
-        m.sync = counting_sync  # type: ignore[method-assign]
+        syncs = _counting_syncs(m)
         for _ in range(30):
             assert not m.search("quarterly roadmap").stale
             time.sleep(0.02)  # 0.6 s in all: twelve reconcile intervals
@@ -407,15 +401,43 @@ def _settle(root: Path) -> None:
 
 
 def _counting_syncs(m: Any) -> list[str]:
+    """The thread of every sync ``m`` runs from now on: full, or from a snapshot (``sync_since``)."""
     syncs: list[str] = []
-    real = m.sync
+    for name in ("sync", "sync_since"):
+        real = getattr(m, name)
 
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        syncs.append(threading.current_thread().name)
-        return real(*args, **kwargs)
+        def counting(*args: Any, _real: Any = real, **kwargs: Any) -> Any:
+            syncs.append(threading.current_thread().name)
+            return _real(*args, **kwargs)
 
-    m.sync = counting
+        setattr(m, name, counting)
     return syncs
+
+
+def _index_rows(m: Any) -> tuple[Any, ...]:
+    """What the index holds of the files: their rows, their chunks, the directories its record names."""
+    with m.index.reading() as db:
+        files = sorted((r.path, r.source, r.hash, r.mtime, r.size) for r in db.files().values())
+        chunks = db.conn.execute("SELECT path, start_line, end_line, hash, text FROM chunks ORDER BY path, start_line").fetchall()
+        skipped = sorted(db.skipped().items())
+        record = json.loads(db.get_kv(DIRS_KEY) or "{}")
+    return files, chunks, skipped, record
+
+
+def _counting_walks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every full listing of the files a sync makes from now on (``Indexer.discover``), by its count."""
+    from mdrecall.index.indexer import Indexer
+
+    walks: list[int] = []
+    real = Indexer.discover
+
+    def counting(self: Indexer) -> Any:
+        found = real(self)
+        walks.append(len(found))
+        return found
+
+    monkeypatch.setattr(Indexer, "discover", counting)
+    return walks
 
 
 def test_a_new_process_trusts_its_index_when_nothing_moved(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
@@ -432,7 +454,11 @@ def test_a_new_process_trusts_its_index_when_nothing_moved(make_ws: Callable[...
 
 
 @pytest.mark.parametrize("change", ["append", "same-size edit", "new file", "new directory", "delete", "rename"])
-def test_a_new_process_still_catches_every_change(make_ws: Callable[..., Path], cfg: Callable[..., dict], change: str) -> None:
+def test_a_new_process_still_catches_every_change(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict], change: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stored snapshot says what moved, and the first sync looks at that alone (index/scope.py):
+    no listing of every file, the same index as a full sync's."""
     ws = make_ws(NOTES)
     _settle(ws)
     with open_manager(ws, cfg()) as first:
@@ -459,11 +485,17 @@ def test_a_new_process_still_catches_every_change(make_ws: Callable[..., Path], 
     else:
         target.rename(ws / "memory/projects/atlas-v2.md")
         expect = ("Atlas ships", ["memory/projects/atlas-v2.md"])
+    time.sleep(0.1)  # past the racy window: both syncs below store their record of the directories
+    walks = _counting_walks(monkeypatch)
     with open_manager(ws, cfg()) as second:
         syncs = _counting_syncs(second)
         resp = second.search(expect[0], min_score=0)
         assert _paths(resp) == expect[1] and not resp.stale
-        assert syncs == ["MainThread"]  # the stored snapshot did not hold: one full sync
+        assert syncs == ["MainThread"]  # the stored snapshot did not hold: one sync
+        assert walks == []  # of what moved only
+        scoped = _index_rows(second)
+        second.sync()  # a full one: nothing left to do, the same rows
+        assert walks and _index_rows(second) == scoped and second.last_report.files_indexed == 0
 
 
 def readable_again_in_a_new_process(ws: str, db: str) -> None:

@@ -36,7 +36,7 @@ from mdrecall.freshness.monitor import (
     Comparison,
     FreshnessMonitor,
 )
-from mdrecall.freshness.snapshot import DIRS_KEY, Snapshot, scan_dirs, stored_snapshot
+from mdrecall.freshness.snapshot import DIRS_KEY, Delta, Snapshot, scan_dirs, stored_snapshot
 from mdrecall.freshness.watcher import MemoryWatcher
 from mdrecall.index.changes import UNREADABLE, Observed, pending_changes
 from mdrecall.index.identity import EMBEDDING_KEYS, identity_mismatch
@@ -145,6 +145,22 @@ class BuiltinMemoryManager(ManagerBase):
         or gives up after ``lock_timeout`` seconds and returns an empty report whose
         ``rebuild_reason`` is ``BUSY_OTHER_THREAD`` / ``BUSY_OTHER_PROCESS``. ``defer_sessions`` lets
         growing transcripts wait for their delta thresholds (automatic syncs)."""
+        return self._sync(force, progress, lock_timeout, defer_sessions, None)
+
+    def sync_since(self, base: Snapshot, delta: Delta | None = None, *, lock_timeout: float | None, defer_sessions: bool) -> SyncReport:
+        """An automatic sync that looks only at what moved since ``base``, a snapshot of the files
+        taken when the index last matched them (``delta``: what moved, when the caller already
+        looked), where it can (index/scope.py); else a full one."""
+        return self._sync(False, None, lock_timeout, defer_sessions, (base, delta))
+
+    def _sync(
+        self,
+        force: bool,
+        progress: ProgressCallback | None,
+        lock_timeout: float | None,
+        defer_sessions: bool,
+        base: tuple[Snapshot, Delta | None] | None,
+    ) -> SyncReport:
         if self.config.store.readOnly:
             return SyncReport(rebuild_reason=READ_ONLY)
         deadline = None if lock_timeout is None else time.monotonic() + max(0.0, lock_timeout)
@@ -156,7 +172,7 @@ class BuiltinMemoryManager(ManagerBase):
                 return SyncReport(rebuild_reason=BUSY_OTHER_PROCESS)
             try:
                 crash_point("sync:locked")
-                return self._sync_locked(force, progress, defer_sessions)
+                return self._sync_locked(force, progress, defer_sessions, base)
             except Exception as exc:
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 raise
@@ -168,14 +184,15 @@ class BuiltinMemoryManager(ManagerBase):
     def run_sync(self, *, lock_timeout: float | None, defer_sessions: bool) -> SyncReport:
         return self.sync(lock_timeout=lock_timeout, defer_sessions=defer_sessions)
 
-    def _sync_locked(self, force: bool, progress: ProgressCallback | None, defer_sessions: bool) -> SyncReport:
+    def _sync_locked(
+        self, force: bool, progress: ProgressCallback | None, defer_sessions: bool, base: tuple[Snapshot, Delta | None] | None
+    ) -> SyncReport:
         generation = self.monitor.generation
 
         started = time.monotonic()
 
-        def attempt() -> tuple[SyncRun, tuple[dict[str, int], bool]]:
+        def attempt() -> SyncRun:
             self.providers.resolve_dims()
-            dirs = scan_dirs(self.workspace, self.config)  # before the files are listed
             return self._syncer.run(
                 self.providers.provider,
                 self.providers.key,
@@ -183,16 +200,16 @@ class BuiltinMemoryManager(ManagerBase):
                 force=force,
                 progress=progress,
                 defer_sessions=defer_sessions,
-                dirs=dirs,
-            ), dirs
+                base=base,
+            )
 
         try:
-            run, dirs = self.index.recovering(attempt, lock_held=True)
+            run = self.index.recovering(attempt, lock_held=True)
         except EmbeddingError as exc:
             if not self.providers.switch_to_fallback(exc):
                 raise
-            run, dirs = self.index.recovering(attempt, lock_held=True)  # new provider identity: a full rebuild
-        self.monitor.synced(run, dirs, generation, self._indexed_count(), started)
+            run = self.index.recovering(attempt, lock_held=True)  # new provider identity: a full rebuild
+        self.monitor.synced(run, run.dirs, generation, self._indexed_count(), started)
         self._refresh_approximate()
         self.last_sync_at = time.time()
         self.last_error = None
@@ -249,7 +266,7 @@ class BuiltinMemoryManager(ManagerBase):
 
     def _indexed_count(self) -> int:
         with self.index.reading() as db:
-            return len(db.files())
+            return db.file_count()
 
     def index_last_sync_at(self) -> float | None:
         """The last sync finished by any process on this index (this process's if newer)."""

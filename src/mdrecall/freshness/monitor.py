@@ -30,7 +30,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from mdrecall.config import MemoryConfig
 from mdrecall.freshness.deltas import SessionDeltaTracker
-from mdrecall.freshness.snapshot import Snapshot, make_snapshot
+from mdrecall.freshness.snapshot import Delta, Snapshot, make_snapshot
 from mdrecall.freshness.watcher import MemoryWatcher
 from mdrecall.index.changes import Observed, PendingChanges
 from mdrecall.index.syncing import SyncRun
@@ -127,6 +127,9 @@ class FreshnessMonitor:
         self._stop = threading.Event()
         #: What the last comparison without a sync found not indexed (None: nothing, or synced since).
         self._pending: PendingChanges | None = None
+        #: A new process: the index's stored snapshot, which found the files moved (the first sync
+        #: starts from it).
+        self._stored_base: tuple[Snapshot, Delta] | None = None
 
     # -- state ------------------------------------------------------------------------------------
     @property
@@ -156,7 +159,7 @@ class FreshnessMonitor:
 
     def invalidate(self) -> None:
         """The index was replaced (recovered from damage): compare everything again."""
-        self._snapshot = None
+        self._snapshot = self._stored_base = None
         self.mark_dirty()
 
     def synced(
@@ -250,8 +253,16 @@ class FreshnessMonitor:
         except Exception as exc:  # a damaged index: the sync that follows deals with it
             log.debug("mdrecall: stored freshness snapshot unusable: %s", exc)
             return False
-        if snapshot is None or not self._verify(snapshot):
+        if snapshot is None:
             return False
+        started = time.monotonic()
+        delta = snapshot.delta()  # what moved, not only whether: the first sync starts from it
+        if delta is None:
+            return False
+        if delta.moved:
+            self._stored_base = (snapshot, delta)
+            return False
+        self._verified_at = max(self._verified_at, started)
         self._snapshot = snapshot
         self._checked_at = time.time()
         self._last_check_at = time.monotonic()
@@ -274,7 +285,8 @@ class FreshnessMonitor:
         wait_ms = self.config.sync.searchWaitMs
         try:
             # A new session indexes its transcripts in full; other automatic syncs honour the deltas.
-            report = self.target.run_sync(lock_timeout=wait_ms / 1000.0, defer_sessions=not session_start)
+            report = self._sync(lock_timeout=wait_ms / 1000.0, defer_sessions=not session_start,
+                                base=None if session_start else self._sync_base())  # fmt: skip
         except Exception as exc:  # never let a failing sync break search
             return self._stale_if_pending(f"index could not be refreshed ({type(exc).__name__}: {exc})")
         if report.rebuild_reason == READ_ONLY:
@@ -282,6 +294,34 @@ class FreshnessMonitor:
         if report.rebuild_reason in BUSY:
             return self._stale_if_pending(f"{report.rebuild_reason} (waited {wait_ms} ms)")
         return False, []
+
+    def _sync(self, *, lock_timeout: float | None, defer_sessions: bool, base: tuple[Snapshot, Delta | None] | None) -> SyncReport:
+        """A sync, from ``base`` (a snapshot, and what moved since if known) where there is one and
+        the engine can start from it (index/scope.py)."""
+        sync_since = getattr(self.target, "sync_since", None)  # engines that can (the builtin)
+        if base is not None and sync_since is not None:
+            report: SyncReport = sync_since(*base, lock_timeout=lock_timeout, defer_sessions=defer_sessions)
+            return report
+        return self.target.run_sync(lock_timeout=lock_timeout, defer_sessions=defer_sessions)
+
+    def _sync_base(self) -> tuple[Snapshot, Delta | None] | None:
+        """The snapshot an automatic sync may start from instead of walking every file: the last one
+        taken when the index matched the files. None when a full walk is due (without a trusted
+        watcher, every ``sync.reconcileIntervalMs``), or with transcripts among the sources (their
+        deferred appends are settled by walks)."""
+        stored, self._stored_base = self._stored_base, None
+        if "sessions" in self.config.sources:
+            return None
+        if stored is not None:
+            return stored
+        snapshot = self._snapshot
+        if snapshot is None:
+            return None
+        if self._watcher_trusted():
+            return snapshot, None
+        if time.monotonic() - self._last_check_at >= self.config.sync.reconcileIntervalMs / 1000.0:
+            return None
+        return snapshot, None
 
     def _stale_if_pending(self, reason: str) -> tuple[bool, list[str]]:
         """Compare the files with the index (no lock) and judge whether the answer is stale."""
@@ -371,7 +411,7 @@ class FreshnessMonitor:
         # events arriving during a sync are batched into the next one.
         self.mark_dirty()
         started = time.monotonic()
-        report = self.target.run_sync(lock_timeout=None, defer_sessions=False)
+        report = self._sync(lock_timeout=None, defer_sessions=False, base=self._sync_base())
         if "sessions" in self.config.sources:
             # The sync reconciled every transcript, including appends below the thresholds.
             self._tracker.prime(p for _, p in list_transcripts(self.target.workspace, self.config.sessions.dir))

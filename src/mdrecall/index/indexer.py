@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mdrecall.config import MemoryConfig
 from mdrecall.crashpoints import crash_point
@@ -48,6 +49,9 @@ from mdrecall.store.db import ChunkRow, FileRow, IndexDB, SkipRecord, VectorSpac
 from mdrecall.store.protocol import IndexStore
 from mdrecall.text import fts_index_text
 from mdrecall.types import ProgressCallback, SyncProgress, SyncReport
+
+if TYPE_CHECKING:
+    from mdrecall.index.scope import SyncScope
 
 #: Texts embedded per call; large calls keep the model at its raw throughput.
 EMBED_GROUP = 512
@@ -226,14 +230,21 @@ class Indexer:
         return chunks, line_map
 
     # -- main ------------------------------------------------------------------------------------
-    def run(self, full: bool = False) -> SyncReport:
+    def run(self, full: bool = False, scope: SyncScope | None = None) -> SyncReport:
+        """Sync every file, or with ``scope`` (index/scope.py) only the files that moved since a
+        trusted snapshot: the same examination, writes and removals for those."""
         started = time.monotonic()
         report = SyncReport(full_rebuild=full)
-        self._emit(0, 0, "Scanning memory files…")
-        discovered = self._discovered = self.discover()
+        if scope is None:
+            self._emit(0, 0, "Scanning memory files…")
+            discovered = self._discovered = self.discover()
+            existing = self.db.files()
+            skipped = self.db.skipped()
+        else:
+            discovered = self._discovered = scope.files
+            existing, skipped = scope.existing, scope.skipped
+            self.observed.update(scope.observed)
         report.files_scanned = len(discovered)
-        existing = self.db.files()
-        skipped = self.db.skipped()
         seen = {file.rel_path for file in discovered}
         racy: list[tuple[MemoryFile, int]] = []
         pending: list[PendingFile] = []
@@ -241,18 +252,19 @@ class Indexer:
             item = self._examine(file, existing, skipped, full, report, racy, verify=False)
             if item is not None:
                 pending.append(item)
+        if scope is not None:  # the files left alone are unchanged on disk, as the snapshot saw them
+            report.files_scanned = len(self.observed)
+            report.files_unchanged += len(self.observed.keys() - {file.abspath for file in discovered})
 
         self._embed_and_write(pending, report)
         crash_point("index:before-removals")
 
-        for path in existing:
-            if path not in seen:
-                self.db.remove_file(path)
+        gone = [path for path in [*existing, *skipped] if path not in seen] if scope is None else scope.removed
+        for path in gone:
+            self.db.remove_file(path)
+            if path in existing:
                 report.files_removed += 1
                 crash_point("index:file-removed")
-        for path in skipped:
-            if path not in seen:
-                self.db.remove_file(path)
         self._settle_racy(racy, report)
         if self.config.cache.enabled:
             self.db.cache_prune(self.config.cache.maxEntries)

@@ -27,10 +27,11 @@ from mdrecall.config import MemoryConfig
 from mdrecall.crashpoints import crash_point
 from mdrecall.embeddings.base import EmbeddingProvider
 from mdrecall.errors import StoreError
-from mdrecall.freshness.snapshot import DIRS_KEY, dirs_record
+from mdrecall.freshness.snapshot import DIRS_KEY, Delta, Snapshot, dirs_record, scan_dirs
 from mdrecall.index.changes import Observed
 from mdrecall.index.identity import identity_mismatch
 from mdrecall.index.indexer import Indexer, SyncContext, seed_cache_from
+from mdrecall.index.scope import plan_scope
 from mdrecall.sources.base import SourceAdapter
 from mdrecall.store import cleanup_stale_rebuilds, rebuild_path, remove_db_files, swap_in
 from mdrecall.store.db import IndexDB, StoreOptions
@@ -49,6 +50,8 @@ class SyncRun:
 
     report: SyncReport
     observed: Mapping[str, Observed] = field(default_factory=dict)
+    #: the directories' mtimes, read before their files were listed, and whether one was racy
+    dirs: tuple[dict[str, int], bool] = field(default_factory=lambda: ({}, True))
 
 
 class IndexSyncer:
@@ -80,15 +83,18 @@ class IndexSyncer:
         force: bool,
         progress: ProgressCallback | None,
         defer_sessions: bool,
-        dirs: tuple[dict[str, int], bool] | None = None,
+        base: tuple[Snapshot, Delta | None] | None = None,
     ) -> SyncRun:
-        """Sync now; the caller holds the writer lock. ``dirs``: :func:`scan_dirs` taken before the
-        files were listed, stored for the next process's freshness check when the sync completes. A
-        full disk (or another write failure that is not damage) raises one clear StoreError; the
-        old index keeps answering."""
-        self._dirs = dirs
+        """Sync now; the caller holds the writer lock. ``base``: a snapshot of the files taken when
+        the index last matched them (and what moved since, if known); an incremental sync then looks
+        only at what moved (index/scope.py) where it can. The directories' mtimes, read before their files are listed,
+        are stored for the next process's freshness check when the sync completes. A full disk (or
+        another write failure that is not damage) raises one clear StoreError; the old index keeps
+        answering."""
+        self._dirs = None
         with clear_write_errors(self.db_path):
-            return self._run(provider, provider_key, desired, force=force, progress=progress, defer_sessions=defer_sessions)
+            return self._run(provider, provider_key, desired, force=force, progress=progress, defer_sessions=defer_sessions,
+                             base=base)  # fmt: skip
 
     def _finish(self, db: IndexDB, report: SyncReport) -> None:
         """The last writes of a sync (inside its final transaction): when it finished, for which
@@ -109,6 +115,7 @@ class IndexSyncer:
         force: bool,
         progress: ProgressCallback | None,
         defer_sessions: bool,
+        base: tuple[Snapshot, Delta | None] | None,
     ) -> SyncRun:
         cleanup_stale_rebuilds(self.db_path)
         ctx = SyncContext(provider, provider_key, desired["model"], self.cancel)
@@ -116,7 +123,13 @@ class IndexSyncer:
         try:
             stored = writer.read_meta()
             mismatch = identity_mismatch(stored, desired)
-            if stored is None and not writer.files() and not writer.skipped():
+            first = stored is None and writer.file_count() == 0 and not writer.skipped()
+            scope = None
+            if base is not None and not (first or force or mismatch):
+                scope = plan_scope(self.workspace, self.config, *base, writer, other_sources=bool(self.extra_sources))
+            # Before any file is listed: a file created after the listing then moves a recorded mtime.
+            dirs = self._dirs = (scope.dirs, scope.dirs_racy) if scope is not None else scan_dirs(self.workspace, self.config)
+            if first:
                 report, observed = self._first_index(writer, ctx, desired, progress)
                 report.rebuild_reason = mismatch
             elif force or mismatch:
@@ -128,7 +141,7 @@ class IndexSyncer:
                 indexer = Indexer(
                     self.workspace, self.config, writer, ctx, progress, self.extra_sources, defer_sessions=defer_sessions
                 )
-                report = indexer.run(full=False)
+                report = indexer.run(full=False, scope=scope)
                 observed = indexer.observed
                 self._drop_unused_vectors(writer)
                 with writer.conn:
@@ -138,7 +151,7 @@ class IndexSyncer:
                 crash_point("sync:before-finish")
         finally:
             writer.close()
-        return SyncRun(report, observed)
+        return SyncRun(report, observed, dirs)
 
     def _drop_unused_vectors(self, db: IndexDB) -> None:
         """With ``cache.enabled: false``, no vector outlives the chunks that use it. (This file keeps

@@ -599,6 +599,12 @@ class IndexDB:
             args = (source,)
         return {r[0]: FileRow(*r) for r in self.conn.execute(sql, args)}
 
+    def files_at(self, paths: Sequence[str]) -> tuple[dict[str, FileRow], dict[str, SkipRecord]]:
+        """:meth:`files` and :meth:`skipped` of these paths only (a sync scoped to what moved)."""
+        found = {r[0]: FileRow(*r) for r in self._rows_in("SELECT path, source, hash, mtime, size FROM files WHERE path IN ({})", paths)}
+        sql = "SELECT path, source, reason, mtime, size FROM skipped_files WHERE path IN ({})"
+        return found, {r[0]: SkipRecord(r[1], r[2], r[3], r[4]) for r in self._rows_in(sql, paths)}
+
     def skipped(self) -> dict[str, SkipRecord]:
         return {
             r[0]: SkipRecord(r[1], r[2], r[3], r[4])

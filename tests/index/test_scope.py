@@ -1,0 +1,166 @@
+"""A sync scoped to what moved since a trusted snapshot (index/scope.py): what it looks at, what it
+leaves to the full walk, and that it leaves the index as a full sync would."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mdrecall import open_manager
+from mdrecall.builtin.manager import BuiltinMemoryManager
+from mdrecall.index.indexer import Indexer
+from mdrecall.index.scope import plan_scope
+
+NOTES = {
+    "MEMORY.md": "# Memory\n- The staging database is called amber.\n",
+    "memory/projects/atlas.md": "# Atlas\n- Atlas ships in March.\n",
+    "memory/2026-11-01.md": "# 2026-11-01\n- The quarterly roadmap was agreed.\n",
+}
+
+
+def _settle(root: Path) -> None:
+    """Every file and folder modified a minute ago: nothing is racy for the syncs that follow."""
+    past = time.time() - 60
+    for path in [root, *root.rglob("*")]:
+        os.utime(path, (past, past))
+
+
+def _walks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    walks: list[int] = []
+    real = Indexer.discover
+
+    def counting(self: Indexer) -> Any:
+        found = real(self)
+        walks.append(len(found))
+        return found
+
+    monkeypatch.setattr(Indexer, "discover", counting)
+    return walks
+
+
+def _rows(m: BuiltinMemoryManager) -> tuple[Any, ...]:
+    with m.index.reading() as db:
+        files = sorted((r.path, r.hash, r.mtime, r.size) for r in db.files().values())
+        chunks = db.conn.execute("SELECT path, start_line, end_line, hash FROM chunks ORDER BY path, start_line").fetchall()
+        return files, chunks, sorted(db.skipped())
+
+
+def _plan(m: BuiltinMemoryManager, snapshot: Any, other_sources: bool = False) -> Any:
+    with m.index.reading() as db:
+        return plan_scope(m.workspace, m.config, snapshot, None, db, other_sources=other_sources)
+
+
+def test_searches_of_a_long_lived_process_sync_what_moved(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a watcher, between full walks (``sync.reconcileIntervalMs``), a search that finds the
+    files moved syncs what moved: an edit, a new note, a new folder, a deletion, a rename."""
+    ws = make_ws(NOTES)
+    _settle(ws)
+    with open_manager(ws, cfg(sync={"reconcileIntervalMs": 600_000})) as m:
+        m.sync()
+        walks = _walks(monkeypatch)
+        steps: list[tuple[Callable[[], Any], str, list[str]]] = [
+            (lambda: (ws / "memory/projects/atlas.md").open("a").write("- The launch review is on Tuesday.\n"),
+             "launch review", ["memory/projects/atlas.md"]),
+            (lambda: (ws / "memory/2026-11-03.md").write_text("# 2026-11-03\n- The walrus audit is booked.\n"),
+             "walrus audit", ["memory/2026-11-03.md"]),
+            (lambda: [(ws / "memory/archive/deep").mkdir(parents=True),
+                      (ws / "memory/archive/deep/old.md").write_text("# Old\n- The heliotrope queue was retired.\n")],
+             "heliotrope", ["memory/archive/deep/old.md"]),
+            (lambda: (ws / "memory/2026-11-03.md").unlink(), "walrus audit", []),
+            (lambda: (ws / "memory/projects/atlas.md").rename(ws / "memory/projects/atlas-v2.md"),
+             "launch review", ["memory/projects/atlas-v2.md"]),
+        ]  # fmt: skip
+        for change, query, expected in steps:
+            change()
+            time.sleep(0.1)  # past the racy window: each sync leaves a snapshot the next may start from
+            resp = m.search(query, min_score=0)
+            assert [r.path for r in resp.results] == expected and not resp.stale
+        assert walks == []
+        scoped = _rows(m)
+        m.sync()
+        assert walks and _rows(m) == scoped and m.last_report is not None and m.last_report.files_indexed == 0
+
+
+def test_a_full_walk_still_comes_when_it_is_due(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = make_ws(NOTES)
+    _settle(ws)
+    with open_manager(ws, cfg(sync={"reconcileIntervalMs": 0})) as m:
+        m.sync()
+        walks = _walks(monkeypatch)
+        (ws / "memory/2026-11-03.md").write_text("# 2026-11-03\n- The walrus audit is booked.\n")
+        assert [r.path for r in m.search("walrus audit", min_score=0).results] == ["memory/2026-11-03.md"]
+        assert walks == [4]
+
+
+@pytest.mark.parametrize("case", ["link", "hard link", "extra path", "sessions beside", "incomplete"])
+def test_what_only_the_full_walk_decides(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict], tmp_path: Path, case: str
+) -> None:
+    """Links (discovery's rules for them span every file), files with other names, folders outside
+    memory/, the workspace folder while transcripts may appear in it, an index whose last sync left
+    work undone: no scope, and the search that follows still finds the change (by the full walk)."""
+    ws = make_ws(NOTES)
+    (ws / "notes").mkdir()
+    config = cfg(extraPaths=["notes"]) if case == "extra path" else cfg()
+    _settle(ws)
+    with open_manager(ws, config) as m:
+        m.sync()
+        snapshot = m.stored_snapshot()
+        assert snapshot is not None
+        time.sleep(0.1)
+        (ws / "memory/2026-11-04.md").write_text("# 2026-11-04\n- A plain new note about otters.\n")
+        time.sleep(0.1)
+        assert _plan(m, snapshot) is not None  # the plain case is scoped: the cases below are not
+        expected = "memory/2026-11-04.md"
+        other_sources = False
+        if case == "link":
+            (ws / "memory/link.md").symlink_to(ws / "memory/2026-11-04.md")
+        elif case == "hard link":
+            os.link(ws / "memory/2026-11-04.md", tmp_path / "outside.md")
+        elif case == "extra path":
+            (ws / "notes/otters.md").write_text("# Otters\n- The otter census is on Friday.\n")
+            expected = "notes/otters.md"
+        elif case == "sessions beside":
+            (ws / "TODO.txt").write_text("not a memory file\n")  # the workspace folder moved
+            other_sources = True
+        else:
+            with m.index.reading() as db, db.conn:
+                db.set_kv("freshness_dirs", "")
+        time.sleep(0.1)
+        assert _plan(m, snapshot, other_sources) is None
+        hits = [r.path for r in m.search("otter census" if case == "extra path" else "otters", min_score=0).results]
+        if case == "hard link":
+            assert expected not in hits  # another name outside the memory paths: never indexed
+        else:
+            assert expected in hits
+
+
+def test_a_deleted_folder_and_a_skipped_file(make_ws: Callable[..., Path], cfg: Callable[..., dict], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder removed with its notes, and a file the index skips (not UTF-8) that is later fixed."""
+    ws = make_ws({**NOTES, "memory/old/a.md": "# A\n- The albatross memo.\n", "memory/bad.md": b"\xff\xfe not text"})
+    _settle(ws)
+    with open_manager(ws, cfg(sync={"reconcileIntervalMs": 600_000})) as m:
+        m.sync()
+        assert "memory/bad.md" in _rows(m)[2]
+        walks = _walks(monkeypatch)
+        for name in ("a.md",):
+            (ws / "memory/old" / name).unlink()
+        (ws / "memory/old").rmdir()
+        (ws / "memory/bad.md").write_text("# Fixed\n- The pelican memo.\n")
+        time.sleep(0.1)
+        assert all(r.path != "memory/old/a.md" for r in m.search("albatross memo", min_score=0).results)
+        assert [r.path for r in m.search("pelican memo", min_score=0).results] == ["memory/bad.md"]
+        assert walks == []
+        scoped = _rows(m)
+        assert "memory/bad.md" not in scoped[2]
+        m.sync()
+        assert _rows(m) == scoped
