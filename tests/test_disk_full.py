@@ -209,7 +209,7 @@ def test_a_full_disk_while_merging_the_keyword_index_costs_only_the_merge(tmp_pa
     db = tmp_path / "index.sqlite"
     attempts: list[bool] = []
 
-    def no_room(self: IndexDB, *, built: bool) -> bool:
+    def no_room(self: IndexDB, *, built: bool, small_only: bool = False) -> bool:
         attempts.append(built)
         self.conn.execute("CREATE TABLE IF NOT EXISTS merge_scratch(x)")  # a write the failure rolls back
         raise apsw.FullError("database or disk is full")
@@ -229,7 +229,7 @@ def test_a_full_disk_while_merging_the_keyword_index_costs_only_the_merge(tmp_pa
     finally:
         check.close()
 
-    def broken(self: IndexDB, *, built: bool) -> bool:
+    def broken(self: IndexDB, *, built: bool, small_only: bool = False) -> bool:
         raise apsw.CorruptError("database disk image is malformed")
 
     from mdrecall.index.syncing import _compact

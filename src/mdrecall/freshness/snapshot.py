@@ -94,18 +94,20 @@ class Snapshot:
         observed: dict[str, Observed] = {}
         changed: list[str] = []
         vanished: list[str] = []
-        clock = time.time_ns
+        # One clock reading for all (100k calls cost a tenth of the loop): taken before any stat, it
+        # makes a file look seen earlier than it was, so more files count as racy, never fewer.
+        when = time.time_ns()
         for path, mtime, size, ctime in self.files:
             try:
                 st = stat(path)
             except OSError:
                 vanished.append(path)
                 continue
-            when = clock()
-            observed[path] = (st.st_mtime_ns, st.st_size, when, st.st_ctime_ns)
-            if st.st_mtime_ns != mtime or st.st_size != size or (ctime is not None and ctime != st.st_ctime_ns):
+            now_mtime, now_size, now_ctime = st.st_mtime_ns, st.st_size, st.st_ctime_ns
+            observed[path] = (now_mtime, now_size, when, now_ctime)
+            if now_mtime != mtime or now_size != size or (ctime is not None and ctime != now_ctime):
                 changed.append(path)
-            elif when - st.st_mtime_ns < RACY_WINDOW_COARSE_NS and is_racy(st.st_mtime_ns, when):
+            elif when - now_mtime < RACY_WINDOW_COARSE_NS and is_racy(now_mtime, when):
                 racy = True  # could still change without its mtime moving: as a sync that read it now
         return Delta(observed, changed, vanished, dirs, changed_dirs, racy)
 

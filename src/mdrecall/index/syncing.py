@@ -147,7 +147,7 @@ class IndexSyncer:
                 with writer.conn:
                     self._finish(writer, report)
                 if report.files_indexed or report.files_removed:
-                    _compact(writer, built=False)
+                    _compact(writer, built=False, small_only=scope is not None)
                 crash_point("sync:before-finish")
         finally:
             writer.close()
@@ -226,14 +226,14 @@ class IndexSyncer:
         return report, indexer.observed
 
 
-def _compact(db: IndexDB, *, built: bool) -> None:
+def _compact(db: IndexDB, *, built: bool, small_only: bool = False) -> None:
     """The keyword index merged into one segment (``IndexDB.compact_keyword_index``), in a transaction
     of its own after the sync's: the merge needs room for a second copy of the keyword index while it
     runs, and a full disk must cost only the merge (the index stays as the sync left it), never the
     sync."""
     try:
         with db.conn:
-            db.compact_keyword_index(built=built)
+            db.compact_keyword_index(built=built, small_only=small_only)
     except (apsw.Error, OSError, StoreError) as exc:
         if write_failure(exc, db.path) is None:
             raise

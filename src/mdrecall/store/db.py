@@ -742,7 +742,7 @@ class IndexDB:
             return 0
         return int(scalar(self.conn, "SELECT COUNT(DISTINCT segid) FROM chunks_fts_idx"))
 
-    def compact_keyword_index(self, *, built: bool) -> bool:
+    def compact_keyword_index(self, *, built: bool, small_only: bool = False) -> bool:
         """Merge the keyword index into one FTS5 segment (FTS5's ``optimize``) when it is split, after
         a sync that wrote to it (in a transaction of its own: index/syncing.py); True when it did.
 
@@ -753,7 +753,9 @@ class IndexDB:
         statistics). ``optimize`` rewrites the whole keyword index (0.03–0.05 s at 10k chunks), so:
         always after a first index or a rebuild (``built``); after an incremental sync, up to
         ``COMPACT_ALWAYS_CHUNKS``, and beyond that, when more than ``COMPACT_SEGMENTS`` segments,
-        up to ``COMPACT_MAX_CHUNKS``; larger indexes keep FTS5's automerge alone."""
+        up to ``COMPACT_MAX_CHUNKS``; larger indexes keep FTS5's automerge alone. ``small_only``: a
+        sync someone waits for (scoped to what moved: a search, an edit) merges only indexes up to
+        ``COMPACT_ALWAYS_CHUNKS``; the larger merge (0.5-0.9 s at 100k chunks) waits for a full sync."""
         segments = self.keyword_segments()
         if segments <= 1:
             return False
@@ -762,7 +764,7 @@ class IndexDB:
             # reads a whole index).
             bound = int(scalar(self.conn, "SELECT COALESCE(MAX(rowid), 0) FROM chunks"))
             chunks = bound if bound <= COMPACT_ALWAYS_CHUNKS else self.chunk_count()
-            if chunks > COMPACT_ALWAYS_CHUNKS and (segments <= COMPACT_SEGMENTS or chunks > COMPACT_MAX_CHUNKS):
+            if chunks > COMPACT_ALWAYS_CHUNKS and (small_only or segments <= COMPACT_SEGMENTS or chunks > COMPACT_MAX_CHUNKS):
                 return False
         self.conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES('optimize')")
         return True
