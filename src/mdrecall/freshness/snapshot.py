@@ -91,7 +91,6 @@ class Snapshot:
             if now != mtime:
                 changed_dirs.append(path)
                 racy = racy or is_racy(now, time.time_ns())
-        observed: dict[str, Observed] = {}
         changed: list[str] = []
         vanished: list[str] = []
         # One clock reading for all (100k calls cost a tenth of the loop): taken before any stat, it
@@ -103,21 +102,18 @@ class Snapshot:
             except OSError:
                 vanished.append(path)
                 continue
-            now_mtime, now_size, now_ctime = st.st_mtime_ns, st.st_size, st.st_ctime_ns
-            observed[path] = (now_mtime, now_size, when, now_ctime)
-            if now_mtime != mtime or now_size != size or (ctime is not None and ctime != now_ctime):
+            now_mtime = st.st_mtime_ns
+            if now_mtime != mtime or st.st_size != size or (ctime is not None and ctime != st.st_ctime_ns):
                 changed.append(path)
             elif when - now_mtime < RACY_WINDOW_COARSE_NS and is_racy(now_mtime, when):
                 racy = True  # could still change without its mtime moving: as a sync that read it now
-        return Delta(observed, changed, vanished, dirs, changed_dirs, racy)
+        return Delta(changed, vanished, dirs, changed_dirs, racy, when)
 
 
 @dataclass(slots=True)
 class Delta:
     """The files and directories of a :class:`Snapshot` as they are now (:meth:`Snapshot.delta`)."""
 
-    #: every file of the snapshot that still exists: path -> (mtime_ns, size, when seen, ctime_ns)
-    observed: dict[str, Observed]
     #: files whose mtime, size or ctime moved
     changed: list[str]
     #: files that are gone
@@ -128,10 +124,20 @@ class Delta:
     changed_dirs: list[str]
     #: something moved too recently to be trusted: whoever records this state must not trust it either
     racy: bool
+    #: ``time.time_ns()`` before the first file was looked at
+    seen_at: int
 
     @property
     def moved(self) -> bool:
         return bool(self.changed or self.vanished or self.changed_dirs)
+
+    def unchanged(self, base: Snapshot) -> dict[str, Observed]:
+        """The files of ``base`` (the snapshot this delta was taken from) that neither moved nor went,
+        as seen now: path -> (mtime_ns, size, when seen[, ctime_ns])."""
+        moved = {*self.changed, *self.vanished}
+        when = self.seen_at
+        return {path: (mtime, size, when) if ctime is None else (mtime, size, when, ctime)
+                for path, mtime, size, ctime in base.files if path not in moved}  # fmt: skip
 
 
 def scan_dirs(workspace: Path, config: MemoryConfig) -> tuple[dict[str, int], bool]:

@@ -49,7 +49,7 @@ class SyncScope:
     #: every directory's mtime, read before it was listed (the next snapshot's), and whether one was racy
     dirs: dict[str, int]
     dirs_racy: bool
-    #: every other file of the snapshot as it is now (the examined ones are added as they are examined)
+    #: the snapshot's files that did not move, as seen now (the examined ones are added as examined)
     observed: dict[str, Observed]
 
 
@@ -93,7 +93,7 @@ def plan_scope(
             if not (directory == mem or directory.startswith(mem + os.sep)) or _through_link(directory, mem):
                 raise _GiveUp
             _list_changed(directory, known, base.dirs, dirs, new_files, racy)
-        return _scope(workspace, db, delta.changed, new_files, delta.vanished, dirs, racy[0], delta.observed)
+        return _scope(workspace, db, delta.changed, new_files, delta.vanished, dirs, racy[0], delta.unchanged(base))
     except (_GiveUp, OSError):
         return None
 
