@@ -153,14 +153,8 @@ class BuiltinMemoryManager(ManagerBase):
         looked), where it can (index/scope.py); else a full one."""
         return self._sync(False, None, lock_timeout, defer_sessions, (base, delta))
 
-    def _sync(
-        self,
-        force: bool,
-        progress: ProgressCallback | None,
-        lock_timeout: float | None,
-        defer_sessions: bool,
-        base: tuple[Snapshot, Delta | None] | None,
-    ) -> SyncReport:
+    def _sync(self, force: bool, progress: ProgressCallback | None, lock_timeout: float | None, defer_sessions: bool,
+              base: tuple[Snapshot, Delta | None] | None) -> SyncReport:  # fmt: skip
         if self.config.store.readOnly:
             return SyncReport(rebuild_reason=READ_ONLY)
         deadline = None if lock_timeout is None else time.monotonic() + max(0.0, lock_timeout)
@@ -184,11 +178,9 @@ class BuiltinMemoryManager(ManagerBase):
     def run_sync(self, *, lock_timeout: float | None, defer_sessions: bool) -> SyncReport:
         return self.sync(lock_timeout=lock_timeout, defer_sessions=defer_sessions)
 
-    def _sync_locked(
-        self, force: bool, progress: ProgressCallback | None, defer_sessions: bool, base: tuple[Snapshot, Delta | None] | None
-    ) -> SyncReport:
+    def _sync_locked(self, force: bool, progress: ProgressCallback | None, defer_sessions: bool,
+                     base: tuple[Snapshot, Delta | None] | None) -> SyncReport:  # fmt: skip
         generation = self.monitor.generation
-
         started = time.monotonic()
 
         def attempt() -> SyncRun:
@@ -343,9 +335,7 @@ class BuiltinMemoryManager(ManagerBase):
             times=times_for(self.workspace),
         )
         with self.index.reading() as db:
-            if self.index.replacements != replacements:
-                # Recovered from damage between the freshness check and this read: the fresh index
-                # holds only what a sync has put back so far.
+            if self.index.replacements != replacements:  # recovered since the freshness check: a fresh index
                 response.stale = stale = True
                 response.warnings.append("the index was rebuilt from the files during this search; results may be incomplete")
             if "sessions" in wanted and scope.transcripts_prefix == "" and db.has_source("sessions"):
