@@ -20,7 +20,9 @@ Each phase runs in a fresh child process:
 * ``open``: opening an existing index in a fresh process (import, ``open_manager``, model load,
   loading the vectors into memory, first search, when the watcher had attached in the background);
   ``open_keyword_after_change``: the same after appending to a note since the last sync (the first
-  search must find the new line: ``changed_file_found``);
+  search must find the new line: ``changed_file_found``), then, once the watcher is trusted, three
+  edits of other notes while the process runs: from each write until a search finds it
+  (``edits``: wall, and the process's CPU over the write and the watcher's debounced sync after it);
 * ``encoders`` (``--encoders N``): the bundled model's runtimes (NumPy, onnxruntime, torch) on the
   same N notes in one process, alternating rounds; ``--model-runtimes`` indexes a model size once per
   runtime (document CPU per chunk, same run);
@@ -532,11 +534,41 @@ def child_open(spec: dict[str, Any]) -> dict[str, Any]:
             watcher.wait_ready(120)
             out["watcher_attached_after_open_s"] = round(time.perf_counter() - t1, 3)
             out["watcher_wait_after_first_search_s"] = round(time.perf_counter() - t5, 3)
+            if changed is not None:
+                out["edits"] = _edits_with_watcher(m, Path(spec["ws"]))
     finally:
         m.close()
     out["total_s"] = round(time.perf_counter() - t0, 3)
     out["total_cpu_s"] = round(time.process_time() - c0, 3)
     return out
+
+
+def _edits_with_watcher(m: Any, ws: Path, count: int = 3) -> list[dict[str, Any]]:
+    """Edits reaching a long-lived process's index through its watcher: per edit, the wall time from
+    the write until a search finds it, and the process's CPU over 3 s from the write (the search's
+    sync, and the watcher's own debounced sync of the same event, ``sync.watchDebounceMs`` 1.5 s)."""
+    deadline = time.monotonic() + 60
+    while not m.monitor._watcher_trusted() and time.monotonic() < deadline:  # a check after the attach
+        m.search("what did we decide about the trip?")
+        time.sleep(0.2)
+    notes = sorted((ws / "memory" / "topics").rglob("*.md"))
+    edits = []
+    for i in range(count):
+        word = f"quokka{i}x{int(time.time())}"
+        note = notes[(i + 1) * len(notes) // (count + 1)]
+        c0, t0 = time.process_time(), time.perf_counter()
+        with note.open("a", encoding="utf-8") as fh:
+            fh.write(f"\n- The {word} census moved to Friday.\n")
+        found = None
+        while time.perf_counter() - t0 < 30:
+            hits = m.search(f"{word} census", min_score=0).results
+            if hits and hits[0].path == note.relative_to(ws).as_posix():
+                found = round(time.perf_counter() - t0, 3)
+                break
+            time.sleep(0.02)
+        time.sleep(max(0.0, 3.0 - (time.perf_counter() - t0)))
+        edits.append({"found_s": found, "cpu_3s": round(time.process_time() - c0, 3)})
+    return edits
 
 
 def child_model(spec: dict[str, Any]) -> dict[str, Any]:
