@@ -119,7 +119,8 @@ def test_what_only_the_full_walk_decides(
         time.sleep(0.1)
         (ws / "memory/2026-11-04.md").write_text("# 2026-11-04\n- A plain new note about otters.\n")
         time.sleep(0.1)
-        assert _plan(m, snapshot) is not None  # the plain case is scoped: the cases below are not
+        # The plain case is scoped, the cases below are not; with extraPaths, nothing is.
+        assert (_plan(m, snapshot) is None) == (case == "extra path")
         expected = "memory/2026-11-04.md"
         other_sources = False
         if case == "link":

@@ -12,11 +12,12 @@ learns from one ``stat`` of each of its files and directories exactly what moved
   listed, and its new Markdown files and everything under a new subdirectory are examined.
 
 What it leaves to the full walk (:func:`plan_scope` returns None): a symbolic link among the new
-entries or a file with more than one name (discovery's rules for those span every file), a directory
-that moved outside ``memory/`` and the workspace folder (transcripts, ``extraPaths``, host logs:
-their own discovery), the workspace folder while other roots may hang off it, a snapshot taken too
-close to a change, and an index whose last sync did not complete. Whoever asks for a scoped sync
-still runs full ones now and then (the watcher's re-check, ``sync.reconcileIntervalMs``).
+entries or a file with more than one name (discovery's rules for those span every file), any
+``extraPaths`` (discovery drops a file two roots reach), a directory that moved outside ``memory/``
+and the workspace folder (transcripts, host logs: their own discovery), the workspace folder while
+transcripts may appear in it, a snapshot taken too close to a change, and an index whose last sync
+did not complete. Whoever asks for a scoped sync still runs full ones now and then (the watcher's
+re-check, ``sync.reconcileIntervalMs``).
 """
 
 from __future__ import annotations
@@ -63,8 +64,8 @@ def plan_scope(
     """The scoped sync since ``base`` (a snapshot of the files when the index matched them; ``delta``:
     what moved since, when the caller already looked), or None when the full walk must decide.
     ``other_sources``: sources besides the memory files (transcripts)."""
-    if not db.get_kv(DIRS_KEY):  # the last sync (any process's) left work undone: compare everything
-        return None
+    if config.extraPaths or not db.get_kv(DIRS_KEY):
+        return None  # extra paths: discovery's dedup spans roots; no record: the last sync left work undone
     if delta is None:
         delta = base.delta()
     if delta is None:
@@ -80,8 +81,8 @@ def plan_scope(
             if directory not in delta.dirs:
                 continue  # gone: its files are among the vanished, its parent moved too
             if directory == ws:
-                if other_sources or config.extraPaths:
-                    raise _GiveUp  # a sessions folder or an extra path may have appeared here
+                if other_sources:
+                    raise _GiveUp  # a sessions folder may have appeared here
                 root_file = os.path.join(ws, ROOT_MEMORY_FILE)
                 if root_file not in known and os.path.lexists(root_file):
                     if os.path.islink(root_file):
