@@ -165,3 +165,47 @@ def test_a_deleted_folder_and_a_skipped_file(make_ws: Callable[..., Path], cfg: 
         assert "memory/bad.md" not in scoped[2]
         m.sync()
         assert _rows(m) == scoped
+
+
+def test_random_changes_leave_the_index_a_full_sync_would_build(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seeded random edits, appends, creations (in new folders too), deletions and renames, each
+    followed by a search: the index the scoped syncs leave equals a fresh full index of the same files."""
+    import random
+
+    rng = random.Random(7)
+    ws = make_ws(NOTES)
+    _settle(ws)
+    words = ["otter", "walrus", "heron", "badger", "lynx", "marten", "pelican", "stoat"]
+    with open_manager(ws, cfg(sync={"reconcileIntervalMs": 600_000})) as m:
+        m.sync()
+        walks = _walks(monkeypatch)
+        for step in range(30):
+            notes = sorted(p for p in (ws / "memory").rglob("*.md"))
+            op = rng.choice(["edit", "append", "new", "new folder", "delete", "rename"] if notes else ["new"])
+            line = f"- The {rng.choice(words)} count {step} was {rng.randint(1, 99)}.\n"
+            if op == "edit":
+                rng.choice(notes).write_text(f"# Note {step}\n{line}")
+            elif op == "append":
+                with rng.choice(notes).open("a") as fh:
+                    fh.write(line)
+            elif op == "new":
+                (ws / f"memory/n{step}.md").write_text(f"# N{step}\n{line}")
+            elif op == "new folder":
+                folder = ws / f"memory/f{step}/g{step}"
+                folder.mkdir(parents=True)
+                (folder / "deep.md").write_text(f"# Deep {step}\n{line}")
+            elif op == "delete":
+                rng.choice(notes).unlink()
+            else:
+                source = rng.choice(notes)
+                source.rename(source.with_name(f"moved-{step}.md"))
+            time.sleep(0.06)  # past the racy window, so each sync leaves a snapshot to start from
+            assert not m.search(rng.choice(words), min_score=0).stale
+        scoped = _rows(m)
+        assert walks == []
+    time.sleep(0.1)
+    with open_manager(ws, cfg(db="fresh.sqlite")) as fresh:
+        fresh.sync()
+        assert _rows(fresh) == scoped
