@@ -371,6 +371,32 @@ def test_default_config_watches_and_searches_skip_the_file_check(make_ws: Callab
         m.close()
 
 
+def test_a_search_that_synced_the_pending_events_spares_the_watcher_its_own_sync(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict]
+) -> None:
+    """A search that finds events pending syncs first; those events are then covered, and the
+    watcher does not sync them again once its debounce ends (a second walk of the files per edit)."""
+    ws = make_ws(NOTES)
+    m = open_manager(ws, cfg(sync={"watch": True, "watchDebounceMs": 1000}))
+    try:
+        watcher = m.watcher
+        assert watcher is not None and watcher.wait_ready(30)
+        assert wait_for(lambda: bool(m.search("amber").results) and m.monitor._watcher_trusted())
+        assert wait_for(lambda: not watcher.has_pending())
+        before = watcher.stats.callbacks
+        watcher.notify([ws / "memory/projects/atlas.md"])
+        assert watcher.has_pending()
+        assert _paths(m.search("Atlas ships", min_score=0)) == ["memory/projects/atlas.md"]
+        assert not watcher.has_pending()
+        time.sleep(1.5)
+        assert watcher.stats.callbacks == before
+        watcher.notify([ws / "memory/projects/atlas.md"])
+        watcher.covered(time.monotonic() - 60)  # a sync that began before this event: it stays
+        assert watcher.has_pending()
+    finally:
+        m.close()
+
+
 def test_background_recheck_catches_what_the_watcher_missed(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
     """Events can be lost (an overflowed queue, network filesystems): the background re-check
     (``sync.watchReconcileIntervalMs``) still brings the change in, without any search asking."""

@@ -173,6 +173,10 @@ class FreshnessMonitor:
         self._pending = None
         if started is not None:
             self._verified_at = max(self._verified_at, started)
+            if self._watcher is not None and "sessions" not in self.config.sources:
+                # The watcher need not sync these events again. (Transcript events mean "index the
+                # appends now": a search's sync may have deferred them.)
+                self._watcher.covered(started)
         self._snapshot = make_snapshot(dirs[0], dirs[1], run.observed)
         self._checked_at = time.time()
         self._last_check_at = time.monotonic()

@@ -154,6 +154,15 @@ class MemoryWatcher:
         with self._lock:
             return bool(self._pending)
 
+    def covered(self, since: float) -> None:
+        """A sync that began at ``since`` (``time.monotonic()``) saw every change whose event arrived
+        before then (the change is on disk before its event): those need no callback of their own.
+        Events that arrived later keep the whole batch pending."""
+        with self._lock:
+            if self._pending and self._last_pending_at is not None and self._last_pending_at < since:
+                self._pending.clear()
+                self._first_pending_at = self._last_pending_at = None
+
     def status(self) -> dict[str, Any]:
         with self._lock:
             pending = len(self._pending)
