@@ -209,3 +209,38 @@ def test_random_changes_leave_the_index_a_full_sync_would_build(
     with open_manager(ws, cfg(db="fresh.sqlite")) as fresh:
         fresh.sync()
         assert _rows(fresh) == scoped
+
+
+def test_another_writer_between_a_new_processs_check_and_its_sync(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new process's snapshot comes from the index's rows (no ctimes). Between its check and its
+    sync, another process syncs a note away and the note comes back with its old mtime and size (a
+    restore that keeps times): the snapshot would call it unmoved, but the index no longer holds it.
+    The index changed under the snapshot, so the sync walks everything and finds it."""
+    ws = make_ws(NOTES)
+    _settle(ws)
+    note = ws / "memory/projects/atlas.md"
+    text, st = note.read_text(), note.stat()
+    with open_manager(ws, cfg()) as first:
+        first.sync()
+    (ws / "memory/2026-11-05.md").write_text("# 2026-11-05\n- The osprey nest was counted.\n")
+    time.sleep(0.1)
+    walks = _walks(monkeypatch)
+    with open_manager(ws, cfg()) as m:
+        sync = m.monitor._sync
+
+        def another_writer_first(**kwargs: Any) -> Any:
+            note.unlink()
+            time.sleep(0.1)  # so that its sync stores a record of the folders (not racy)
+            with open_manager(ws, cfg()) as other:
+                other.sync()
+            note.write_text(text)
+            os.utime(note, ns=(st.st_atime_ns, st.st_mtime_ns))
+            walks.clear()
+            return sync(**kwargs)
+
+        monkeypatch.setattr(m.monitor, "_sync", another_writer_first)
+        assert [r.path for r in m.search("osprey nest", min_score=0).results] == ["memory/2026-11-05.md"]
+        assert walks  # not scoped
+        assert [r.path for r in m.search("Atlas ships", min_score=0).results][:1] == ["memory/projects/atlas.md"]

@@ -245,8 +245,8 @@ class BuiltinMemoryManager(ManagerBase):
             if not record:
                 return None
             prefix = str(self.workspace) + "/"
-            rows, unreadable = db.file_stats(prefix), db.skipped_paths(prefix, UNREADABLE)
-        return stored_snapshot(self.workspace, record, rows, unreadable)
+            rows, unreadable, version = db.file_stats(prefix), db.skipped_paths(prefix, UNREADABLE), db.chunks_version()
+        return stored_snapshot(self.workspace, record, rows, unreadable, version)
 
     def stored_identity_mismatch(self, meta: dict[str, object] | None) -> str | None:
         """Why the stored index does not fit the configuration, or None (unknown dims are not one).

@@ -52,6 +52,11 @@ class Snapshot:
     taken_at: float = field(default_factory=time.time)
     #: files skipped because they could not be opened: unchanged while they still cannot be
     unreadable: list[str] = field(default_factory=list)
+    #: a snapshot read from the index (no ctimes): its chunks version (``IndexDB.chunks_version``)
+    #: then. A sync starts from it only while no other writer has changed the index since, as it
+    #: may between a new process's check and its sync. (One a sync took holds ctimes: a file
+    #: restored under its old mtime and size has a new ctime.)
+    index_version: str | None = None
 
     def changed(self) -> bool:
         if self.racy:
@@ -225,6 +230,7 @@ def stored_snapshot(
     record: str | None,
     files: list[tuple[str, int, int, int | None]],
     unreadable: list[str],
+    index_version: str | None = None,
 ) -> Snapshot | None:
     """The snapshot of the last complete sync, from the index: its directory ``record``, the
     ``(path, mtime_ns, size, None)`` of every indexed or skipped file and the skipped files that
@@ -241,7 +247,7 @@ def stored_snapshot(
         return None
     # extraPaths outside the workspace are stored as ../...: resolve those few; the rest as they are.
     files = [(os.path.normpath(f[0]), f[1], f[2], None) if "/.." in f[0] else f for f in files]
-    return Snapshot(files=files, dirs=dirs, unreadable=[os.path.normpath(p) for p in unreadable])
+    return Snapshot(files=files, dirs=dirs, unreadable=[os.path.normpath(p) for p in unreadable], index_version=index_version)
 
 
 __all__ = ["DIRS_KEY", "Delta", "Observed", "Snapshot", "dirs_record", "make_snapshot", "scan_dirs", "stored_snapshot"]

@@ -15,8 +15,10 @@ What it leaves to the full walk (:func:`plan_scope` returns None): a symbolic li
 entries or a file with more than one name (discovery's rules for those span every file), any
 ``extraPaths`` (discovery drops a file two roots reach), a directory that moved outside ``memory/``
 and the workspace folder (transcripts, host logs: their own discovery), the workspace folder while
-transcripts may appear in it, a snapshot taken too close to a change, and an index whose last sync
-did not complete. Whoever asks for a scoped sync still runs full ones now and then (the watcher's
+transcripts may appear in it, a snapshot taken too close to a change, an index whose last sync
+did not complete, and a snapshot read from the index (a new process's) when another writer changed
+the index since (a note deleted and synced away by another process, then restored with its old mtime
+and size, would look unmoved to it: such a snapshot holds no ctimes). Whoever asks for a scoped sync still runs full ones now and then (the watcher's
 re-check, ``sync.reconcileIntervalMs``).
 """
 
@@ -66,6 +68,8 @@ def plan_scope(
     ``other_sources``: sources besides the memory files (transcripts)."""
     if config.extraPaths or not db.get_kv(DIRS_KEY):
         return None  # extra paths: discovery's dedup spans roots; no record: the last sync left work undone
+    if base.index_version is not None and base.index_version != db.chunks_version():
+        return None  # read from the index, which another writer changed since: rows base no longer shows
     if delta is None:
         delta = base.delta()
     if delta is None:
