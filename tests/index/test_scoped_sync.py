@@ -13,6 +13,7 @@ import pytest
 
 from mdrecall import open_manager
 from mdrecall.builtin.manager import BuiltinMemoryManager
+from mdrecall.freshness.snapshot import Snapshot
 from mdrecall.index.indexer import Indexer
 from mdrecall.index.scope import plan_scope
 
@@ -65,6 +66,9 @@ def test_searches_of_a_long_lived_process_sync_what_moved(
     with open_manager(ws, cfg(sync={"reconcileIntervalMs": 600_000})) as m:
         m.sync()
         walks = _walks(monkeypatch)
+        looks: list[int] = []
+        delta = Snapshot.delta
+        monkeypatch.setattr(Snapshot, "delta", lambda self: looks.append(1) or delta(self))
         steps: list[tuple[Callable[[], Any], str, list[str]]] = [
             (lambda: (ws / "memory/projects/atlas.md").open("a").write("- The launch review is on Tuesday.\n"),
              "launch review", ["memory/projects/atlas.md"]),
@@ -83,6 +87,7 @@ def test_searches_of_a_long_lived_process_sync_what_moved(
             resp = m.search(query, min_score=0)
             assert [r.path for r in resp.results] == expected and not resp.stale
         assert walks == []
+        assert len(looks) == len(steps)  # one stat of every file a search: the check's, reused by its sync
         scoped = _rows(m)
         m.sync()
         assert walks and _rows(m) == scoped and m.last_report is not None and m.last_report.files_indexed == 0

@@ -130,6 +130,8 @@ class FreshnessMonitor:
         #: A new process: the index's stored snapshot, which found the files moved (the first sync
         #: starts from it).
         self._stored_base: tuple[Snapshot, Delta] | None = None
+        #: What the last check of the snapshot found moved (the sync that follows starts from it).
+        self._moved: tuple[Snapshot, Delta] | None = None
 
     # -- state ------------------------------------------------------------------------------------
     @property
@@ -159,7 +161,7 @@ class FreshnessMonitor:
 
     def invalidate(self) -> None:
         """The index was replaced (recovered from damage): compare everything again."""
-        self._snapshot = self._stored_base = None
+        self._snapshot = self._stored_base = self._moved = None
         self.mark_dirty()
 
     def synced(
@@ -237,9 +239,12 @@ class FreshnessMonitor:
         return attached is not None and self._verified_at >= attached
 
     def _verify(self, snapshot: Snapshot) -> bool:
-        """Whether the files are still as ``snapshot`` saw them (one stat each); records when."""
+        """Whether the files are still as ``snapshot`` saw them (one stat each); records when, and
+        when they moved, what moved (the sync that follows starts from it)."""
         started = time.monotonic()
-        if snapshot.changed():
+        delta = snapshot.delta()
+        if delta is None or delta.moved:
+            self._moved = (snapshot, delta) if delta is not None else None
             return False
         self._verified_at = max(self._verified_at, started)
         return True
@@ -318,14 +323,15 @@ class FreshnessMonitor:
             return None
         if stored is not None:
             return stored
-        snapshot = self._snapshot
+        snapshot, moved, self._moved = self._snapshot, self._moved, None
         if snapshot is None:
             return None
+        delta = moved[1] if moved is not None and moved[0] is snapshot else None
         if self._watcher_trusted():
-            return snapshot, None
+            return snapshot, delta
         if time.monotonic() - self._last_check_at >= self.config.sync.reconcileIntervalMs / 1000.0:
             return None
-        return snapshot, None
+        return snapshot, delta
 
     def _stale_if_pending(self, reason: str) -> tuple[bool, list[str]]:
         """Compare the files with the index (no lock) and judge whether the answer is stale."""

@@ -14,7 +14,7 @@ directory, no directory listing, no database access. It sees:
 
 Timestamps come from a coarse clock, so an entry whose mtime is within ``RACY_WINDOW_NS`` of the
 moment it was observed could change again without its mtime moving: such a snapshot is not trusted
-(``changed()`` says True, forcing a full comparison that will produce a trustworthy one).
+(``delta()`` says None, forcing a full comparison that will produce a trustworthy one).
 
 A new process has no snapshot of its own, and a full comparison of 100k files takes seconds. Each
 complete sync therefore stores its directory mtimes in the index (:func:`dirs_record`, meta key
@@ -58,28 +58,10 @@ class Snapshot:
     #: restored under its old mtime and size has a new ctime.)
     index_version: str | None = None
 
-    def changed(self) -> bool:
-        if self.racy:
-            return True
-        if any(is_readable(p) for p in self.unreadable):
-            return True
-        stat = os.stat
-        try:
-            for path, mtime in self.dirs.items():
-                if stat(path).st_mtime_ns != mtime:
-                    return True
-            for path, mtime, size, ctime in self.files:  # the hot loop: 100k files in ~0.3 s
-                st = stat(path)
-                if st.st_mtime_ns != mtime or st.st_size != size or (ctime is not None and ctime != st.st_ctime_ns):
-                    return True
-        except OSError:
-            return True  # something vanished
-        return False
-
     def delta(self) -> Delta | None:
-        """What moved since the snapshot, from one ``stat`` of each of its files and directories (the
-        cost of :meth:`changed` when something moved late in its order); None when the snapshot
-        cannot say (it was taken racily, or a file that could not be opened now can)."""
+        """What moved since the snapshot, from one ``stat`` of each of its files and directories
+        (100k files in ~0.3 s); None when the snapshot cannot say (it was taken racily, or a file
+        that could not be opened now can)."""
         if self.racy or any(is_readable(p) for p in self.unreadable):
             return None
         stat = os.stat
