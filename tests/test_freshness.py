@@ -397,6 +397,60 @@ def test_a_search_that_synced_the_pending_events_spares_the_watcher_its_own_sync
         m.close()
 
 
+def test_a_sync_from_an_earlier_look_leaves_later_events_pending(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict]
+) -> None:
+    """A sync that starts from what a check saw earlier saw the files as of that check: an edit made
+    after it keeps its watcher event (the watcher syncs it), and the next check finds it moved."""
+    ws = make_ws(NOTES)
+    m = open_manager(ws, cfg(sync={"watch": True, "watchDebounceMs": 5000}))
+    try:
+        watcher = m.watcher
+        assert watcher is not None and watcher.wait_ready(30)
+        m.sync()
+        time.sleep(0.1)
+        (ws / "memory/2026-11-06.md").write_text("# 2026-11-06\n- The ibis survey started.\n")
+        time.sleep(0.1)
+        snapshot = m.monitor._snapshot
+        assert snapshot is not None
+        delta = snapshot.delta()
+        assert delta is not None and delta.moved
+        later = ws / "memory/projects/atlas.md"
+        with later.open("a") as fh:
+            fh.write("- The kestrel review moved to May.\n")
+        watcher.notify([later])
+        m.sync_since(snapshot, delta, lock_timeout=None, defer_sessions=True)
+        assert watcher.has_pending()  # the edit after the look: still the watcher's to sync
+        fresh = m.monitor._snapshot
+        assert fresh is not None and fresh.delta() is not None and fresh.delta().changed == [str(later)]  # type: ignore[union-attr]
+    finally:
+        m.close()
+
+
+def test_a_watcher_sync_takes_its_own_look(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+    """The watcher hands over events it will not report again: its sync looks at the files itself,
+    never reusing what an earlier check saw (an edit between that check and the events is in them)."""
+    ws = make_ws(NOTES)
+    m = open_manager(ws, cfg(sync={"watch": True, "watchDebounceMs": 5000}))
+    try:
+        assert m.watcher is not None and m.watcher.wait_ready(30)
+        m.sync()
+        time.sleep(0.1)
+        (ws / "memory/2026-11-06.md").write_text("# 2026-11-06\n- The ibis survey started.\n")
+        time.sleep(0.1)
+        snapshot = m.monitor._snapshot
+        assert snapshot is not None and not m.monitor._verify(snapshot)  # a check saw the new note
+        later = ws / "memory/projects/atlas.md"
+        with later.open("a") as fh:
+            fh.write("- The kestrel review moved to May.\n")
+        time.sleep(0.1)
+        m.monitor._on_change([later])
+        with m.index.reading() as db:
+            assert db.files()["memory/projects/atlas.md"].size == later.stat().st_size
+    finally:
+        m.close()
+
+
 def test_background_recheck_catches_what_the_watcher_missed(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
     """Events can be lost (an overflowed queue, network filesystems): the background re-check
     (``sync.watchReconcileIntervalMs``) still brings the change in, without any search asking."""

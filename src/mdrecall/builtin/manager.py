@@ -181,7 +181,8 @@ class BuiltinMemoryManager(ManagerBase):
     def _sync_locked(self, force: bool, progress: ProgressCallback | None, defer_sessions: bool,
                      base: tuple[Snapshot, Delta | None] | None) -> SyncReport:  # fmt: skip
         generation = self.monitor.generation
-        started = time.monotonic()
+        # When the files were looked at: a delta the caller took before this sync is older.
+        started = min(time.monotonic(), base[1].started) if base is not None and base[1] is not None else time.monotonic()
 
         def attempt() -> SyncRun:
             self.providers.resolve_dims()

@@ -295,7 +295,7 @@ class FreshnessMonitor:
         try:
             # A new session indexes its transcripts in full; other automatic syncs honour the deltas.
             report = self._sync(lock_timeout=wait_ms / 1000.0, defer_sessions=not session_start,
-                                base=None if session_start else self._sync_base())  # fmt: skip
+                                base=None if session_start else self._sync_base(checked=True))  # fmt: skip
         except Exception as exc:  # never let a failing sync break search
             return self._stale_if_pending(f"index could not be refreshed ({type(exc).__name__}: {exc})")
         if report.rebuild_reason == READ_ONLY:
@@ -313,20 +313,23 @@ class FreshnessMonitor:
             return report
         return self.target.run_sync(lock_timeout=lock_timeout, defer_sessions=defer_sessions)
 
-    def _sync_base(self) -> tuple[Snapshot, Delta | None] | None:
+    def _sync_base(self, *, checked: bool) -> tuple[Snapshot, Delta | None] | None:
         """The snapshot an automatic sync may start from instead of walking every file: the last one
-        taken when the index matched the files. None when a full walk is due (without a trusted
-        watcher, every ``sync.reconcileIntervalMs``), or with transcripts among the sources (their
-        deferred appends are settled by walks)."""
+        taken when the index matched the files, and what its last check found moved when
+        ``checked`` (a search's sync: that check's time counts as the sync's, so what moved after it
+        is left for the next check; a watcher's sync takes its own look, as its events are spent).
+        None when a full walk is due (without a trusted watcher, every
+        ``sync.reconcileIntervalMs``), or with transcripts among the sources (their deferred appends
+        are settled by walks)."""
         stored, self._stored_base = self._stored_base, None
+        snapshot, moved, self._moved = self._snapshot, self._moved, None
         if "sessions" in self.config.sources:
             return None
         if stored is not None:
-            return stored
-        snapshot, moved, self._moved = self._snapshot, self._moved, None
+            return stored if checked else (stored[0], None)
         if snapshot is None:
             return None
-        delta = moved[1] if moved is not None and moved[0] is snapshot else None
+        delta = moved[1] if checked and moved is not None and moved[0] is snapshot else None
         if self._watcher_trusted():
             return snapshot, delta
         if time.monotonic() - self._last_check_at >= self.config.sync.reconcileIntervalMs / 1000.0:
@@ -421,7 +424,7 @@ class FreshnessMonitor:
         # events arriving during a sync are batched into the next one.
         self.mark_dirty()
         started = time.monotonic()
-        report = self._sync(lock_timeout=None, defer_sessions=False, base=self._sync_base())
+        report = self._sync(lock_timeout=None, defer_sessions=False, base=self._sync_base(checked=False))
         if "sessions" in self.config.sources:
             # The sync reconciled every transcript, including appends below the thresholds.
             self._tracker.prime(p for _, p in list_transcripts(self.target.workspace, self.config.sessions.dir))

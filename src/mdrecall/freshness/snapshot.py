@@ -64,6 +64,7 @@ class Snapshot:
         that could not be opened now can)."""
         if self.racy or any(is_readable(p) for p in self.unreadable):
             return None
+        started = time.monotonic()
         stat = os.stat
         dirs: dict[str, int] = {}
         changed_dirs: list[str] = []
@@ -94,7 +95,7 @@ class Snapshot:
                 changed.append(path)
             elif when - now_mtime < RACY_WINDOW_COARSE_NS and is_racy(now_mtime, when):
                 racy = True  # could still change without its mtime moving: as a sync that read it now
-        return Delta(changed, vanished, dirs, changed_dirs, racy, when)
+        return Delta(changed, vanished, dirs, changed_dirs, racy, when, started)
 
 
 @dataclass(slots=True)
@@ -113,6 +114,9 @@ class Delta:
     racy: bool
     #: ``time.time_ns()`` before the first file was looked at
     seen_at: int
+    #: ``time.monotonic()`` before anything was looked at: a sync starting from this delta saw the
+    #: files as of then (what changed later is left for the next check)
+    started: float
 
     @property
     def moved(self) -> bool:
