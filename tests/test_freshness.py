@@ -403,6 +403,7 @@ def test_a_sync_from_an_earlier_look_leaves_later_events_pending(
     """A sync that starts from what a check saw earlier saw the files as of that check: an edit made
     after it keeps its watcher event (the watcher syncs it), and the next check finds it moved."""
     ws = make_ws(NOTES)
+    _settle(ws)  # written just now: the first sync's snapshot would be racy, and no look starts from it
     m = open_manager(ws, cfg(sync={"watch": True, "watchDebounceMs": 5000}))
     try:
         watcher = m.watcher
@@ -431,6 +432,7 @@ def test_a_watcher_sync_takes_its_own_look(make_ws: Callable[..., Path], cfg: Ca
     """The watcher hands over events it will not report again: its sync looks at the files itself,
     never reusing what an earlier check saw (an edit between that check and the events is in them)."""
     ws = make_ws(NOTES)
+    _settle(ws)
     m = open_manager(ws, cfg(sync={"watch": True, "watchDebounceMs": 5000}))
     try:
         assert m.watcher is not None and m.watcher.wait_ready(30)
@@ -440,6 +442,7 @@ def test_a_watcher_sync_takes_its_own_look(make_ws: Callable[..., Path], cfg: Ca
         time.sleep(0.1)
         snapshot = m.monitor._snapshot
         assert snapshot is not None and not m.monitor._verify(snapshot)  # a check saw the new note
+        assert m.monitor._moved is not None and m.monitor._moved[0] is snapshot
         later = ws / "memory/projects/atlas.md"
         with later.open("a") as fh:
             fh.write("- The kestrel review moved to May.\n")
