@@ -95,3 +95,20 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 20.0, what: str | N
     if what is not None:
         raise AssertionError(f"timed out after {timeout}s waiting for {what}")
     return False
+
+
+def counting_walks(monkeypatch: Any) -> list[int]:
+    """Every full listing of the files a sync makes from now on (``Indexer.discover``), by its count:
+    a sync scoped to what moved (index/scope.py) makes none."""
+    from mdrecall.index.indexer import Indexer
+
+    walks: list[int] = []
+    real = Indexer.discover
+
+    def counting(self: Indexer) -> Any:
+        found = real(self)
+        walks.append(len(found))
+        return found
+
+    monkeypatch.setattr(Indexer, "discover", counting)
+    return walks

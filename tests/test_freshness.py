@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from indexcheck import wait_for
+from indexcheck import counting_walks, wait_for
 from mdrecall import open_manager
 from mdrecall.freshness.snapshot import DIRS_KEY
 from unprivileged import run_where_permissions_apply
@@ -507,22 +507,6 @@ def _index_rows(m: Any) -> tuple[Any, ...]:
     return files, chunks, skipped, record
 
 
-def _counting_walks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Every full listing of the files a sync makes from now on (``Indexer.discover``), by its count."""
-    from mdrecall.index.indexer import Indexer
-
-    walks: list[int] = []
-    real = Indexer.discover
-
-    def counting(self: Indexer) -> Any:
-        found = real(self)
-        walks.append(len(found))
-        return found
-
-    monkeypatch.setattr(Indexer, "discover", counting)
-    return walks
-
-
 def test_a_new_process_trusts_its_index_when_nothing_moved(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
     ws = make_ws(NOTES)
     _settle(ws)
@@ -569,7 +553,7 @@ def test_a_new_process_still_catches_every_change(
         target.rename(ws / "memory/projects/atlas-v2.md")
         expect = ("Atlas ships", ["memory/projects/atlas-v2.md"])
     time.sleep(0.1)  # past the racy window: both syncs below store their record of the directories
-    walks = _counting_walks(monkeypatch)
+    walks = counting_walks(monkeypatch)
     with open_manager(ws, cfg()) as second:
         syncs = _counting_syncs(second)
         resp = second.search(expect[0], min_score=0)

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from indexcheck import counting_walks
 from mdrecall import open_manager
 from mdrecall.builtin.manager import BuiltinMemoryManager
 from mdrecall.freshness.snapshot import Snapshot
-from mdrecall.index.indexer import Indexer
 from mdrecall.index.scope import plan_scope
 
 NOTES = {
@@ -29,19 +29,6 @@ def _settle(root: Path) -> None:
     past = time.time() - 60
     for path in [root, *root.rglob("*")]:
         os.utime(path, (past, past))
-
-
-def _walks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    walks: list[int] = []
-    real = Indexer.discover
-
-    def counting(self: Indexer) -> Any:
-        found = real(self)
-        walks.append(len(found))
-        return found
-
-    monkeypatch.setattr(Indexer, "discover", counting)
-    return walks
 
 
 def _rows(m: BuiltinMemoryManager) -> tuple[Any, ...]:
@@ -65,7 +52,7 @@ def test_searches_of_a_long_lived_process_sync_what_moved(
     _settle(ws)
     with open_manager(ws, cfg(sync={"reconcileIntervalMs": 600_000})) as m:
         m.sync()
-        walks = _walks(monkeypatch)
+        walks = counting_walks(monkeypatch)
         looks: list[int] = []
         delta = Snapshot.delta
         monkeypatch.setattr(Snapshot, "delta", lambda self: looks.append(1) or delta(self))
@@ -100,7 +87,7 @@ def test_a_full_walk_still_comes_when_it_is_due(
     _settle(ws)
     with open_manager(ws, cfg(sync={"reconcileIntervalMs": 0})) as m:
         m.sync()
-        walks = _walks(monkeypatch)
+        walks = counting_walks(monkeypatch)
         (ws / "memory/2026-11-03.md").write_text("# 2026-11-03\n- The walrus audit is booked.\n")
         assert [r.path for r in m.search("walrus audit", min_score=0).results] == ["memory/2026-11-03.md"]
         assert walks == [4]
@@ -157,7 +144,7 @@ def test_a_deleted_folder_and_a_skipped_file(make_ws: Callable[..., Path], cfg: 
     with open_manager(ws, cfg(sync={"reconcileIntervalMs": 600_000})) as m:
         m.sync()
         assert "memory/bad.md" in _rows(m)[2]
-        walks = _walks(monkeypatch)
+        walks = counting_walks(monkeypatch)
         for name in ("a.md",):
             (ws / "memory/old" / name).unlink()
         (ws / "memory/old").rmdir()
@@ -185,7 +172,7 @@ def test_random_changes_leave_the_index_a_full_sync_would_build(
     words = ["otter", "walrus", "heron", "badger", "lynx", "marten", "pelican", "stoat"]
     with open_manager(ws, cfg(sync={"reconcileIntervalMs": 600_000})) as m:
         m.sync()
-        walks = _walks(monkeypatch)
+        walks = counting_walks(monkeypatch)
         for step in range(30):
             notes = sorted(p for p in (ws / "memory").rglob("*.md"))
             op = rng.choice(["edit", "append", "new", "new folder", "delete", "rename"] if notes else ["new"])
@@ -231,7 +218,7 @@ def test_another_writer_between_a_new_processs_check_and_its_sync(
         first.sync()
     (ws / "memory/2026-11-05.md").write_text("# 2026-11-05\n- The osprey nest was counted.\n")
     time.sleep(0.1)
-    walks = _walks(monkeypatch)
+    walks = counting_walks(monkeypatch)
     with open_manager(ws, cfg()) as m:
         sync = m.monitor._sync
 

@@ -110,7 +110,7 @@ def _through_link(directory: str, mem: str) -> bool:
 
 def _list_changed(directory: str, known: set[str], known_dirs: dict[str, int], dirs: dict[str, int], out: list[str],
                   racy: list[bool]) -> None:  # fmt: skip
-    """The new Markdown files of a known directory whose entries changed, and all under its new subdirectories."""
+    """The new Markdown files of a directory whose entries changed, and all under its new subdirectories."""
     with os.scandir(directory) as entries:
         for entry in entries:
             name = entry.name
@@ -130,17 +130,7 @@ def _walk_new(directory: str, dirs: dict[str, int], out: list[str], racy: list[b
     mtime = os.stat(directory).st_mtime_ns
     dirs[directory] = mtime
     racy[0] = racy[0] or is_racy(mtime, time.time_ns())
-    with os.scandir(directory) as entries:
-        for entry in entries:
-            name = entry.name
-            if name.startswith(".") or name in SKIP_DIR_NAMES:
-                continue
-            if entry.is_symlink():
-                raise _GiveUp
-            if entry.is_dir(follow_symlinks=False):
-                _walk_new(entry.path, dirs, out, racy)
-            elif name.endswith(".md") and entry.is_file(follow_symlinks=False):
-                out.append(entry.path)
+    _list_changed(directory, set(), {}, dirs, out, racy)
 
 
 def _scope(workspace: Path, db: IndexDB, changed: list[str], new: list[str], vanished: list[str], dirs: dict[str, int],
