@@ -15,6 +15,7 @@ from indexcheck import counting_walks
 from mdrecall import open_manager
 from mdrecall.builtin.manager import BuiltinMemoryManager
 from mdrecall.freshness.snapshot import Snapshot
+from mdrecall.index.indexer import Indexer
 from mdrecall.index.scope import plan_scope
 
 NOTES = {
@@ -78,6 +79,40 @@ def test_searches_of_a_long_lived_process_sync_what_moved(
         scoped = _rows(m)
         m.sync()
         assert walks and _rows(m) == scoped and m.last_report is not None and m.last_report.files_indexed == 0
+
+
+def test_a_sync_of_what_moved_looks_only_at_those_files(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its cost follows what moved, not the workspace: it examines the one edited note, and the
+    snapshot it leaves (the earlier one's other entries, with the examined note as seen now) is the
+    one a full comparison of every file makes."""
+    topics = {f"memory/topics/t{i}.md": f"# Topic {i}\n- Topic {i} is settled.\n" for i in range(30)}
+    ws = make_ws({**NOTES, **topics})
+    _settle(ws)
+    with open_manager(ws, cfg(sync={"reconcileIntervalMs": 600_000})) as m:
+        m.sync()
+        examined: list[list[str]] = []
+        run = Indexer.run
+
+        def spy(self: Indexer, full: bool = False, scope: Any = None) -> Any:
+            report = run(self, full, scope)
+            examined.append(sorted(self.observed))
+            return report
+
+        monkeypatch.setattr(Indexer, "run", spy)
+        edited = ws / "memory/projects/atlas.md"
+        with edited.open("a") as fh:
+            fh.write("- The launch review is on Tuesday.\n")
+        time.sleep(0.1)  # past the racy window
+        assert [r.path for r in m.search("launch review", min_score=0).results] == ["memory/projects/atlas.md"]
+        assert examined == [[str(edited)]]
+        report = m.last_report
+        assert report is not None and (report.files_scanned, report.files_unchanged, report.files_indexed) == (33, 32, 1)
+        left = m.monitor._snapshot
+        full = m.compare_with_files()
+        assert left is not None and not left.racy and left.dirs == full.dirs
+        assert sorted(entry[:3] for entry in left.files) == sorted((p, o[0], o[1]) for p, o in full.observed.items())
 
 
 def test_a_full_walk_still_comes_when_it_is_due(

@@ -179,7 +179,7 @@ class FreshnessMonitor:
                 # The watcher need not sync these events again. (Transcript events mean "index the
                 # appends now": a search's sync may have deferred them.)
                 self._watcher.covered(started)
-        self._snapshot = make_snapshot(dirs[0], dirs[1], run.observed)
+        self._snapshot = make_snapshot(dirs[0], dirs[1], run.observed, run.carried)
         self._checked_at = time.time()
         self._last_check_at = time.monotonic()
         self._counts = {

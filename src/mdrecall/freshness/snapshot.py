@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,11 +41,13 @@ from mdrecall.freshness.roots import IGNORED_SEGMENTS, watch_roots
 from mdrecall.index.changes import Observed, is_readable
 from mdrecall.index.indexer import RACY_WINDOW_COARSE_NS, is_racy
 
+#: One file as a snapshot holds it: (absolute path, mtime_ns, size, ctime_ns or None when none was recorded).
+SnapshotEntry = tuple[str, int, int, int | None]
+
 
 @dataclass
 class Snapshot:
-    #: (absolute file path, mtime_ns, size, ctime_ns or None when the comparison recorded none)
-    files: list[tuple[str, int, int, int | None]] = field(default_factory=list)
+    files: list[SnapshotEntry] = field(default_factory=list)
     #: absolute directory path -> mtime_ns
     dirs: dict[str, int] = field(default_factory=dict)
     racy: bool = False
@@ -122,13 +124,12 @@ class Delta:
     def moved(self) -> bool:
         return bool(self.changed or self.vanished or self.changed_dirs)
 
-    def unchanged(self, base: Snapshot) -> dict[str, Observed]:
-        """The files of ``base`` (the snapshot this delta was taken from) that neither moved nor went,
-        as seen now: path -> (mtime_ns, size, when seen[, ctime_ns])."""
+    def carried(self, base: Snapshot) -> list[SnapshotEntry]:
+        """The entries of ``base`` (the snapshot this delta was taken from) whose files neither moved
+        nor went: still true now, so the snapshot after a sync of what moved holds them as they are
+        (their racy check was this delta's)."""
         moved = {*self.changed, *self.vanished}
-        when = self.seen_at
-        return {path: (mtime, size, when) if ctime is None else (mtime, size, when, ctime)
-                for path, mtime, size, ctime in base.files if path not in moved}  # fmt: skip
+        return [entry for entry in base.files if entry[0] not in moved] if moved else list(base.files)
 
 
 def scan_dirs(workspace: Path, config: MemoryConfig) -> tuple[dict[str, int], bool]:
@@ -194,11 +195,15 @@ def scan_dirs(workspace: Path, config: MemoryConfig) -> tuple[dict[str, int], bo
     return dirs, racy
 
 
-def make_snapshot(dirs: dict[str, int], dirs_racy: bool, observed: Mapping[str, Observed]) -> Snapshot:
-    """Build a snapshot from recorded directories and files observed as ``path -> Observed``."""
+def make_snapshot(
+    dirs: dict[str, int], dirs_racy: bool, observed: Mapping[str, Observed], carried: Sequence[SnapshotEntry] = ()
+) -> Snapshot:
+    """Build a snapshot from recorded directories, files observed as ``path -> Observed``, and
+    ``carried`` entries of an earlier snapshot known unchanged (:meth:`Delta.carried`; whether they
+    were racy is in ``dirs_racy``, from the same delta)."""
     # The subtraction first: at 100k files, calling is_racy on every file cost more than the rest.
     racy = dirs_racy or any(o[2] - o[0] < RACY_WINDOW_COARSE_NS and is_racy(o[0], o[2]) for o in observed.values())
-    files = [(p, o[0], o[1], o[3] if len(o) > 3 else None) for p, o in observed.items()]
+    files = [*carried, *[(p, o[0], o[1], o[3] if len(o) > 3 else None) for p, o in observed.items()]]
     return Snapshot(files=files, dirs=dirs, racy=racy)
 
 
@@ -214,7 +219,7 @@ def dirs_record(workspace: Path, dirs: Mapping[str, int]) -> str:
 def stored_snapshot(
     workspace: Path,
     record: str | None,
-    files: list[tuple[str, int, int, int | None]],
+    files: list[SnapshotEntry],
     unreadable: list[str],
     index_version: str | None = None,
 ) -> Snapshot | None:
@@ -236,4 +241,4 @@ def stored_snapshot(
     return Snapshot(files=files, dirs=dirs, unreadable=[os.path.normpath(p) for p in unreadable], index_version=index_version)
 
 
-__all__ = ["DIRS_KEY", "Delta", "Observed", "Snapshot", "dirs_record", "make_snapshot", "scan_dirs", "stored_snapshot"]
+__all__ = ["DIRS_KEY", "Delta", "Observed", "Snapshot", "SnapshotEntry", "dirs_record", "make_snapshot", "scan_dirs", "stored_snapshot"]

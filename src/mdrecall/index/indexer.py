@@ -243,7 +243,6 @@ class Indexer:
         else:
             discovered = self._discovered = scope.files
             existing, skipped = scope.existing, scope.skipped
-            self.observed.update(scope.observed)
         report.files_scanned = len(discovered)
         seen = {file.rel_path for file in discovered}
         racy: list[tuple[MemoryFile, int]] = []
@@ -253,8 +252,8 @@ class Indexer:
             if item is not None:
                 pending.append(item)
         if scope is not None:  # the files left alone are unchanged on disk, as the snapshot saw them
-            report.files_scanned = len(self.observed)
-            report.files_unchanged += len(self.observed.keys() - {file.abspath for file in discovered})
+            report.files_scanned = len(self.observed) + len(scope.carried)
+            report.files_unchanged += len(scope.carried)
 
         self._embed_and_write(pending, report)
         crash_point("index:before-removals")

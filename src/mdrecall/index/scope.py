@@ -31,8 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mdrecall.config import MemoryConfig
-from mdrecall.freshness.snapshot import DIRS_KEY, Delta, Snapshot
-from mdrecall.index.changes import Observed
+from mdrecall.freshness.snapshot import DIRS_KEY, Delta, Snapshot, SnapshotEntry
 from mdrecall.index.indexer import is_racy
 from mdrecall.sources.workspace import MEMORY_DIR, ROOT_MEMORY_FILE, SKIP_DIR_NAMES, MemoryFile, rel_path_for
 from mdrecall.store.db import FileRow, IndexDB, SkipRecord
@@ -52,8 +51,8 @@ class SyncScope:
     #: every directory's mtime, read before it was listed (the next snapshot's), and whether one was racy
     dirs: dict[str, int]
     dirs_racy: bool
-    #: the snapshot's files that did not move, as seen now (the examined ones are added as examined)
-    observed: dict[str, Observed]
+    #: the snapshot's entries of the files that did not move (the next snapshot's, with the examined ones)
+    carried: list[SnapshotEntry]
 
 
 class _GiveUp(Exception):
@@ -76,7 +75,13 @@ def plan_scope(
         return None
     ws = str(workspace)
     mem = os.path.join(ws, MEMORY_DIR)
-    known = {entry[0] for entry in base.files}
+    known: set[str] = set()  # the snapshot's files, gathered once a directory has to be listed
+
+    def known_files() -> set[str]:
+        if not known:
+            known.update(entry[0] for entry in base.files)
+        return known
+
     dirs = dict(delta.dirs)
     new_files: list[str] = []
     racy = [delta.racy]
@@ -88,7 +93,7 @@ def plan_scope(
                 if other_sources:
                     raise _GiveUp  # a sessions folder may have appeared here
                 root_file = os.path.join(ws, ROOT_MEMORY_FILE)
-                if root_file not in known and os.path.lexists(root_file):
+                if root_file not in known_files() and os.path.lexists(root_file):
                     if os.path.islink(root_file):
                         raise _GiveUp
                     new_files.append(root_file)
@@ -97,8 +102,8 @@ def plan_scope(
                 continue
             if not (directory == mem or directory.startswith(mem + os.sep)) or _through_link(directory, mem):
                 raise _GiveUp
-            _list_changed(directory, known, base.dirs, dirs, new_files, racy)
-        return _scope(workspace, db, delta.changed, new_files, delta.vanished, dirs, racy[0], delta.unchanged(base))
+            _list_changed(directory, known_files(), base.dirs, dirs, new_files, racy)
+        return _scope(workspace, db, delta.changed, new_files, delta.vanished, dirs, racy[0], delta.carried(base))
     except (_GiveUp, OSError):
         return None
 
@@ -134,7 +139,7 @@ def _walk_new(directory: str, dirs: dict[str, int], out: list[str], racy: list[b
 
 
 def _scope(workspace: Path, db: IndexDB, changed: list[str], new: list[str], vanished: list[str], dirs: dict[str, int],
-           dirs_racy: bool, observed: dict[str, Observed]) -> SyncScope:  # fmt: skip
+           dirs_racy: bool, carried: list[SnapshotEntry]) -> SyncScope:  # fmt: skip
     names = {path: rel_path_for(workspace, path) for path in [*changed, *new, *vanished]}
     existing, skipped = db.files_at(sorted(set(names.values())))
     files: list[MemoryFile] = []
@@ -151,7 +156,7 @@ def _scope(workspace: Path, db: IndexDB, changed: list[str], new: list[str], van
             raise _GiveUp  # a link, or a file with other names: discovery's rules for those span every file
     removed = [names[path] for path in vanished if names[path] in existing or names[path] in skipped]
     files.sort(key=lambda f: f.rel_path)
-    return SyncScope(files, sorted(removed), existing, skipped, dirs, dirs_racy, observed)
+    return SyncScope(files, sorted(removed), existing, skipped, dirs, dirs_racy, carried)
 
 
 __all__ = ["SyncScope", "plan_scope"]

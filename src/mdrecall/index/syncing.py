@@ -27,7 +27,7 @@ from mdrecall.config import MemoryConfig
 from mdrecall.crashpoints import crash_point
 from mdrecall.embeddings.base import EmbeddingProvider
 from mdrecall.errors import StoreError
-from mdrecall.freshness.snapshot import DIRS_KEY, Delta, Snapshot, dirs_record, scan_dirs
+from mdrecall.freshness.snapshot import DIRS_KEY, Delta, Snapshot, SnapshotEntry, dirs_record, scan_dirs
 from mdrecall.index.changes import Observed
 from mdrecall.index.identity import identity_mismatch
 from mdrecall.index.indexer import Indexer, SyncContext, seed_cache_from
@@ -52,6 +52,8 @@ class SyncRun:
     observed: Mapping[str, Observed] = field(default_factory=dict)
     #: the directories' mtimes, read before their files were listed, and whether one was racy
     dirs: tuple[dict[str, int], bool] = field(default_factory=lambda: ({}, True))
+    #: a sync of what moved (index/scope.py): the earlier snapshot's entries of the files it left alone
+    carried: list[SnapshotEntry] = field(default_factory=list)
 
 
 class IndexSyncer:
@@ -151,7 +153,7 @@ class IndexSyncer:
                 crash_point("sync:before-finish")
         finally:
             writer.close()
-        return SyncRun(report, observed, dirs)
+        return SyncRun(report, observed, dirs, scope.carried if scope is not None else [])
 
     def _drop_unused_vectors(self, db: IndexDB) -> None:
         """With ``cache.enabled: false``, no vector outlives the chunks that use it. (This file keeps
