@@ -106,6 +106,84 @@ def test_dedup_by_real_path_and_links_inside_roots(tmp_path: Path) -> None:
     assert {Path(r).name for r in reals} == {"MEMORY.md", "a.md", "n.md"}
 
 
+def _discovered_by_definition(ws: Path, config: object) -> list[tuple[str, str]]:
+    """Discovery's rules, written plainly (a ``Path`` and a ``realpath`` per file): what the fast walk
+    (real paths, stored paths and the roots check taken per directory) must find, in its order."""
+    from mdrecall.sources.workspace import SKIP_DIR_NAMES, allowed_roots, extra_path_roots
+
+    roots = allowed_roots(ws, config)  # type: ignore[arg-type]
+
+    def inside(path: str) -> bool:
+        real = Path(os.path.realpath(path))
+        return any(real == root or real.is_relative_to(root) for root in roots)
+
+    candidates: list[str] = []
+    seen_dirs: set[str] = set()
+
+    def walk(directory: str) -> None:
+        if os.path.realpath(directory) in seen_dirs:
+            return
+        seen_dirs.add(os.path.realpath(directory))
+        for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+            if entry.name.startswith(".") or entry.name in SKIP_DIR_NAMES:
+                continue
+            if entry.is_dir():
+                if not entry.is_symlink() or inside(entry.path):
+                    walk(entry.path)
+            elif entry.name.endswith(".md") and entry.is_file():
+                candidates.append(entry.path)
+
+    if (ws / "MEMORY.md").is_file():
+        candidates.append(str(ws / "MEMORY.md"))
+    if (ws / "memory").is_dir():
+        walk(str(ws / "memory"))
+    for extra in extra_path_roots(ws, config):  # type: ignore[arg-type]
+        if extra.is_dir():
+            walk(str(extra))
+        elif extra.is_file() and extra.name.endswith(".md"):
+            candidates.append(str(extra))
+    out: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for path in candidates:
+        real = os.path.realpath(path)
+        if real not in seen and inside(path):
+            seen.add(real)
+            out.append((path, Path(os.path.relpath(path, ws)).as_posix()))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_discovery_matches_its_rules_on_random_trees(tmp_path: Path, seed: int) -> None:
+    """Links to files and folders (inside, outside, loops), extraPaths of every kind (the workspace
+    itself, a folder outside, a file), notes beside other files: the same files, names and order."""
+    import random
+
+    rnd = random.Random(seed)
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    for folder in (ws / "memory", ws / "notes", outside):
+        folder.mkdir(parents=True)
+    folders = [ws / "memory", ws / "notes", outside, ws]
+    for i in range(40):
+        here, kind = rnd.choice(folders), rnd.random()
+        if kind < 0.25:
+            (here / f"d{i}").mkdir()
+            folders.append(here / f"d{i}")
+        elif kind < 0.7:
+            (here / f"n{i}.md").write_text(f"- note {i}\n")
+        elif kind < 0.8:
+            (here / f"f{i}.txt").write_text("not a note\n")
+        elif kind < 0.9:
+            (here / f"l{i}.md").symlink_to(rnd.choice(sorted(tmp_path.rglob("*.md")) or [ws / "memory"]))
+        else:
+            (here / f"ld{i}").symlink_to(rnd.choice(folders), target_is_directory=True)
+    if rnd.random() < 0.5:
+        (ws / "MEMORY.md").write_text("# Memory\n")
+    extras = rnd.choice([[], ["notes"], ["."], [str(outside)], ["notes", "notes/n3.md", str(outside)], ["../outside"]])
+    config = parse_config({"extraPaths": extras})
+    found = [(f.abspath, f.rel_path) for f in discover_memory_files(ws, config)]
+    assert found == _discovered_by_definition(ws, config)
+
+
 def test_note_dates_and_evergreen() -> None:
     assert note_date("memory/2026-01-31.md") == date(2026, 1, 31)
     assert note_date("memory/daily/2026-01-31-standup.md") == date(2026, 1, 31)

@@ -120,12 +120,18 @@ def path_inside(real: str, root: str) -> bool:
     return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def _walk_markdown(directory: str, roots: list[str], seen_dirs: set[str], found: list[tuple[str, str | None]]) -> None:
-    """Append ``(path, real path or None)`` for each Markdown file under ``directory``.
+def _walk_markdown(
+    directory: str, rel_dir: str, roots: list[str], seen_dirs: set[str], found: list[tuple[str, str | None, str, bool]]
+) -> None:
+    """Append ``(path, real path or None, stored path, inside)`` for each Markdown file under
+    ``directory`` (``rel_dir``: its stored path and a slash, or "" for the workspace itself).
 
     Plain strings, not ``Path`` objects: at 100k files, building a ``Path`` per file was two thirds
-    of a no-op sync. The real path of a file that is not itself a link is its directory's real path
-    plus its name, sparing a ``realpath`` call per file (None: resolve it later).
+    of a no-op sync. A file that is not itself a link lies in its directory's real path, so its real
+    path is that plus its name (None: resolve it later), and it is inside the allowed roots when its
+    directory is (``inside``: checked once per directory, not per file; False: check the file).
+    Its stored path is the directory's plus its name: names starting with "." are skipped, so none
+    is "." or "..".
     """
     real_dir = os.path.realpath(directory)
     if real_dir in seen_dirs:  # symlink loops
@@ -135,6 +141,8 @@ def _walk_markdown(directory: str, roots: list[str], seen_dirs: set[str], found:
         entries = sorted(os.scandir(directory), key=lambda e: e.name)
     except OSError:
         return
+    dir_inside = _inside_str(real_dir, roots)
+    real_prefix = real_dir if real_dir.endswith(os.sep) else real_dir + os.sep
     for entry in entries:
         name = entry.name
         if name.startswith(".") or name in SKIP_DIR_NAMES:
@@ -143,39 +151,48 @@ def _walk_markdown(directory: str, roots: list[str], seen_dirs: set[str], found:
             if entry.is_dir(follow_symlinks=True):
                 if entry.is_symlink() and not _inside_str(os.path.realpath(entry.path), roots):
                     continue
-                _walk_markdown(entry.path, roots, seen_dirs, found)
+                _walk_markdown(entry.path, rel_dir + name + "/", roots, seen_dirs, found)
             elif name.endswith(".md") and entry.is_file(follow_symlinks=True):
-                found.append((entry.path, None if entry.is_symlink() else os.path.join(real_dir, name)))
+                if entry.is_symlink():
+                    found.append((entry.path, None, rel_dir + name, False))
+                else:
+                    found.append((entry.path, real_prefix + name, rel_dir + name, dir_inside))
         except OSError:
             continue
+
+
+def _rel_dir(workspace: Path, directory: str) -> str:
+    """The stored path of a directory discovery walks, with a trailing slash ("" for the workspace)."""
+    rel = rel_path_for(workspace, directory)
+    return "" if rel == "." else rel + "/"
 
 
 def discover_memory_files(workspace: Path, config: MemoryConfig) -> list[MemoryFile]:
     """All memory-source Markdown files, deduplicated by real path, links kept inside allowed roots."""
     roots = [str(r) for r in allowed_roots(workspace, config)]
     ws = str(workspace)
-    candidates: list[tuple[str, str | None]] = []
+    candidates: list[tuple[str, str | None, str, bool]] = []
     root_file = os.path.join(ws, ROOT_MEMORY_FILE)
     if os.path.isfile(root_file):
-        candidates.append((root_file, None))
+        candidates.append((root_file, None, rel_path_for(workspace, root_file), False))
     memory_dir = os.path.join(ws, MEMORY_DIR)
     seen_dirs: set[str] = set()
     if os.path.isdir(memory_dir):
-        _walk_markdown(memory_dir, roots, seen_dirs, candidates)
+        _walk_markdown(memory_dir, _rel_dir(workspace, memory_dir), roots, seen_dirs, candidates)
     for extra in extra_path_roots(workspace, config):
         if extra.is_dir():
-            _walk_markdown(str(extra), roots, seen_dirs, candidates)
+            _walk_markdown(str(extra), _rel_dir(workspace, str(extra)), roots, seen_dirs, candidates)
         elif extra.is_file() and extra.name.endswith(".md"):
-            candidates.append((str(extra), None))
+            candidates.append((str(extra), None, rel_path_for(workspace, extra), False))
 
     files: list[MemoryFile] = []
     seen_real: set[str] = set()
-    for path, real in candidates:
+    for path, real, rel, inside in candidates:
         real = real or os.path.realpath(path)
-        if real in seen_real or not _inside_str(real, roots):
+        if real in seen_real or not (inside or _inside_str(real, roots)):
             continue
         seen_real.add(real)
-        files.append(MemoryFile(path, rel_path_for(workspace, path), "memory"))
+        files.append(MemoryFile(path, rel, "memory"))
     return files
 
 
