@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -269,6 +270,30 @@ def test_damage_the_open_probe_misses_is_found_by_the_background_check(
         assert _paths(m.search("which database do we use?"))[0] == "MEMORY.md"
         assert m.status().files == len(NOTES)
     assert list(tmp_path.glob("index.sqlite.corrupt-*"))
+
+
+def test_a_large_index_is_checked_once_the_first_search_ended(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The full check reads the whole file (~0.7 s of CPU at 100k chunks): for a large tree it waits
+    for the process's first search to end, which then has the cores to itself; a process closed
+    before then skips it instead of running it during close()."""
+    from mdrecall.freshness import monitor
+
+    monkeypatch.setattr(monitor, "HOLD_ATTACH_ABOVE_FILES", 1)  # this tree counts as large
+    monkeypatch.setattr(monitor, "ATTACH_HOLD_S", 60.0)
+    ws = make_ws(NOTES)
+    with open_manager(ws, cfg()) as m:
+        m.sync()
+    with open_manager(ws, cfg()) as m:
+        time.sleep(0.3)  # a check of this small file ends in milliseconds when it is not held
+        assert m.index.integrity == "pending"
+        assert _paths(m.search("which database do we use?"))[0] == "MEMORY.md"
+        assert wait_for(lambda: m.index.integrity == "ok", what="the check after the first search")
+    started = time.monotonic()
+    with open_manager(ws, cfg()) as m:
+        pass
+    assert time.monotonic() - started < 5 and m.index.integrity == "pending"
 
 
 def test_a_recovery_is_announced_only_after_the_monitor_knows(

@@ -98,7 +98,7 @@ class BuiltinMemoryManager(ManagerBase):
     # -- lifecycle --------------------------------------------------------------------------------
     def start_background(self) -> None:
         """Start the index's full integrity check, the watcher and interval syncs (stopped by close)."""
-        self.index.start_verify()
+        self.index.start_verify(*self.monitor.first_search_hold())
         self.monitor.start()
 
     def close(self) -> None:

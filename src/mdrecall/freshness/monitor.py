@@ -403,6 +403,12 @@ class FreshnessMonitor:
         except Exception:  # a damaged or missing index: nothing to hold the watcher for
             return False
 
+    def first_search_hold(self) -> tuple[threading.Event | None, float]:
+        """What background work that competes with the first search for the cores waits for (the
+        index's full integrity check): a large tree's first search ending, at most ``ATTACH_HOLD_S``,
+        as the watcher's attach does; (None, 0) for a small tree."""
+        return (self._attach, ATTACH_HOLD_S) if self._large_tree() else (None, 0.0)
+
     def attach_now(self) -> None:
         """Let a watcher held back for the first search attach now: a search ended, or watching is
         the caller's job (``mdrecall watch``)."""
