@@ -3,6 +3,7 @@ leaves to the full walk, and that it leaves the index as a full sync would."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable
@@ -234,6 +235,63 @@ def test_random_changes_leave_the_index_a_full_sync_would_build(
         assert walks == []
     time.sleep(0.1)
     with open_manager(ws, cfg(db="fresh.sqlite")) as fresh:
+        fresh.sync()
+        assert _rows(fresh) == scoped
+
+
+def _message(text: str) -> str:
+    return json.dumps({"role": "user", "content": text}) + "\n"
+
+
+def test_transcripts_among_the_sources(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With transcripts a source too, an append to a known transcript is a change like an edit: a
+    search's sync examines it without listing every file, and an append below the thresholds that it
+    leaves for later is examined again by the next sync (a watcher's, which indexes it), as a full
+    walk would. A new session's folder is a folder outside memory/: the full walk's. The index the
+    scoped syncs leave equals a fresh full index of the same files."""
+    transcript = ".openclaw/sessions/main/transcripts/s.jsonl"
+    ws = make_ws({**NOTES, transcript: _message("The kestrel cluster runs in Frankfurt.")})
+    _settle(ws)
+    config = cfg(sources=["memory", "sessions"], dreaming={"enabled": False},
+                 sync={"reconcileIntervalMs": 600_000, "sessions": {"deltaMessages": 3, "deltaBytes": 100_000}})  # fmt: skip
+    with open_manager(ws, config) as m:
+        m.sync()
+        m.search("kestrel", min_score=0, session_key="main")  # the session's start: a full sync of its own
+        walks = counting_walks(monkeypatch)
+
+        def indexed_size() -> int:
+            with m.index.reading() as db:
+                return db.files()[transcript].size
+
+        def append(*texts: str) -> None:
+            with (ws / transcript).open("a") as fh:
+                fh.writelines(_message(text) for text in texts)
+            time.sleep(0.1)  # past the racy window
+
+        append("The osprey backup runs at noon.")  # one message: below deltaMessages
+        assert not m.search("kestrel", min_score=0, session_key="main").stale
+        assert m.last_report is not None and m.last_report.files_deferred == 1 and walks == []
+        assert indexed_size() < (ws / transcript).stat().st_size
+        snapshot = m.monitor._snapshot
+        assert snapshot is not None and snapshot.deferred == {str(ws / transcript)}
+        # The watcher's sync of its events: transcripts' appends now, from the snapshot.
+        m.monitor._sync(lock_timeout=None, defer_sessions=False, base=m.monitor._sync_base(checked=False))
+        assert walks == [] and indexed_size() == (ws / transcript).stat().st_size
+        assert m.monitor._snapshot is not None and not m.monitor._snapshot.deferred
+        assert [r.path for r in m.search("osprey backup", min_score=0, session_key="main").results] == [transcript]
+        append("The heron survey is on Monday.", "The lynx count was 12.", "The stoat den moved.")  # at deltaMessages
+        assert [r.path for r in m.search("stoat den", min_score=0, session_key="main").results] == [transcript]
+        assert indexed_size() == (ws / transcript).stat().st_size and walks == []
+        other = ws / ".openclaw/sessions/ops/transcripts/t.jsonl"
+        other.parent.mkdir(parents=True)
+        other.write_text(_message("The pelican queue was drained."))
+        time.sleep(0.1)
+        m.search("pelican", min_score=0)
+        assert len(walks) == 1  # a new session's folder: the full walk finds it
+        scoped = _rows(m)
+    with open_manager(ws, cfg(db="fresh.sqlite", sources=["memory", "sessions"], dreaming={"enabled": False})) as fresh:
         fresh.sync()
         assert _rows(fresh) == scoped
 

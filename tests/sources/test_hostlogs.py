@@ -91,6 +91,34 @@ def test_each_host_key_sees_its_own_logs_and_no_key_sees_none(
         assert [h for h in _hits(m, "osprey cluster", None) if h.source == "sessions"]
 
 
+def test_a_new_process_checks_the_hosts_logs_where_they_are(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict[str, Any]], host_dirs: tuple[Path, Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The index keeps a host's log under its absolute path. The snapshot a new process reads from
+    the index names that file itself (not the workspace joined to it, a file that does not exist), so
+    with nothing changed its first search neither syncs nor lists the files."""
+    import os
+    import time
+
+    from indexcheck import counting_walks
+
+    claude, codex = host_dirs
+    ws = make_ws({"MEMORY.md": "# Memory\n- The kestrel cluster runs in Frankfurt.\n"})
+    past = time.time() - 60
+    for root in (ws, claude.parent.parent):
+        for path in [root, *root.rglob("*")]:
+            os.utime(path, (past, past))  # nothing racy: the sync stores its snapshot
+    with open_manager(ws, _config(cfg, claude, codex)) as m:
+        m.sync()
+    with open_manager(ws, _config(cfg, claude, codex)) as m:
+        snapshot = m.stored_snapshot()
+        assert snapshot is not None and str(claude / KESTREL) in {entry[0] for entry in snapshot.files}
+        walks = counting_walks(monkeypatch)
+        assert [r.path for r in m.search("kestrel cluster", min_score=0).results] == ["MEMORY.md"]
+        assert m.last_report is None and walks == []
+
+
 def test_projects_limit_which_claude_code_folders_are_read(cfg: Callable[..., dict[str, Any]], host_dirs: tuple[Path, Path]) -> None:
     from mdrecall.config import parse_config
 

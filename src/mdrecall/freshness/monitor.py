@@ -179,7 +179,7 @@ class FreshnessMonitor:
                 # The watcher need not sync these events again. (Transcript events mean "index the
                 # appends now": a search's sync may have deferred them.)
                 self._watcher.covered(started)
-        self._snapshot = make_snapshot(dirs[0], dirs[1], run.observed, run.carried)
+        self._snapshot = make_snapshot(dirs[0], dirs[1], run.observed, run.carried, run.deferred)
         self._checked_at = time.time()
         self._last_check_at = time.monotonic()
         self._counts = {
@@ -202,7 +202,8 @@ class FreshnessMonitor:
             "deferredSessions": len(pending.deferred),
         }
         if pending.outstanding == 0 and comparison.mismatch is None:
-            self._snapshot = make_snapshot(comparison.dirs, comparison.dirs_racy, comparison.observed)
+            self._snapshot = make_snapshot(comparison.dirs, comparison.dirs_racy, comparison.observed,
+                                           deferred=pending.deferred_files)  # fmt: skip
             if comparison.started:
                 self._verified_at = max(self._verified_at, comparison.started)
             if self._generation == generation:
@@ -318,13 +319,11 @@ class FreshnessMonitor:
         taken when the index matched the files, and what its last check found moved when
         ``checked`` (a search's sync: that check's time counts as the sync's, so what moved after it
         is left for the next check; a watcher's sync takes its own look, as its events are spent).
-        None when a full walk is due (without a trusted watcher, every
-        ``sync.reconcileIntervalMs``), or with transcripts among the sources (their deferred appends
-        are settled by walks)."""
+        None when a full walk is due (without a trusted watcher, every ``sync.reconcileIntervalMs``).
+        Transcript appends a sync left for later are in the snapshot (``Snapshot.deferred``): the
+        next sync examines them again, as a full walk would."""
         stored, self._stored_base = self._stored_base, None
         snapshot, moved, self._moved = self._snapshot, self._moved, None
-        if "sessions" in self.config.sources:
-            return None
         if stored is not None:
             return stored if checked else (stored[0], None)
         if snapshot is None:

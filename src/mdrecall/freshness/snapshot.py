@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,6 +59,10 @@ class Snapshot:
     #: may between a new process's check and its sync. (One a sync took holds ctimes: a file
     #: restored under its old mtime and size has a new ctime.)
     index_version: str | None = None
+    #: files whose index rows lag behind what the snapshot saw: appends a sync left for later
+    #: (``sync.sessions`` thresholds). The next sync of what moved examines them again, as a full
+    #: walk would (it finds their rows behind the files).
+    deferred: frozenset[str] = frozenset()
 
     def delta(self) -> Delta | None:
         """What moved since the snapshot, from one ``stat`` of each of its files and directories
@@ -124,11 +128,11 @@ class Delta:
     def moved(self) -> bool:
         return bool(self.changed or self.vanished or self.changed_dirs)
 
-    def carried(self, base: Snapshot) -> list[SnapshotEntry]:
+    def carried(self, base: Snapshot, examined: Iterable[str] = ()) -> list[SnapshotEntry]:
         """The entries of ``base`` (the snapshot this delta was taken from) whose files neither moved
-        nor went: still true now, so the snapshot after a sync of what moved holds them as they are
-        (their racy check was this delta's)."""
-        moved = {*self.changed, *self.vanished}
+        nor went nor are ``examined`` again: still true now, so the snapshot after a sync of what
+        moved holds them as they are (their racy check was this delta's)."""
+        moved = {*self.changed, *self.vanished, *examined}
         return [entry for entry in base.files if entry[0] not in moved] if moved else list(base.files)
 
 
@@ -196,15 +200,19 @@ def scan_dirs(workspace: Path, config: MemoryConfig) -> tuple[dict[str, int], bo
 
 
 def make_snapshot(
-    dirs: dict[str, int], dirs_racy: bool, observed: Mapping[str, Observed], carried: Sequence[SnapshotEntry] = ()
+    dirs: dict[str, int],
+    dirs_racy: bool,
+    observed: Mapping[str, Observed],
+    carried: Sequence[SnapshotEntry] = (),
+    deferred: Iterable[str] = (),
 ) -> Snapshot:
     """Build a snapshot from recorded directories, files observed as ``path -> Observed``, and
     ``carried`` entries of an earlier snapshot known unchanged (:meth:`Delta.carried`; whether they
-    were racy is in ``dirs_racy``, from the same delta)."""
+    were racy is in ``dirs_racy``, from the same delta); ``deferred``: :attr:`Snapshot.deferred`."""
     # The subtraction first: at 100k files, calling is_racy on every file cost more than the rest.
     racy = dirs_racy or any(o[2] - o[0] < RACY_WINDOW_COARSE_NS and is_racy(o[0], o[2]) for o in observed.values())
     files = [*carried, *[(p, o[0], o[1], o[3] if len(o) > 3 else None) for p, o in observed.items()]]
-    return Snapshot(files=files, dirs=dirs, racy=racy)
+    return Snapshot(files=files, dirs=dirs, racy=racy, deferred=frozenset(deferred))
 
 
 #: Meta key of the directory mtimes of the last complete sync.
@@ -236,9 +244,15 @@ def stored_snapshot(
         return None
     if data.get("workspace") != str(workspace) or not dirs:
         return None
-    # extraPaths outside the workspace are stored as ../...: resolve those few; the rest as they are.
-    files = [(os.path.normpath(f[0]), f[1], f[2], None) if "/.." in f[0] else f for f in files]
-    return Snapshot(files=files, dirs=dirs, unreadable=[os.path.normpath(p) for p in unreadable], index_version=index_version)
+    # extraPaths outside the workspace are stored as ../... and a host's logs by their absolute path
+    # (the workspace, a separator and "/..." here): resolve those few; the rest as they are.
+    absolute = str(workspace) + "//"
+
+    def resolved(path: str) -> str:
+        return path[len(absolute) - 1 :] if path.startswith(absolute) else os.path.normpath(path)
+
+    files = [(resolved(f[0]), f[1], f[2], None) if "/.." in f[0] or f[0].startswith(absolute) else f for f in files]
+    return Snapshot(files=files, dirs=dirs, unreadable=[resolved(p) for p in unreadable], index_version=index_version)
 
 
 __all__ = ["DIRS_KEY", "Delta", "Observed", "Snapshot", "SnapshotEntry", "dirs_record", "make_snapshot", "scan_dirs", "stored_snapshot"]

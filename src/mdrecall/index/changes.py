@@ -61,6 +61,8 @@ class PendingChanges:
     #: Transcripts whose only change is an append below the delta thresholds (left for later by
     #: automatic syncs; still counted, so ``clean`` stays honest).
     deferred: list[str] = field(default_factory=list)
+    #: the same files' absolute paths, as discovery names them (a freshness snapshot's keys)
+    deferred_files: list[str] = field(default_factory=list)
     files_on_disk: int = 0
     files_indexed: int = 0
 
@@ -123,6 +125,7 @@ def pending_changes(
             adapter = by_source.get(source)
             if row.source == source and adapter is not None and adapter.deferrable(Path(abspath), row.size, size):
                 out.deferred.append(rel)
+                out.deferred_files.append(abspath)
         elif rel in skipped:
             if not skip_still_holds(skipped[rel], abspath, mtime, size):
                 out.changed.append(rel)

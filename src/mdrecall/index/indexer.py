@@ -197,6 +197,8 @@ class Indexer:
         self.on_text = on_text
         #: absolute path -> (mtime_ns, size, when stat ran in ns, ctime_ns) for every file looked at (freshness/snapshot.py).
         self.observed: dict[str, Observed] = {}
+        #: absolute paths of the transcripts whose appends this sync left for later (``defer_sessions``)
+        self.deferred: list[str] = []
         self._discovered: list[MemoryFile] = []
         self._roots: list[str] | None = None
         self._inode_names: dict[tuple[int, int], int] | None = None
@@ -333,6 +335,7 @@ class Indexer:
             and hashlib.sha256(raw[: old.size]).hexdigest() == old.hash  # a pure append, nothing rewritten
         ):
             report.files_deferred += 1
+            self.deferred.append(file.abspath)
             return None
         if racy_now:
             racy.append((file, mtime))

@@ -9,16 +9,19 @@ learns from one ``stat`` of each of its files and directories exactly what moved
 * a file whose mtime, size or ctime moved is examined as a full sync examines it;
 * a file that is gone is removed from the index;
 * a directory whose mtime moved had entries created, removed or renamed: that directory alone is
-  listed, and its new Markdown files and everything under a new subdirectory are examined.
+  listed, and its new Markdown files and everything under a new subdirectory are examined;
+* a transcript whose append an earlier sync left for later (``Snapshot.deferred``) is examined again,
+  moved or not, as a full walk finds its row behind the file.
 
 What it leaves to the full walk (:func:`plan_scope` returns None): a symbolic link among the new
 entries or a file with more than one name (discovery's rules for those span every file), any
 ``extraPaths`` (discovery drops a file two roots reach), a directory that moved outside ``memory/``
 and the workspace folder (transcripts, host logs: their own discovery), the workspace folder while
-transcripts may appear in it, a snapshot taken too close to a change, an index whose last sync
-did not complete, and a snapshot read from the index (a new process's) when another writer changed
-the index since (a note deleted and synced away by another process, then restored with its old mtime
-and size, would look unmoved to it: such a snapshot holds no ctimes). Whoever asks for a scoped sync still runs full ones now and then (the watcher's
+transcripts may appear in it, a snapshot taken too close to a change, a file the index knows by
+another name (a host's log), and a snapshot read from the index (a new process's) when the index's
+last sync did not complete or another writer changed the index since (a note deleted and synced away
+by another process, then restored with its old mtime and size, would look unmoved to it: such a
+snapshot holds no ctimes). Whoever asks for a scoped sync still runs full ones now and then (the watcher's
 re-check, ``sync.reconcileIntervalMs``).
 """
 
@@ -65,10 +68,13 @@ def plan_scope(
     """The scoped sync since ``base`` (a snapshot of the files when the index matched them; ``delta``:
     what moved since, when the caller already looked), or None when the full walk must decide.
     ``other_sources``: sources besides the memory files (transcripts)."""
-    if config.extraPaths or not db.get_kv(DIRS_KEY):
-        return None  # extra paths: discovery's dedup spans roots; no record: the last sync left work undone
-    if base.index_version is not None and base.index_version != db.chunks_version():
-        return None  # read from the index, which another writer changed since: rows base no longer shows
+    if config.extraPaths:
+        return None  # discovery's dedup spans roots
+    if base.index_version is not None and (not db.get_kv(DIRS_KEY) or base.index_version != db.chunks_version()):
+        # Read from the index: its last sync left work undone (no record), or another writer changed
+        # it since (rows base no longer shows). A snapshot a sync of this process took knows what it
+        # left undone (``deferred``).
+        return None
     if delta is None:
         delta = base.delta()
     if delta is None:
@@ -103,7 +109,14 @@ def plan_scope(
             if not (directory == mem or directory.startswith(mem + os.sep)) or _through_link(directory, mem):
                 raise _GiveUp
             _list_changed(directory, known_files(), base.dirs, dirs, new_files, racy)
-        return _scope(workspace, db, delta.changed, new_files, delta.vanished, dirs, racy[0], delta.carried(base))
+        # Appends a sync left for later: a full walk finds their rows behind the files and examines
+        # them again (indexing them, or leaving them again while below the thresholds); so does this.
+        moved = {*delta.changed, *delta.vanished}
+        settle = [path for path in sorted(base.deferred) if path not in moved]
+        if any(path not in known_files() for path in settle):
+            raise _GiveUp  # named otherwise than in the snapshot
+        changed = [*delta.changed, *settle]
+        return _scope(workspace, db, changed, new_files, delta.vanished, dirs, racy[0], delta.carried(base, settle))
     except (_GiveUp, OSError):
         return None
 
@@ -154,7 +167,9 @@ def _scope(workspace: Path, db: IndexDB, changed: list[str], new: list[str], van
         st = os.lstat(file.abspath)
         if stat.S_ISLNK(st.st_mode) or st.st_nlink > 1:
             raise _GiveUp  # a link, or a file with other names: discovery's rules for those span every file
-    removed = [names[path] for path in vanished if names[path] in existing or names[path] in skipped]
+    if any(names[path] not in existing and names[path] not in skipped for path in vanished):
+        raise _GiveUp  # a file the index knows by another name (a host's log): its own discovery
+    removed = [names[path] for path in vanished]
     files.sort(key=lambda f: f.rel_path)
     return SyncScope(files, sorted(removed), existing, skipped, dirs, dirs_racy, carried)
 

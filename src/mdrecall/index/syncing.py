@@ -54,6 +54,8 @@ class SyncRun:
     dirs: tuple[dict[str, int], bool] = field(default_factory=lambda: ({}, True))
     #: a sync of what moved (index/scope.py): the earlier snapshot's entries of the files it left alone
     carried: list[SnapshotEntry] = field(default_factory=list)
+    #: absolute paths of the transcripts whose appends it left for later
+    deferred: list[str] = field(default_factory=list)
 
 
 class IndexSyncer:
@@ -127,6 +129,7 @@ class IndexSyncer:
             mismatch = identity_mismatch(stored, desired)
             first = stored is None and writer.file_count() == 0 and not writer.skipped()
             scope = None
+            deferred: list[str] = []
             if base is not None and not (first or force or mismatch):
                 scope = plan_scope(self.workspace, self.config, *base, writer, other_sources=bool(self.extra_sources))
             # Before any file is listed: a file created after the listing then moves a recorded mtime.
@@ -144,7 +147,7 @@ class IndexSyncer:
                     self.workspace, self.config, writer, ctx, progress, self.extra_sources, defer_sessions=defer_sessions
                 )
                 report = indexer.run(full=False, scope=scope)
-                observed = indexer.observed
+                observed, deferred = indexer.observed, indexer.deferred
                 self._drop_unused_vectors(writer)
                 with writer.conn:
                     self._finish(writer, report)
@@ -153,7 +156,7 @@ class IndexSyncer:
                 crash_point("sync:before-finish")
         finally:
             writer.close()
-        return SyncRun(report, observed, dirs, scope.carried if scope is not None else [])
+        return SyncRun(report, observed, dirs, scope.carried if scope is not None else [], deferred)
 
     def _drop_unused_vectors(self, db: IndexDB) -> None:
         """With ``cache.enabled: false``, no vector outlives the chunks that use it. (This file keeps
