@@ -276,6 +276,8 @@ def test_transcripts_among_the_sources(
         assert indexed_size() < (ws / transcript).stat().st_size
         snapshot = m.monitor._snapshot
         assert snapshot is not None and snapshot.deferred == {str(ws / transcript)}
+        m.status()  # a full comparison: its snapshot replaces the sync's, and knows the same
+        assert m.monitor._snapshot is not snapshot and m.monitor._snapshot.deferred == snapshot.deferred
         # The watcher's sync of its events: transcripts' appends now, from the snapshot.
         m.monitor._sync(lock_timeout=None, defer_sessions=False, base=m.monitor._sync_base(checked=False))
         assert walks == [] and indexed_size() == (ws / transcript).stat().st_size
