@@ -239,6 +239,86 @@ def test_random_changes_leave_the_index_a_full_sync_would_build(
         assert _rows(fresh) == scoped
 
 
+def test_a_trusted_watchers_events_name_what_moved(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the watcher is trusted, a sync starts from what its events name (one ``stat`` of each
+    named file and of the folders holding them) instead of a ``stat`` of every file: edits, new
+    notes and folders, deletions, renames, a folder moved out of the tree (one event for all its
+    notes) and one moved in. No full look, no full walk, and the index equals a fresh full one."""
+    from indexcheck import wait_for
+
+    ws = make_ws(NOTES)
+    _settle(ws)
+    config = cfg(sync={"watch": True, "watchDebounceMs": 5_000, "reconcileIntervalMs": 600_000, "watchReconcileIntervalMs": 0})
+    outside = tmp_path / "outside"
+    (outside / "incoming/sub").mkdir(parents=True)
+    (outside / "incoming/sub/n.md").write_text("# Incoming\n- The osprey ledger arrived.\n")
+    with open_manager(ws, config) as m:
+        m.sync()
+        assert wait_for(lambda: bool(m.search("amber").results) and m.monitor._watcher_trusted(), what="a trusted watcher")
+        walks = counting_walks(monkeypatch)
+        looks: list[int] = []
+        delta = Snapshot.delta
+        monkeypatch.setattr(Snapshot, "delta", lambda self: looks.append(1) or delta(self))
+        steps: list[tuple[Callable[[], Any], str, list[str]]] = [
+            (lambda: (ws / "memory/projects/atlas.md").open("a").write("- The launch review is on Tuesday.\n"),
+             "launch review", ["memory/projects/atlas.md"]),
+            (lambda: (ws / "memory/2026-11-03.md").write_text("# 2026-11-03\n- The walrus audit is booked.\n"),
+             "walrus audit", ["memory/2026-11-03.md"]),
+            (lambda: [(ws / "memory/archive/deep").mkdir(parents=True),
+                      (ws / "memory/archive/deep/old.md").write_text("# Old\n- The heliotrope queue was retired.\n")],
+             "heliotrope", ["memory/archive/deep/old.md"]),
+            (lambda: (ws / "memory/2026-11-03.md").unlink(), "walrus audit", []),
+            (lambda: (ws / "memory/projects/atlas.md").rename(ws / "memory/projects/atlas-v2.md"),
+             "launch review", ["memory/projects/atlas-v2.md"]),
+            (lambda: (ws / "memory/archive").rename(outside / "archive"), "heliotrope", []),
+            (lambda: (outside / "incoming").rename(ws / "memory/incoming"), "osprey ledger", ["memory/incoming/sub/n.md"]),
+            (lambda: (ws / "MEMORY.md").write_text("# Memory\n- The staging database is called cobalt.\n"),
+             "cobalt", ["MEMORY.md"]),
+        ]  # fmt: skip
+        for change, query, expected in steps:
+            change()
+            # The events are in (the watcher's own sync waits out its 5 s debounce); past the racy window.
+            assert wait_for(lambda: m.monitor.watcher is not None and m.monitor.watcher.has_pending(), what="the events")
+            time.sleep(0.1)
+            resp = m.search(query, min_score=0)
+            assert [r.path for r in resp.results] == expected and not resp.stale, query
+        assert looks == [] and walks == []
+        scoped = _rows(m)
+    with open_manager(ws, cfg(db="fresh.sqlite")) as fresh:
+        fresh.sync()
+        assert _rows(fresh) == scoped
+
+
+def test_events_the_snapshot_cannot_place_and_writes_of_this_process(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The full look decides where the events cannot: a path outside every folder the snapshot knows,
+    a racy snapshot, and a search right after this process wrote a note (it marks the index dirty;
+    the write's event may not have arrived yet)."""
+    from indexcheck import wait_for
+
+    ws = make_ws(NOTES)
+    _settle(ws)
+    with open_manager(ws, cfg(sync={"watch": True, "watchDebounceMs": 5_000, "watchReconcileIntervalMs": 0})) as m:
+        m.sync()
+        assert wait_for(lambda: bool(m.search("amber").results) and m.monitor._watcher_trusted(), what="a trusted watcher")
+        snapshot = m.monitor._snapshot
+        assert snapshot is not None
+        assert snapshot.delta_of([str(tmp_path / "elsewhere/x.md")]) is None
+        moved = snapshot.delta_of([str(ws / "memory/projects/atlas.md")])
+        assert moved is not None and not moved.moved
+        assert Snapshot(files=snapshot.files, dirs=snapshot.dirs, racy=True).delta_of([]) is None
+        watcher = m.monitor.watcher
+        assert watcher is not None
+        monkeypatch.setattr(watcher, "pending_paths", lambda: [])  # the write's event has not arrived
+        (ws / "memory/2026-11-06.md").write_text("# 2026-11-06\n- The bittern survey was filed.\n")
+        time.sleep(0.1)
+        m.mark_dirty(["memory/2026-11-06.md"])
+        assert [r.path for r in m.search("bittern survey", min_score=0).results] == ["memory/2026-11-06.md"]
+
+
 def _message(text: str) -> str:
     return json.dumps({"role": "user", "content": text}) + "\n"
 

@@ -314,14 +314,15 @@ class FreshnessMonitor:
             return report
         return self.target.run_sync(lock_timeout=lock_timeout, defer_sessions=defer_sessions)
 
-    def _sync_base(self, *, checked: bool) -> tuple[Snapshot, Delta | None] | None:
+    def _sync_base(self, *, checked: bool, events: list[Path] | None = None) -> tuple[Snapshot, Delta | None] | None:
         """The snapshot an automatic sync may start from instead of walking every file: the last one
         taken when the index matched the files, and what its last check found moved when
         ``checked`` (a search's sync: that check's time counts as the sync's, so what moved after it
         is left for the next check; a watcher's sync takes its own look, as its events are spent).
         None when a full walk is due (without a trusted watcher, every ``sync.reconcileIntervalMs``).
         Transcript appends a sync left for later are in the snapshot (``Snapshot.deferred``): the
-        next sync examines them again, as a full walk would."""
+        next sync examines them again, as a full walk would. With a trusted watcher, what moved is
+        what its events name (:meth:`_events_delta`; ``events``: those handed to the watcher's sync)."""
         stored, self._stored_base = self._stored_base, None
         snapshot, moved, self._moved = self._snapshot, self._moved, None
         if stored is not None:
@@ -330,10 +331,28 @@ class FreshnessMonitor:
             return None
         delta = moved[1] if checked and moved is not None and moved[0] is snapshot else None
         if self._watcher_trusted():
+            if delta is None and (events is not None or not self._dirty):
+                delta = self._events_delta(snapshot, events or [])
             return snapshot, delta
         if time.monotonic() - self._last_check_at >= self.config.sync.reconcileIntervalMs / 1000.0:
             return None
         return snapshot, delta
+
+    def _events_delta(self, snapshot: Snapshot, events: list[Path]) -> Delta | None:
+        """What moved since ``snapshot``, from the trusted watcher's events (``events`` and those
+        still pending) instead of a ``stat`` of every file: a change is on disk before its event, so
+        every event that arrived before this look is in it, and later ones stay pending (the sync
+        covers the events before its start, ``MemoryWatcher.covered``). Searches already trust these
+        events to skip their check; the watcher's background re-check still compares everything.
+        None (the full look) with transcripts among the sources (an append below the thresholds
+        raises no event, and the full look examines it), or where the snapshot cannot tell
+        (``Snapshot.delta_of``). Not for a search after an in-process write marked the index dirty:
+        that write's event may not have arrived."""
+        watcher = self._watcher
+        if watcher is None or "sessions" in self.config.sources:
+            return None
+        started = time.monotonic()
+        return snapshot.delta_of([*events, *watcher.pending_paths()], started)
 
     def _stale_if_pending(self, reason: str) -> tuple[bool, list[str]]:
         """Compare the files with the index (no lock) and judge whether the answer is stale."""
@@ -429,7 +448,7 @@ class FreshnessMonitor:
         # events arriving during a sync are batched into the next one.
         self.mark_dirty()
         started = time.monotonic()
-        report = self._sync(lock_timeout=None, defer_sessions=False, base=self._sync_base(checked=False))
+        report = self._sync(lock_timeout=None, defer_sessions=False, base=self._sync_base(checked=False, events=paths))
         if "sessions" in self.config.sources:
             # The sync reconciled every transcript, including appends below the thresholds.
             self._tracker.prime(p for _, p in list_transcripts(self.target.workspace, self.config.sessions.dir))

@@ -63,6 +63,8 @@ class Snapshot:
     #: (``sync.sessions`` thresholds). The next sync of what moved examines them again, as a full
     #: walk would (it finds their rows behind the files).
     deferred: frozenset[str] = frozenset()
+    #: path -> position in ``files``, made on first use by :meth:`delta_of` (the snapshot never changes)
+    _positions: dict[str, int] | None = field(default=None, init=False, repr=False, compare=False)
 
     def delta(self) -> Delta | None:
         """What moved since the snapshot, from one ``stat`` of each of its files and directories
@@ -102,6 +104,85 @@ class Snapshot:
             elif when - now_mtime < RACY_WINDOW_COARSE_NS and is_racy(now_mtime, when):
                 racy = True  # could still change without its mtime moving: as a sync that read it now
         return Delta(changed, vanished, dirs, changed_dirs, racy, when, started)
+
+    def delta_of(self, paths: Iterable[str | os.PathLike[str]], started: float | None = None) -> Delta | None:
+        """What moved, from the ``paths`` a trusted watcher reported since the snapshot (every change
+        since then among them): one ``stat`` of each reported file the snapshot holds, of each
+        reported directory, and of the nearest directory it knows holding each path (an entry
+        created, removed or renamed there moved its mtime). A directory that is gone takes its
+        files and subdirectories with it (a folder moved out of the tree is one event). None where
+        :meth:`delta` must decide: the snapshot cannot say (racy, an unreadable file readable now),
+        or a path lies outside every directory it knows (a path named through a link, say).
+        ``started``: ``time.monotonic()`` before the paths were collected."""
+        if self.racy or any(is_readable(p) for p in self.unreadable):
+            return None
+        if started is None:
+            started = time.monotonic()
+        positions = self._positions
+        if positions is None:
+            positions = self._positions = {entry[0]: i for i, entry in enumerate(self.files)}
+        known_dirs = self.dirs
+        dirs = dict(known_dirs)
+        changed: list[str] = []
+        vanished: set[str] = set()
+        changed_dirs: list[str] = []
+        looked: set[str] = set()
+        racy = False
+        when = time.time_ns()
+
+        def nearest(path: str) -> str | None:
+            while path not in known_dirs:
+                parent = os.path.dirname(path)
+                if parent == path:
+                    return None
+                path = parent
+            return path
+
+        def look(directory: str) -> bool:
+            nonlocal racy
+            if directory in looked:
+                return True
+            looked.add(directory)
+            try:
+                now = os.stat(directory).st_mtime_ns
+            except OSError:  # gone, with everything under it
+                changed_dirs.append(directory)
+                dirs.pop(directory, None)
+                prefix = directory + os.sep
+                for sub in [d for d in dirs if d.startswith(prefix)]:
+                    dirs.pop(sub)
+                    changed_dirs.append(sub)
+                vanished.update(entry[0] for entry in self.files if entry[0].startswith(prefix))
+                parent = nearest(os.path.dirname(directory))
+                return parent is not None and look(parent)
+            dirs[directory] = now
+            if now != known_dirs[directory]:
+                changed_dirs.append(directory)
+                racy = racy or is_racy(now, time.time_ns())
+            return True
+
+        for raw in paths:
+            path = os.fspath(raw)
+            position = positions.get(path)
+            if position is not None and path not in vanished:
+                _, mtime, size, ctime = self.files[position]
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    vanished.add(path)
+                else:
+                    now_mtime = st.st_mtime_ns
+                    if now_mtime != mtime or st.st_size != size or (ctime is not None and ctime != st.st_ctime_ns):
+                        changed.append(path)
+                    elif when - now_mtime < RACY_WINDOW_COARSE_NS and is_racy(now_mtime, when):
+                        racy = True
+            if path in known_dirs and not look(path):
+                return None
+            holder = nearest(os.path.dirname(path))
+            if holder is None or not look(holder):
+                return None
+        changed = [path for path in dict.fromkeys(changed) if path not in vanished]
+        return Delta(changed, sorted(vanished), dirs, changed_dirs, racy, when, started)
 
 
 @dataclass(slots=True)

@@ -154,6 +154,11 @@ class MemoryWatcher:
         with self._lock:
             return bool(self._pending)
 
+    def pending_paths(self) -> list[Path]:
+        """The paths of the events not yet handed to ``on_change`` (a copy)."""
+        with self._lock:
+            return list(self._pending)
+
     def covered(self, since: float) -> None:
         """A sync that began at ``since`` (``time.monotonic()``) saw every change whose event arrived
         before then (the change is on disk before its event): those need no callback of their own.
