@@ -317,6 +317,14 @@ def test_events_the_snapshot_cannot_place_and_writes_of_this_process(
         time.sleep(0.1)
         m.mark_dirty(["memory/2026-11-06.md"])
         assert [r.path for r in m.search("bittern survey", min_score=0).results] == ["memory/2026-11-06.md"]
+        # A watcher's sync while the index is dirty (an earlier one failed after its events were
+        # spent): it looks at every file, not only at its own batch.
+        (ws / "memory/2026-11-07.md").write_text("# 2026-11-07\n- The curlew count was 40.\n")
+        time.sleep(0.1)
+        m.monitor.mark_dirty()
+        m.monitor._on_change([ws / "memory/projects/atlas.md"])
+        with m.index.reading() as db:
+            assert "memory/2026-11-07.md" in db.files()
 
 
 def _message(text: str) -> str:

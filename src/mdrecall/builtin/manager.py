@@ -131,7 +131,7 @@ class BuiltinMemoryManager(ManagerBase):
 
     # -- sync -------------------------------------------------------------------------------------
     def mark_dirty(self, paths: Sequence[str] | None = None) -> None:
-        self.monitor.mark_dirty()
+        self.monitor.mark_dirty(look_at_all=True)
 
     def sync(
         self,

@@ -124,6 +124,7 @@ class FreshnessMonitor:
         self._reporters: list[SyncReporter] = []
         self._interval_thread: threading.Thread | None = None
         self._attach = threading.Event()  # set: a held watcher may attach now
+        self._look_at_all = False  # mark_dirty(look_at_all=True) since the last sync's base was chosen
         self._stop = threading.Event()
         #: What the last comparison without a sync found not indexed (None: nothing, or synced since).
         self._pending: PendingChanges | None = None
@@ -146,9 +147,13 @@ class FreshnessMonitor:
     def watcher(self) -> MemoryWatcher | None:
         return self._watcher
 
-    def mark_dirty(self) -> None:
+    def mark_dirty(self, *, look_at_all: bool = False) -> None:
+        """The files changed. ``look_at_all``: a change no watcher event may name yet (a write of the
+        host's own, ``manager.mark_dirty``): the next sync looks at every file, not at the events."""
         self._generation += 1
         self._dirty = True
+        if look_at_all:
+            self._look_at_all = True
 
     def unindexed(self) -> tuple[list[str], list[str]]:
         """(new or changed, deleted) files the last search's comparison found the index without;
@@ -318,20 +323,21 @@ class FreshnessMonitor:
         """The snapshot an automatic sync may start from instead of walking every file: the last one
         taken when the index matched the files, and what its last check found moved when
         ``checked`` (a search's sync: that check's time counts as the sync's, so what moved after it
-        is left for the next check; a watcher's sync takes its own look, as its events are spent).
+        is left for the next check; a watcher's sync never reuses a check, as its events are spent).
         None when a full walk is due (without a trusted watcher, every ``sync.reconcileIntervalMs``).
         Transcript appends a sync left for later are in the snapshot (``Snapshot.deferred``): the
         next sync examines them again, as a full walk would. With a trusted watcher, what moved is
         what its events name (:meth:`_events_delta`; ``events``: those handed to the watcher's sync)."""
         stored, self._stored_base = self._stored_base, None
         snapshot, moved, self._moved = self._snapshot, self._moved, None
+        look_at_all, self._look_at_all = self._look_at_all, False  # whatever follows looks at every file
         if stored is not None:
             return stored if checked else (stored[0], None)
         if snapshot is None:
             return None
         delta = moved[1] if checked and moved is not None and moved[0] is snapshot else None
         if self._watcher_trusted():
-            if delta is None and (events is not None or not self._dirty):
+            if delta is None and not look_at_all and (events is not None or not self._dirty):
                 delta = self._events_delta(snapshot, events or [])
             return snapshot, delta
         if time.monotonic() - self._last_check_at >= self.config.sync.reconcileIntervalMs / 1000.0:
@@ -346,8 +352,9 @@ class FreshnessMonitor:
         events to skip their check; the watcher's background re-check still compares everything.
         None (the full look) with transcripts among the sources (an append below the thresholds
         raises no event, and the full look examines it), or where the snapshot cannot tell
-        (``Snapshot.delta_of``). Not for a search after an in-process write marked the index dirty:
-        that write's event may not have arrived."""
+        (``Snapshot.delta_of``). Not while the index is dirty for another reason (a write of the
+        host's own whose event may not have arrived, an earlier sync that failed after its events
+        were spent): the full look then decides."""
         watcher = self._watcher
         if watcher is None or "sessions" in self.config.sources:
             return None
@@ -446,9 +453,11 @@ class FreshnessMonitor:
     def _on_change(self, paths: list[Path]) -> None:
         # Runs on the watcher's dispatch thread: syncs it triggers never overlap each other, and
         # events arriving during a sync are batched into the next one.
+        clean = not self._dirty  # dirty: an earlier sync failed (its events are spent) or a write of the host's own
         self.mark_dirty()
         started = time.monotonic()
-        report = self._sync(lock_timeout=None, defer_sessions=False, base=self._sync_base(checked=False, events=paths))
+        base = self._sync_base(checked=False, events=paths if clean else None)
+        report = self._sync(lock_timeout=None, defer_sessions=False, base=base)
         if "sessions" in self.config.sources:
             # The sync reconciled every transcript, including appends below the thresholds.
             self._tracker.prime(p for _, p in list_transcripts(self.target.workspace, self.config.sessions.dir))
