@@ -286,6 +286,9 @@ def test_a_trusted_watchers_events_name_what_moved(
             assert [r.path for r in resp.results] == expected and not resp.stale, query
         assert looks == [] and walks == []
         scoped = _rows(m)
+        left, full = m.monitor._snapshot, m.compare_with_files()  # what the next sync starts from
+        assert left is not None and left.dirs == full.dirs
+        assert sorted(entry[:3] for entry in left.files) == sorted((p, o[0], o[1]) for p, o in full.observed.items())
     with open_manager(ws, cfg(db="fresh.sqlite")) as fresh:
         fresh.sync()
         assert _rows(fresh) == scoped

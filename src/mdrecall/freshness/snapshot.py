@@ -63,8 +63,6 @@ class Snapshot:
     #: (``sync.sessions`` thresholds). The next sync of what moved examines them again, as a full
     #: walk would (it finds their rows behind the files).
     deferred: frozenset[str] = frozenset()
-    #: path -> position in ``files``, made on first use by :meth:`delta_of` (the snapshot never changes)
-    _positions: dict[str, int] | None = field(default=None, init=False, repr=False, compare=False)
 
     def delta(self) -> Delta | None:
         """What moved since the snapshot, from one ``stat`` of each of its files and directories
@@ -118,9 +116,11 @@ class Snapshot:
             return None
         if started is None:
             started = time.monotonic()
-        positions = self._positions
-        if positions is None:
-            positions = self._positions = {entry[0]: i for i, entry in enumerate(self.files)}
+        named = [os.fspath(raw) for raw in paths]
+        wanted = set(named)
+        # One pass over the entries for the few named (a mapping of every path cost 80 ms at 100k files).
+        found = [(entry[0], i) for i, entry in enumerate(self.files) if entry[0] in wanted]
+        positions = dict(found)
         known_dirs = self.dirs
         dirs = dict(known_dirs)
         changed: list[str] = []
@@ -161,8 +161,7 @@ class Snapshot:
                 racy = racy or is_racy(now, time.time_ns())
             return True
 
-        for raw in paths:
-            path = os.fspath(raw)
+        for path in named:
             position = positions.get(path)
             if position is not None and path not in vanished:
                 _, mtime, size, ctime = self.files[position]
@@ -182,7 +181,9 @@ class Snapshot:
             if holder is None or not look(holder):
                 return None
         changed = [path for path in dict.fromkeys(changed) if path not in vanished]
-        return Delta(changed, sorted(vanished), dirs, changed_dirs, racy, when, started)
+        # A path twice among the entries (never expected) would keep a stale copy: carried() then filters.
+        return Delta(changed, sorted(vanished), dirs, changed_dirs, racy, when, started,
+                     positions if len(positions) == len(found) else None)  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -204,6 +205,8 @@ class Delta:
     #: ``time.monotonic()`` before anything was looked at: a sync starting from this delta saw the
     #: files as of then (what changed later is left for the next check)
     started: float
+    #: where files it names sit in the snapshot's ``files`` (those :meth:`Snapshot.delta_of` looked up)
+    positions: dict[str, int] | None = None
 
     @property
     def moved(self) -> bool:
@@ -214,7 +217,15 @@ class Delta:
         nor went nor are ``examined`` again: still true now, so the snapshot after a sync of what
         moved holds them as they are (their racy check was this delta's)."""
         moved = {*self.changed, *self.vanished, *examined}
-        return [entry for entry in base.files if entry[0] not in moved] if moved else list(base.files)
+        if not moved:
+            return list(base.files)
+        positions = self.positions or {}
+        if all(path in positions for path in moved):  # a few known places: no pass over every entry
+            carried = list(base.files)
+            for position in sorted((positions[path] for path in moved), reverse=True):
+                del carried[position]
+            return carried
+        return [entry for entry in base.files if entry[0] not in moved]
 
 
 def scan_dirs(workspace: Path, config: MemoryConfig) -> tuple[dict[str, int], bool]:
