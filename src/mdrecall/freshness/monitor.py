@@ -15,6 +15,10 @@ the answer is marked stale and a warning says why.
 
 Background work, all stopped by :meth:`FreshnessMonitor.stop`: the file watcher (``sync.watch``) and
 interval syncs (``sync.intervalMinutes``, and with a watcher its re-check).
+
+Why this module is long: when a search may skip its check, what the sync that follows starts from
+(a full walk, a check's look, a watcher's events) and when the watcher is trusted are one decision
+over the same state; split across modules, each part would have to know the others' rules.
 """
 
 from __future__ import annotations
