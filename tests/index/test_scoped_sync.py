@@ -389,6 +389,49 @@ def test_transcripts_among_the_sources(
         assert _rows(fresh) == scoped
 
 
+def test_transcripts_with_a_trusted_watcher(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With transcripts among the sources, a sync from a trusted watcher's events also looks at every
+    transcript: an append below the thresholds raises no event, and a search's sync leaves it for
+    later while the watcher's sync indexes it, as after a full look. No full look, no walk."""
+    from indexcheck import wait_for
+
+    transcript = ".openclaw/sessions/main/transcripts/s.jsonl"
+    ws = make_ws({**NOTES, transcript: _message("The kestrel cluster runs in Frankfurt.")})
+    _settle(ws)
+    config = cfg(sources=["memory", "sessions"], dreaming={"enabled": False},
+                 sync={"watch": True, "watchDebounceMs": 5_000, "watchReconcileIntervalMs": 0,
+                       "sessions": {"deltaMessages": 3, "deltaBytes": 100_000}})  # fmt: skip
+    with open_manager(ws, config) as m:
+        m.sync()
+        assert wait_for(lambda: bool(m.search("kestrel", session_key="main").results) and m.monitor._watcher_trusted(),
+                        what="a trusted watcher")  # fmt: skip
+        walks = counting_walks(monkeypatch)
+        looks: list[int] = []
+        delta = Snapshot.delta
+        monkeypatch.setattr(Snapshot, "delta", lambda self: looks.append(1) or delta(self))
+        with (ws / transcript).open("a") as fh:
+            fh.write(_message("The osprey backup runs at noon."))  # below deltaMessages: no event
+        note = ws / "memory/projects/atlas.md"
+        with note.open("a") as fh:
+            fh.write("- The launch review is on Tuesday.\n")
+        watcher = m.monitor.watcher
+        assert watcher is not None and wait_for(watcher.has_pending, what="the note's event")
+        time.sleep(0.1)
+        assert [r.path for r in m.search("launch review", min_score=0, session_key="main").results] == [str(note.relative_to(ws))]
+        assert m.last_report is not None and m.last_report.files_deferred == 1
+        m.monitor._on_change([note])  # the watcher's sync: transcripts' appends now
+        with m.index.reading() as db:
+            assert db.files()[transcript].size == (ws / transcript).stat().st_size
+        assert [r.path for r in m.search("osprey backup", min_score=0, session_key="main").results] == [transcript]
+        assert looks == [] and walks == []
+        scoped = _rows(m)
+    with open_manager(ws, cfg(db="fresh.sqlite", sources=["memory", "sessions"], dreaming={"enabled": False})) as fresh:
+        fresh.sync()
+        assert _rows(fresh) == scoped
+
+
 def test_another_writer_between_a_new_processs_check_and_its_sync(
     make_ws: Callable[..., Path], cfg: Callable[..., dict], monkeypatch: pytest.MonkeyPatch
 ) -> None:

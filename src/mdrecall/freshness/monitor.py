@@ -354,16 +354,22 @@ class FreshnessMonitor:
         every event that arrived before this look is in it, and later ones stay pending (the sync
         covers the events before its start, ``MemoryWatcher.covered``). Searches already trust these
         events to skip their check; the watcher's background re-check still compares everything.
-        None (the full look) with transcripts among the sources (an append below the thresholds
-        raises no event, and the full look examines it), or where the snapshot cannot tell
-        (``Snapshot.delta_of``). Not while the index is dirty for another reason (a write of the
+        With transcripts among the sources every transcript and host log is looked at too: an
+        append below the thresholds raises no event, and the full look would examine it. None (the
+        full look) where the snapshot cannot tell (``Snapshot.delta_of``). Not while the index is dirty for another reason (a write of the
         host's own whose event may not have arrived, an earlier sync that failed after its events
         were spent): the full look then decides."""
         watcher = self._watcher
-        if watcher is None or "sessions" in self.config.sources:
+        if watcher is None:
             return None
         started = time.monotonic()
-        return snapshot.delta_of([*events, *watcher.pending_paths()], started)
+        paths: list[Path] = [*events, *watcher.pending_paths()]
+        if "sessions" in self.config.sources:
+            from mdrecall.sources.hostlogs import list_host_logs
+
+            paths += [path for _, path in list_transcripts(self.target.workspace, self.config.sessions.dir)]
+            paths += [path for _, path in list_host_logs(self.config)]
+        return snapshot.delta_of(paths, started)
 
     def _stale_if_pending(self, reason: str) -> tuple[bool, list[str]]:
         """Compare the files with the index (no lock) and judge whether the answer is stale."""
