@@ -45,20 +45,18 @@ def _plan(m: BuiltinMemoryManager, snapshot: Any, other_sources: bool = False) -
         return plan_scope(m.workspace, m.config, snapshot, None, db, other_sources=other_sources)
 
 
-def test_searches_of_a_long_lived_process_sync_what_moved(
-    make_ws: Callable[..., Path], cfg: Callable[..., dict], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Without a watcher, between full walks (``sync.reconcileIntervalMs``), a search that finds the
-    files moved syncs what moved: an edit, a new note, a new folder, a deletion, a rename."""
-    ws = make_ws(NOTES)
-    _settle(ws)
-    with open_manager(ws, cfg(sync={"reconcileIntervalMs": 600_000})) as m:
-        m.sync()
-        walks = counting_walks(monkeypatch)
-        looks: list[int] = []
-        delta = Snapshot.delta
-        monkeypatch.setattr(Snapshot, "delta", lambda self: looks.append(1) or delta(self))
-        steps: list[tuple[Callable[[], Any], str, list[str]]] = [
+def _counting_looks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every ``stat`` of all of a snapshot's files from now on (``Snapshot.delta``), one entry each."""
+    looks: list[int] = []
+    delta = Snapshot.delta
+    monkeypatch.setattr(Snapshot, "delta", lambda self: looks.append(1) or delta(self))
+    return looks
+
+
+def _common_changes(ws: Path) -> list[tuple[Callable[[], Any], str, list[str]]]:
+    """(change, query, the paths the search must then return): an edit, a new note, a new folder, a
+    deletion, a rename."""
+    return [
             (lambda: (ws / "memory/projects/atlas.md").open("a").write("- The launch review is on Tuesday.\n"),
              "launch review", ["memory/projects/atlas.md"]),
             (lambda: (ws / "memory/2026-11-03.md").write_text("# 2026-11-03\n- The walrus audit is booked.\n"),
@@ -69,7 +67,21 @@ def test_searches_of_a_long_lived_process_sync_what_moved(
             (lambda: (ws / "memory/2026-11-03.md").unlink(), "walrus audit", []),
             (lambda: (ws / "memory/projects/atlas.md").rename(ws / "memory/projects/atlas-v2.md"),
              "launch review", ["memory/projects/atlas-v2.md"]),
-        ]  # fmt: skip
+    ]  # fmt: skip
+
+
+def test_searches_of_a_long_lived_process_sync_what_moved(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a watcher, between full walks (``sync.reconcileIntervalMs``), a search that finds the
+    files moved syncs what moved: an edit, a new note, a new folder, a deletion, a rename."""
+    ws = make_ws(NOTES)
+    _settle(ws)
+    with open_manager(ws, cfg(sync={"reconcileIntervalMs": 600_000})) as m:
+        m.sync()
+        walks = counting_walks(monkeypatch)
+        looks = _counting_looks(monkeypatch)
+        steps = _common_changes(ws)
         for change, query, expected in steps:
             change()
             time.sleep(0.1)  # past the racy window: each sync leaves a snapshot the next may start from
@@ -258,20 +270,9 @@ def test_a_trusted_watchers_events_name_what_moved(
         m.sync()
         assert wait_for(lambda: bool(m.search("amber").results) and m.monitor._watcher_trusted(), what="a trusted watcher")
         walks = counting_walks(monkeypatch)
-        looks: list[int] = []
-        delta = Snapshot.delta
-        monkeypatch.setattr(Snapshot, "delta", lambda self: looks.append(1) or delta(self))
-        steps: list[tuple[Callable[[], Any], str, list[str]]] = [
-            (lambda: (ws / "memory/projects/atlas.md").open("a").write("- The launch review is on Tuesday.\n"),
-             "launch review", ["memory/projects/atlas.md"]),
-            (lambda: (ws / "memory/2026-11-03.md").write_text("# 2026-11-03\n- The walrus audit is booked.\n"),
-             "walrus audit", ["memory/2026-11-03.md"]),
-            (lambda: [(ws / "memory/archive/deep").mkdir(parents=True),
-                      (ws / "memory/archive/deep/old.md").write_text("# Old\n- The heliotrope queue was retired.\n")],
-             "heliotrope", ["memory/archive/deep/old.md"]),
-            (lambda: (ws / "memory/2026-11-03.md").unlink(), "walrus audit", []),
-            (lambda: (ws / "memory/projects/atlas.md").rename(ws / "memory/projects/atlas-v2.md"),
-             "launch review", ["memory/projects/atlas-v2.md"]),
+        looks = _counting_looks(monkeypatch)
+        steps = [
+            *_common_changes(ws),
             (lambda: (ws / "memory/archive").rename(outside / "archive"), "heliotrope", []),
             (lambda: (outside / "incoming").rename(ws / "memory/incoming"), "osprey ledger", ["memory/incoming/sub/n.md"]),
             (lambda: (ws / "MEMORY.md").write_text("# Memory\n- The staging database is called cobalt.\n"),
@@ -408,9 +409,7 @@ def test_transcripts_with_a_trusted_watcher(
         assert wait_for(lambda: bool(m.search("kestrel", session_key="main").results) and m.monitor._watcher_trusted(),
                         what="a trusted watcher")  # fmt: skip
         walks = counting_walks(monkeypatch)
-        looks: list[int] = []
-        delta = Snapshot.delta
-        monkeypatch.setattr(Snapshot, "delta", lambda self: looks.append(1) or delta(self))
+        looks = _counting_looks(monkeypatch)
         with (ws / transcript).open("a") as fh:
             fh.write(_message("The osprey backup runs at noon."))  # below deltaMessages: no event
         note = ws / "memory/projects/atlas.md"
