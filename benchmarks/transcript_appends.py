@@ -46,8 +46,6 @@ def prepare(workdir: Path, files: int, into: Path) -> None:
     from mdrecall import open_manager
 
     source = workdir / f"ws-{files}"
-    if not source.is_dir():
-        raise SystemExit(f"{source} not found: generate it with benchmarks/speed.py --sizes {files} --workdir {workdir}")
     subprocess.run(["cp", "-a", str(source), str(into / "ws")], check=True)  # mtimes kept
     transcript = into / "ws" / TRANSCRIPT
     transcript.parent.mkdir(parents=True)
@@ -110,24 +108,35 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reuse", type=Path, help="a folder a previous --keep left")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
-    os.environ.setdefault("MDRECALL_HOME", tempfile.mkdtemp(prefix="mdrecall-appends-home-"))
-    tmp = None
     if args.reuse is not None:
-        into = args.reuse
-    elif args.keep is not None:
-        into = args.keep
-        into.mkdir(parents=True, exist_ok=False)
-        prepare(args.workdir, args.files, into)
-    else:
-        if args.workdir is None:
-            ap.error("--workdir (or --reuse) is required")
-        into = tmp = Path(tempfile.mkdtemp(prefix="mdrecall-appends-"))
-        prepare(args.workdir, args.files, into)
+        if not (args.reuse / "ws").is_dir() or not (args.reuse / "index.sqlite").is_file():
+            ap.error(f"--reuse {args.reuse}: not a folder a previous --keep left (ws/ and index.sqlite)")
+    elif args.workdir is None:
+        ap.error("--workdir (or --reuse) is required")
+    elif not (args.workdir / f"ws-{args.files}").is_dir():
+        ap.error(f"{args.workdir / f'ws-{args.files}'} not found: generate it with "
+                 f"benchmarks/speed.py --sizes {args.files} --workdir {args.workdir}")  # fmt: skip
+    tmp = home = None
+    if "MDRECALL_HOME" not in os.environ:  # the user's own home is left alone
+        home = os.environ["MDRECALL_HOME"] = tempfile.mkdtemp(prefix="mdrecall-appends-home-")
     try:
+        if args.reuse is not None:
+            into = args.reuse
+        elif args.keep is not None:
+            into = args.keep
+            into.mkdir(parents=True, exist_ok=False)
+            prepare(args.workdir, args.files, into)
+        else:
+            into = tmp = Path(tempfile.mkdtemp(prefix="mdrecall-appends-"))
+            prepare(args.workdir, args.files, into)
         rows = measure(into, args.appends, args.messages)
+    except KeyboardInterrupt:
+        print("interrupted: nothing recorded", file=sys.stderr)
+        return 130
     finally:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+        for folder in (tmp, home):
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
     result = {"files": args.files, "messages_per_append": args.messages, "loadavg": os.getloadavg(), "appends": rows}
     text = json.dumps(result, indent=1)
     if args.out:
