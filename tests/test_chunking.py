@@ -141,3 +141,79 @@ def test_transcript_chunks_know_the_source_line_of_each_text_line() -> None:
     # A chunk made only of pieces of the long reply cites that reply alone.
     assert any(c.start_line == c.end_line == 5 for c in chunks)
     assert encode_numbers([6, 7, 7, 7, 8]) == "6,7*3,8" and decode_numbers("6,x") is None
+
+
+def _random_line(rng: random.Random) -> str:
+    kind = rng.random()
+    if kind < 0.08:
+        return ""  # blank lines: a whitespace-only buffer makes no chunk
+    if kind < 0.12:
+        return "word " * rng.randint(40, 160)  # over the budget: split into pieces
+    return " ".join(rng.choice(["alpha", "beta", "gamma", "delta", "kestrel", "北京", "x1"]) for _ in range(rng.randint(1, 14)))
+
+
+@pytest.mark.parametrize("tokens,overlap", [(24, 0), (40, 12), (64, 30), (120, 100)])
+def test_resumed_chunking_equals_chunking_every_line(tokens: int, overlap: int) -> None:
+    """A file chunked again after appends, edits and truncations gets exactly the chunks of
+    chunking all its lines: the resumed packing is an optimisation, never a different answer."""
+    from mdrecall.index.chunking import ResumableChunker, chunk_lines
+
+    rng = random.Random(tokens * 1000 + overlap)
+    chunker = ResumableChunker()
+    resumed = 0
+    for trial in range(12):
+        lines: list[str] = []
+        numbers: list[int] = []
+        for _step in range(25):
+            action = rng.random()
+            if action < 0.7 or not lines:  # an append, the usual change
+                for _ in range(rng.randint(1, 8)):
+                    lines.append(_random_line(rng))
+                    # transcripts: a message's wrapped segments share their source line
+                    numbers.append(numbers[-1] + (0 if numbers and rng.random() < 0.2 else 1) if numbers else 1)
+            elif action < 0.85:  # the last line rewritten (a partial write completed)
+                lines[-1] = _random_line(rng)
+            elif action < 0.89:  # an edit somewhere earlier
+                lines[rng.randrange(len(lines))] = _random_line(rng)
+            elif action < 0.93:  # a record that renders nothing inserted earlier: same lines, moved
+                at = rng.randrange(len(lines))
+                numbers[at:] = [n + 1 for n in numbers[at:]]
+            else:  # truncated
+                del lines[rng.randrange(len(lines)) :]
+                del numbers[len(lines) :]
+            expected = chunk_lines(lines, tokens, overlap, numbers)
+            got = chunker.chunk(f"t{trial}", list(lines), list(numbers), tokens, overlap)
+            assert [(c.start_line, c.end_line, c.text, c.numbers) for c in got] == \
+                [(c.start_line, c.end_line, c.text, c.numbers) for c in expected]  # fmt: skip
+            resumed += len(expected) > 2
+    assert resumed > 100  # most steps had earlier chunks to keep
+
+
+def test_resumed_chunking_fits_the_model_as_fit_to_model_does(local_provider) -> None:  # type: ignore[no-untyped-def]
+    """Kept fitting results are reused only for the same model and limit, and give what fitting
+    every chunk gives."""
+    from mdrecall.index.chunking import ResumableChunker, chunk_lines
+
+    rng = random.Random(11)
+    chunker = ResumableChunker()
+    counted: list[int] = []
+
+    def count(texts):  # type: ignore[no-untyped-def]
+        counted.append(len(texts))
+        return local_provider.count_tokens_many(texts)
+
+    lines: list[str] = []
+    for step in range(8):
+        lines += [_gibberish(rng, rng.randint(2, 12 if step % 3 else 90)) for _ in range(10)]
+        limit = 64 if step < 6 else 48  # a smaller limit: nothing kept may be reused
+        prefit = chunk_lines(lines, 60, 20)
+        expected = fit_to_model(prefit, local_provider.count_tokens_many, limit)
+        counted.clear()
+        got = chunker.chunk("f", list(lines), None, 60, 20, (count, limit, "minilm"))
+        assert [(c.start_line, c.end_line, c.text) for c in got] == [(c.start_line, c.end_line, c.text) for c in expected]
+        assert max(local_provider.count_tokens_many([c.text for c in got])) <= limit
+        assert len(expected) > len(prefit)  # some chunks were split to fit
+        if step in (0, 6):  # nothing kept, or kept for another limit: every chunk counted
+            assert counted[0] == len(prefit)
+        else:  # only the chunks that changed were counted again
+            assert counted[0] < len(prefit) // 2, (counted[0], len(prefit))

@@ -196,3 +196,49 @@ def test_a_chunk_starting_mid_message_cites_the_message_that_matched(make_ws: Ca
         assert top, [(r.start_line, r.end_line) for r in hits]
         assert (top[0].start_line, top[0].end_line) == (3, 3), "the user's statement is cited alone"
         assert "greenhouse is 12 square metres" in top[0].snippet and "Step 59" not in top[0].snippet
+
+
+def _chunk_rows(db: Path) -> list[tuple[Any, ...]]:
+    import apsw
+
+    con = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return sorted(con.execute("SELECT id, path, start_line, end_line, text, line_numbers FROM chunks").fetchall())
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("provider", ["none", "local"])
+def test_a_growing_transcript_is_indexed_as_a_rebuild_indexes_it(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict], provider: str
+) -> None:
+    """Each sync renders and chunks only what was appended since the last (a line written in two
+    parts, a long message wrapped over lines and split to fit the model included); the rows are
+    those a fresh index of the same file has, line numbers and all."""
+    ws = make_ws({"MEMORY.md": "# Memory\n"})
+    transcript = ws / ".openclaw/sessions/main/transcripts/s.jsonl"
+    transcript.parent.mkdir(parents=True)
+    transcript.write_bytes(b"")
+    options = {"sources": ["memory", "sessions"], "provider": provider, "chunking": {"tokens": 80, "overlap": 20}}
+    words = ["kestrel", "deploy", "Oslo", "rollback", "canary", "heron"]
+    with open_manager(ws, cfg(**options)) as m:
+        m.sync()
+        for step in range(12):
+            with transcript.open("ab") as handle:
+                for i in range(4):
+                    n = step * 10 + i
+                    size = 600 if n % 7 == 3 else 8 + n % 13  # now and then a message wrapped over lines
+                    handle.write(_line({"role": "user" if n % 2 else "assistant",
+                                        "content": " ".join(words[(n + k) % 6] + str(k % 5) for k in range(size))}))  # fmt: skip
+                if step % 3 == 1:
+                    handle.write(b'{"role": "user", "content": "written in two')  # finished next step
+                elif step % 3 == 2:
+                    handle.write(b' parts"}\n')
+            assert m.sync().files_indexed == 1
+        kept = m._syncer.chunker._kept  # the chunks were resumed, not packed whole each time
+        assert any(key.endswith("s.jsonl") for key in kept)
+    with open_manager(ws, cfg(db="rebuilt.sqlite", **options)) as m:
+        m.sync()
+    incremental, rebuilt = _chunk_rows(ws.parent / "index.sqlite"), _chunk_rows(ws.parent / "rebuilt.sqlite")
+    assert len(incremental) > 40
+    assert incremental == rebuilt

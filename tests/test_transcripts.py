@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -293,3 +294,70 @@ def test_secrets_never_reach_the_index_or_results(tmp_path: Path) -> None:
     blobs = b"".join(p.read_bytes() for p in db_path.parent.iterdir() if p.is_file())
     for secret in secrets:
         assert secret.encode() not in blobs
+
+
+def _random_record(rng: random.Random, i: int) -> str:
+    kind = rng.random()
+    if kind < 0.06:
+        return "{not json"  # a malformed line, counted
+    if kind < 0.09:
+        return ""
+    if kind < 0.12:  # a host record of a type nobody knows, counted per type
+        return json.dumps({"sessionId": "s", "userType": "external", "cwd": "/w", "uuid": f"u{i}", "type": "hologram-sync",
+                           "timestamp": "2025-07-01T10:01:30.000Z"})  # fmt: skip
+    if kind < 0.15:
+        return json.dumps({"type": "tool_result", "content": "ignored"})
+    role = rng.choice(["user", "assistant"])
+    words = rng.choice([3, 12, 400])  # 400 words: wrapped over several lines
+    text = " ".join(rng.choice(["kestrel", "deploy", "Oslo", "line\u2028sep", "ghp_" + "a1" * 18, "北京"]) for _ in range(words))
+    if rng.random() < 0.5:
+        return _oc(role, text, rng.choice(["2026-11-14T10:00:00Z", 1763114400, None]))
+    return json.dumps({"role": role, "content": [{"type": "text", "text": text}]})
+
+
+def _fields(r) -> tuple:  # type: ignore[no-untyped-def]
+    return (r.text, r.line_map, r.message_count, r.timestamps, r.skipped_lines, r.unknown_records, r.hash)
+
+
+def test_rendering_only_the_appended_lines_gives_the_whole_rendering() -> None:
+    """A transcript rendered again after appends (a last line written in two parts included),
+    rewrites, truncations and a dreaming record renders exactly as rendering it whole."""
+    from mdrecall.sources.transcripts import TranscriptRenderer
+
+    rng = random.Random(5)
+    renderer = TranscriptRenderer()
+    for trial in range(6):
+        text = ""
+        for step in range(30):
+            action = rng.random()
+            if action < 0.6:
+                text += "".join(_random_record(rng, step) + "\n" for _ in range(rng.randint(1, 5)))
+            elif action < 0.75:  # a line written in two parts: rendered while unfinished, then finished
+                line = _random_record(rng, step) + "\n"
+                cut = rng.randrange(len(line))
+                text += line[:cut]
+                assert _fields(renderer.render(f"t{trial}", text)) == _fields(render_transcript(text))
+                text += line[cut:]
+            elif action < 0.85:  # rewritten earlier (a host compacting its log)
+                lines = text.split("\n")
+                lines[rng.randrange(len(lines))] = _random_record(rng, step)
+                text = "\n".join(lines)
+            elif action < 0.95:  # truncated
+                text = text[: rng.randrange(len(text) + 1)]
+            elif trial == 5:  # a dreaming run's record: the whole transcript renders empty, whatever follows
+                text += json.dumps({"type": "session", "runId": "dreaming-narrative-2026-11-14"}) + "\n"
+            assert _fields(renderer.render(f"t{trial}", text)) == _fields(render_transcript(text)), (trial, step)
+    assert render_transcript(text).text == ""  # the dreaming transcript
+
+
+def test_the_renderer_keeps_a_bounded_number_of_files() -> None:
+    from mdrecall.sources.transcripts import TranscriptRenderer
+
+    renderer = TranscriptRenderer(max_files=3, max_chars=400)
+    for key in "abcd":
+        renderer.render(key, _jsonl(_oc("user", f"hello from {key}")).decode())
+    assert list(renderer._kept) == ["b", "c", "d"]
+    renderer.render("e", _jsonl(_oc("user", "x" * 400)).decode())  # longer than max_chars: not kept
+    assert "e" not in renderer._kept
+    renderer.render("f", _jsonl(_oc("user", "y" * 250)).decode())  # kept, the oldest dropped to fit
+    assert list(renderer._kept) == ["f"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -68,10 +69,22 @@ def _split_long_line(line: str, budget: int) -> list[str]:
     return pieces
 
 
+#: One piece of a line as the packer sees it: (source line number, text, estimated tokens incl. newline).
+Segment = tuple[int, str, int]
+
+
 def chunk_lines(lines: Sequence[str], tokens: int, overlap: int, line_numbers: Sequence[int] | None = None) -> list[Chunk]:
     """Chunk pre-split lines. ``line_numbers[i]`` is the source line of ``lines[i]`` (default i+1)."""
-    segments: list[tuple[int, str, int]] = []  # (line number, text, estimated tokens incl. newline)
+    segments, _ = _segments(lines, tokens, line_numbers)
+    return _drop_contained([packed.chunk for packed in _pack(segments, tokens, overlap)])
+
+
+def _segments(lines: Sequence[str], tokens: int, line_numbers: Sequence[int] | None) -> tuple[list[Segment], list[int]]:
+    """The lines as segments (an over-budget line split into pieces), and the index of each line's first."""
+    segments: list[Segment] = []
+    starts: list[int] = []
     for index, line in enumerate(lines):
+        starts.append(len(segments))
         number = line_numbers[index] if line_numbers is not None else index + 1
         cost = estimate_tokens(line)
         if cost + 1 <= tokens:
@@ -79,35 +92,146 @@ def chunk_lines(lines: Sequence[str], tokens: int, overlap: int, line_numbers: S
         else:
             for piece in _split_long_line(line, max(1, tokens - 1)):
                 segments.append((number, piece, estimate_tokens(piece) + 1))
+    return segments, starts
 
-    chunks: list[Chunk] = []
-    buffer: list[tuple[int, str, int]] = []
+
+@dataclass(frozen=True, slots=True)
+class _Packed:
+    chunk: Chunk
+    #: The index of its first segment (the first carried over, if any).
+    first: int
+    #: The index of the segment whose arrival closed the chunk before it (``first`` for the first chunk).
+    opened: int
+
+
+def _pack(segments: Sequence[Segment], tokens: int, overlap: int, start: int = 0, opened: int | None = None) -> list[_Packed]:
+    """Pack ``segments[start:]`` greedily into chunks of at most ``tokens``, each carrying up to
+    ``overlap`` tokens of the previous chunk's last whole segments."""
+    packed: list[_Packed] = []
+    buffer: list[int] = []
     used = 0
+    opening = start if opened is None else opened
 
     def flush() -> None:
-        text = "\n".join(seg[1] for seg in buffer)
+        text = "\n".join(segments[i][1] for i in buffer)
         if text.strip():
-            numbers = tuple(seg[0] for seg in buffer)
-            chunks.append(Chunk(buffer[0][0], buffer[-1][0], text, _unless_identity(numbers)))
+            numbers = tuple(segments[i][0] for i in buffer)
+            chunk = Chunk(numbers[0], numbers[-1], text, _unless_identity(numbers))
+            packed.append(_Packed(chunk, buffer[0], opening))
 
-    for seg in segments:
-        if buffer and used + seg[2] > tokens:
+    for index in range(start, len(segments)):
+        cost = segments[index][2]
+        if buffer and used + cost > tokens:
             flush()
-            carried: list[tuple[int, str, int]] = []
+            carried: list[int] = []
             carried_cost = 0
             if overlap > 0:
                 for prev in reversed(buffer):
                     # Never carry so much that the new segment cannot fit beside it.
-                    if carried_cost >= overlap or carried_cost + prev[2] + seg[2] > tokens:
+                    if carried_cost >= overlap or carried_cost + segments[prev][2] + cost > tokens:
                         break
                     carried.insert(0, prev)
-                    carried_cost += prev[2]
-            buffer, used = carried, carried_cost
-        buffer.append(seg)
-        used += seg[2]
+                    carried_cost += segments[prev][2]
+            buffer, used, opening = carried, carried_cost, index
+        buffer.append(index)
+        used += cost
     if buffer:
         flush()
-    return _drop_contained(chunks)
+    return packed
+
+
+class ResumableChunker:
+    """Chunks of files that grow by appends (transcripts), packing only from where the chunks can change.
+
+    The packing is greedy and carries its overlap from the chunk it closes, so once a chunk has
+    been opened (by a segment that did not fit beside the previous one), what follows depends only
+    on that chunk's segments and the segments after it. A chunk opened by a segment the new lines
+    share with those chunked last time is therefore opened the same way again: the chunks before
+    it are kept and packing resumes at its first segment, giving the chunks packing every line
+    would (tests/test_chunking.py compares the two on random appends and edits). The lines shared
+    with last time are kept as segments too, and what :func:`fit_to_model` made of each chunk, for
+    the same model and limit. Kept for the ``max_files`` files chunked last.
+    """
+
+    def __init__(self, max_files: int = 16, max_segments: int = 200_000) -> None:
+        self.max_files, self.max_segments = max_files, max_segments
+        self._kept: dict[str, _Chunked] = {}
+        self._lock = threading.Lock()
+
+    def chunk(self, key: str, lines: list[str], line_numbers: list[int] | None, tokens: int, overlap: int,
+              fit: tuple[Callable[[Sequence[str]], list[int]], int, str] | None = None) -> list[Chunk]:  # fmt: skip
+        """``chunk_lines`` of the lines, then, with ``fit`` = (the model's counter, its limit, a key
+        naming the model), ``fit_to_model``."""
+        with self._lock:
+            kept = self._kept.pop(key, None)
+        numbers = list(line_numbers) if line_numbers is not None else list(range(1, len(lines) + 1))
+        if kept is not None and kept.tokens == tokens and kept.overlap == overlap:
+            shared = _shared_prefix(kept.lines, lines, kept.numbers, numbers)
+            tail, tail_starts = _segments(lines[shared:], tokens, numbers[shared:])
+            cut = kept.starts[shared] if shared < len(kept.starts) else len(kept.segments)
+            segments = kept.segments[:cut] + tail
+            starts = kept.starts[:shared] + [cut + i for i in tail_starts]
+            # The last chunk opened by a segment both lists share; the first chunk is always safe.
+            resume = 0
+            for position in range(len(kept.packed) - 1, 0, -1):
+                if kept.packed[position].opened < cut:
+                    resume = position
+                    break
+            if resume:
+                at = kept.packed[resume]
+                packed = kept.packed[:resume] + _pack(segments, tokens, overlap, at.first, at.opened)
+            else:
+                packed = _pack(segments, tokens, overlap)
+        else:
+            segments, starts = _segments(lines, tokens, numbers)
+            packed = _pack(segments, tokens, overlap)
+        chunks = _drop_contained([p.chunk for p in packed])
+        fitted: dict[tuple[Chunk, tuple[int, ...] | None], list[Chunk]] = {}
+        if fit is not None and chunks:
+            count, limit, model = fit
+            known = kept.fitted if kept is not None and kept.fit_key == (model, limit) else {}
+            missing = [c for c in chunks if (c, c.numbers) not in known]
+            made = dict(zip([(c, c.numbers) for c in missing], _fit_each(missing, count, limit)))
+            fitted = {(c, c.numbers): known.get((c, c.numbers)) or made[(c, c.numbers)] for c in chunks}
+            chunks = [piece for c in chunks for piece in fitted[(c, c.numbers)]]
+        if len(segments) <= self.max_segments:
+            entry = _Chunked(tokens, overlap, list(lines), numbers, segments, starts, packed,
+                             (fit[2], fit[1]) if fit is not None else None, fitted)  # fmt: skip
+            with self._lock:
+                self._kept[key] = entry
+                while len(self._kept) > self.max_files or sum(len(e.segments) for e in self._kept.values()) > self.max_segments:
+                    del self._kept[next(iter(self._kept))]
+        return chunks
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            self._kept.pop(key, None)
+
+
+@dataclass(slots=True)
+class _Chunked:
+    """What :class:`ResumableChunker` keeps of one file's last chunking."""
+
+    tokens: int
+    overlap: int
+    lines: list[str]
+    numbers: list[int]
+    segments: list[Segment]
+    starts: list[int]
+    packed: list[_Packed]
+    fit_key: tuple[str, int] | None
+    fitted: dict[tuple[Chunk, tuple[int, ...] | None], list[Chunk]]
+
+
+def _shared_prefix(old: list[str], new: list[str], old_numbers: list[int], new_numbers: list[int]) -> int:
+    """How many leading lines (text and source line) the two chunkings share."""
+    n = min(len(old), len(new))
+    if old[:n] == new[:n] and old_numbers[:n] == new_numbers[:n]:  # the usual case, an append: compared in C
+        return n
+    for i in range(n):
+        if old[i] != new[i] or old_numbers[i] != new_numbers[i]:
+            return i
+    return n
 
 
 def _drop_contained(chunks: list[Chunk]) -> list[Chunk]:
@@ -155,16 +279,15 @@ def heading_trails(content: str, chunks: Sequence[Chunk]) -> list[str]:
 
 def fit_to_model(chunks: list[Chunk], count_tokens: Callable[[Sequence[str]], list[int]], limit: int) -> list[Chunk]:
     """Split chunks the model would truncate (``count_tokens`` is the model's exact counter)."""
+    return [piece for pieces in _fit_each(chunks, count_tokens, limit) for piece in pieces]
+
+
+def _fit_each(chunks: list[Chunk], count_tokens: Callable[[Sequence[str]], list[int]], limit: int) -> list[list[Chunk]]:
+    """What :func:`fit_to_model` makes of each chunk."""
     if not chunks:
-        return chunks
+        return []
     counts = count_tokens([c.text for c in chunks])
-    out: list[Chunk] = []
-    for chunk, count in zip(chunks, counts):
-        if count <= limit:
-            out.append(chunk)
-            continue
-        out.extend(_split_to_fit(chunk, count_tokens, limit))
-    return out
+    return [[chunk] if count <= limit else _split_to_fit(chunk, count_tokens, limit) for chunk, count in zip(chunks, counts)]
 
 
 def _split_to_fit(chunk: Chunk, count_tokens: Callable[[Sequence[str]], list[int]], limit: int) -> list[Chunk]:

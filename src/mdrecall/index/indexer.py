@@ -41,7 +41,16 @@ from mdrecall.crashpoints import crash_point
 from mdrecall.embeddings.base import EmbeddingProvider
 from mdrecall.errors import PathError, SyncInterrupted
 from mdrecall.index.changes import UNREADABLE, Observed, skip_still_holds
-from mdrecall.index.chunking import Chunk, chunk_id, chunk_lines, chunk_markdown, encode_numbers, fit_to_model, heading_trails
+from mdrecall.index.chunking import (
+    Chunk,
+    ResumableChunker,
+    chunk_id,
+    chunk_lines,
+    chunk_markdown,
+    encode_numbers,
+    fit_to_model,
+    heading_trails,
+)
 from mdrecall.sources.base import SourceAdapter
 from mdrecall.sources.redact import redact_markdown
 from mdrecall.sources.workspace import MemoryFile, allowed_roots, discover_memory_files, read_memory_bytes
@@ -186,6 +195,7 @@ class Indexer:
         *,
         defer_sessions: bool = False,
         on_text: TextObserver | None = None,
+        chunker: ResumableChunker | None = None,
     ) -> None:
         self.workspace = workspace
         self.config = config
@@ -195,6 +205,8 @@ class Indexer:
         self.extra_sources = list(extra_sources)
         self.defer_sessions = defer_sessions
         self.on_text = on_text
+        #: Chunks rendered files (transcripts) from where they changed since this process last chunked them.
+        self.chunker = chunker
         #: absolute path -> (mtime_ns, size, when stat ran in ns, ctime_ns) for every file looked at (freshness/snapshot.py).
         self.observed: dict[str, Observed] = {}
         #: absolute paths of the transcripts whose appends this sync left for later (``defer_sessions``)
@@ -221,12 +233,15 @@ class Indexer:
     def _chunk(self, file: MemoryFile, text: str) -> tuple[list[Chunk], list[int] | None]:
         tokens, overlap = self.config.chunking.tokens, self.config.chunking.overlap
         adapter = self._adapter_for(file.source)
+        provider = self.ctx.provider
         if adapter is not None:
             lines, line_map = adapter.render(file, text)
+            if self.chunker is not None:
+                fit = (provider.count_tokens_many, provider.max_input_tokens, self.ctx.provider_key) if provider is not None else None
+                return self.chunker.chunk(file.rel_path, lines, line_map, tokens, overlap, fit), line_map
             chunks = chunk_lines(lines, tokens, overlap, line_map)
         else:
             chunks, line_map = chunk_markdown(text, tokens, overlap), None
-        provider = self.ctx.provider
         if provider is not None and chunks:
             chunks = fit_to_model(chunks, provider.count_tokens_many, provider.max_input_tokens)
         return chunks, line_map

@@ -29,6 +29,7 @@ from mdrecall.embeddings.base import EmbeddingProvider
 from mdrecall.errors import StoreError
 from mdrecall.freshness.snapshot import DIRS_KEY, Delta, Snapshot, SnapshotEntry, dirs_record, scan_dirs
 from mdrecall.index.changes import Observed
+from mdrecall.index.chunking import ResumableChunker
 from mdrecall.index.identity import identity_mismatch
 from mdrecall.index.indexer import Indexer, SyncContext, seed_cache_from
 from mdrecall.index.scope import plan_scope
@@ -72,6 +73,8 @@ class IndexSyncer:
         self.db_path = db_path
         self.options = options
         self.extra_sources = list(extra_sources)
+        #: Transcripts grow by appends: each sync chunks one from where it changed (index/chunking.py).
+        self.chunker = ResumableChunker()
         #: Progress of a rebuild in this process (model switch, chunking change), else None.
         self.migration: dict[str, Any] | None = None
         #: Set to stop a running sync at its next file (:meth:`BuiltinMemoryManager.close`).
@@ -144,7 +147,8 @@ class IndexSyncer:
                 if provider is not None and provider.dims:
                     writer.ensure_vec_table(provider.dims)
                 indexer = Indexer(
-                    self.workspace, self.config, writer, ctx, progress, self.extra_sources, defer_sessions=defer_sessions
+                    self.workspace, self.config, writer, ctx, progress, self.extra_sources, defer_sessions=defer_sessions,
+                    chunker=self.chunker,
                 )
                 report = indexer.run(full=False, scope=scope)
                 observed, deferred = indexer.observed, indexer.deferred
@@ -191,7 +195,8 @@ class IndexSyncer:
         with writer.conn:
             writer.write_meta(desired)
         try:
-            indexer = Indexer(self.workspace, self.config, writer, ctx, self._progress(None, desired, progress), self.extra_sources)
+            indexer = Indexer(self.workspace, self.config, writer, ctx, self._progress(None, desired, progress), self.extra_sources,
+                              chunker=self.chunker)
             report = indexer.run(full=True)
             self._drop_unused_vectors(writer)
             with writer.conn:
@@ -213,7 +218,7 @@ class IndexSyncer:
             if ctx.provider is not None and ctx.provider.dims:
                 built.ensure_vec_table(ctx.provider.dims)
             track = self._progress(live.read_meta() or None, desired, progress)
-            indexer = Indexer(self.workspace, self.config, built, ctx, track, self.extra_sources)
+            indexer = Indexer(self.workspace, self.config, built, ctx, track, self.extra_sources, chunker=self.chunker)
             report = indexer.run(full=True)
             self._drop_unused_vectors(built)
             with built.conn:

@@ -21,7 +21,7 @@ from pathlib import Path
 from mdrecall.config import MemoryConfig
 from mdrecall.sources import hostlogs
 from mdrecall.sources.base import SourceAdapter
-from mdrecall.sources.transcripts import list_transcripts, render_transcript, sessions_root
+from mdrecall.sources.transcripts import TranscriptRenderer, list_transcripts, sessions_root
 from mdrecall.sources.workspace import MemoryFile, rel_path_for
 
 
@@ -34,6 +34,8 @@ class SessionSource(SourceAdapter):
         self.workspace = workspace
         self.config = config
         self.census = hostlogs.Census(hostlogs.census_path(workspace))
+        #: A transcript grows by appends: each sync renders only what was appended since the last.
+        self.renderer = TranscriptRenderer(redact=True)
 
     def discover(self) -> list[MemoryFile]:
         files = [
@@ -44,7 +46,7 @@ class SessionSource(SourceAdapter):
         return files
 
     def render(self, file: MemoryFile, text: str) -> tuple[list[str], list[int]]:
-        rendered = render_transcript(text, redact=True)
+        rendered = self.renderer.render(file.rel_path, text)
         kind = hostlogs.host_of(file.rel_path, self.config)
         if kind is not None:
             self.census.record(file.rel_path, kind, rendered.unknown_records, rendered.skipped_lines)

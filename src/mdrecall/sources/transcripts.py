@@ -23,6 +23,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -233,60 +235,127 @@ def render_transcript(raw: bytes | str, *, redact: bool = True) -> RenderedTrans
     ``redact=False`` exists for tests and debugging only; anything stored must be redacted.
     """
     text = raw.decode("utf-8", errors="replace") if isinstance(raw, (bytes, bytearray)) else raw
-    out_lines: list[str] = []
-    line_map: list[int] = []
-    timestamps: list[int | None] = []
-    skipped = 0
-    unknown: dict[str, int] = {}
-    dreaming = False
-    # Lines end at "\n" only: str.splitlines() also breaks at U+2028/U+2029/U+0085 (and \x0b, \x1c…),
-    # which JavaScript's JSON writer leaves unescaped inside strings; splitting there would drop the
-    # message and shift every later line number (so every later citation) by one.
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except (ValueError, RecursionError):
-            skipped += 1
-            continue
-        if not isinstance(record, dict):
-            skipped += 1
-            continue
-        if _is_dreaming_record(record):
-            dreaming = True
-            break
-        parsed = _message_of(record)
-        if parsed is None:
-            host = read_host_record(record)
-            if host is not None and host.unknown is not None:
-                name = f"{host.kind}:{host.unknown}"
-                unknown[name] = unknown.get(name, 0) + 1
-            continue
-        role, content, ts = parsed
-        body = _content_text(content)
-        body = (clean_host_text(role, body) or "") if body else ""
-        if not body:
-            continue
-        clean = sanitize_message(role, body) if redact else _WHITESPACE.sub(" ", body).strip() or None
-        if clean is None:
-            continue
-        prefix = _ROLE_PREFIX[role]
-        for segment in wrap_text(clean):
-            out_lines.append(f"{prefix}: {segment}")
-            line_map.append(lineno)
-        timestamps.append(_parse_timestamp(ts))
-    if dreaming:
-        # Dreaming runs are the memory system talking to itself; indexing them would echo memories back.
-        return RenderedTranscript(text="", line_map=[], message_count=0, timestamps=[], skipped_lines=skipped)
-    return RenderedTranscript(
-        text="\n".join(out_lines),
-        line_map=line_map,
-        message_count=len(timestamps),
-        timestamps=timestamps,
-        skipped_lines=skipped,
-        unknown_records=unknown,
-    )
+    rendering = _Rendering(redact)
+    rendering.add(text, 1)
+    return rendering.result()
+
+
+class TranscriptRenderer:
+    """Renders transcripts that grow by appends, rendering only what was appended since the last call.
+
+    Each JSONL line renders on its own (a dreaming record, which empties the whole transcript, is
+    the one exception, and stays so: :meth:`_Rendering.add` stops there), so a text that starts with
+    what was rendered before through its last complete line renders the same as the whole text
+    would: the earlier lines' rendering, then the rest's. A text that does not start so (a rewrite,
+    a truncation) is rendered whole. What is kept per file: the text through its last complete line
+    and the rendering of it, for the ``max_files`` files rendered last, at most ``max_chars``
+    characters of text in all.
+    """
+
+    def __init__(self, *, redact: bool = True, max_files: int = 16, max_chars: int = 32 << 20) -> None:
+        self.redact = redact
+        self.max_files, self.max_chars = max_files, max_chars
+        #: key -> (text through its last complete line, its line count, the rendering of it)
+        self._kept: OrderedDict[str, tuple[str, int, _Rendering]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def render(self, key: str, text: str) -> RenderedTranscript:
+        with self._lock:
+            kept = self._kept.pop(key, None)
+        cut = text.rfind("\n") + 1
+        if kept is not None and len(kept[0]) <= cut and text.startswith(kept[0]):
+            complete, lines, rendering = kept
+            rendering = rendering.copy()
+            rendering.add(text[len(complete):cut], lines + 1)
+        else:
+            rendering = _Rendering(self.redact)
+            rendering.add(text[:cut], 1)
+        lines = text.count("\n", 0, cut)
+        whole = rendering.copy()
+        whole.add(text[cut:], lines + 1)  # an unfinished last line: rendered now, again once finished
+        if cut <= self.max_chars:
+            with self._lock:
+                self._kept[key] = (text[:cut], lines, rendering)
+                held = sum(len(entry[0]) for entry in self._kept.values())
+                while len(self._kept) > self.max_files or held > self.max_chars:
+                    held -= len(self._kept.popitem(last=False)[1][0])
+        return whole.result()
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            self._kept.pop(key, None)
+
+
+@dataclass
+class _Rendering:
+    """A transcript's rendering so far, line by line (:meth:`add`)."""
+
+    redact: bool
+    out_lines: list[str] = field(default_factory=list)
+    line_map: list[int] = field(default_factory=list)
+    timestamps: list[int | None] = field(default_factory=list)
+    skipped: int = 0
+    unknown: dict[str, int] = field(default_factory=dict)
+    dreaming: bool = False
+
+    def copy(self) -> _Rendering:
+        return _Rendering(self.redact, list(self.out_lines), list(self.line_map), list(self.timestamps),
+                          self.skipped, dict(self.unknown), self.dreaming)  # fmt: skip
+
+    def add(self, text: str, first_lineno: int) -> None:
+        """Render the lines of ``text``, the first of them JSONL line ``first_lineno``."""
+        if self.dreaming or not text:
+            return
+        # Lines end at "\n" only: str.splitlines() also breaks at U+2028/U+2029/U+0085 (and \x0b, \x1c…),
+        # which JavaScript's JSON writer leaves unescaped inside strings; splitting there would drop the
+        # message and shift every later line number (so every later citation) by one.
+        for lineno, line in enumerate(text.split("\n"), start=first_lineno):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except (ValueError, RecursionError):
+                self.skipped += 1
+                continue
+            if not isinstance(record, dict):
+                self.skipped += 1
+                continue
+            if _is_dreaming_record(record):
+                self.dreaming = True
+                return
+            parsed = _message_of(record)
+            if parsed is None:
+                host = read_host_record(record)
+                if host is not None and host.unknown is not None:
+                    name = f"{host.kind}:{host.unknown}"
+                    self.unknown[name] = self.unknown.get(name, 0) + 1
+                continue
+            role, content, ts = parsed
+            body = _content_text(content)
+            body = (clean_host_text(role, body) or "") if body else ""
+            if not body:
+                continue
+            clean = sanitize_message(role, body) if self.redact else _WHITESPACE.sub(" ", body).strip() or None
+            if clean is None:
+                continue
+            prefix = _ROLE_PREFIX[role]
+            for segment in wrap_text(clean):
+                self.out_lines.append(f"{prefix}: {segment}")
+                self.line_map.append(lineno)
+            self.timestamps.append(_parse_timestamp(ts))
+
+    def result(self) -> RenderedTranscript:
+        if self.dreaming:
+            # Dreaming runs are the memory system talking to itself; indexing them would echo memories back.
+            return RenderedTranscript(text="", line_map=[], message_count=0, timestamps=[], skipped_lines=self.skipped)
+        return RenderedTranscript(
+            text="\n".join(self.out_lines),
+            line_map=list(self.line_map),
+            message_count=len(self.timestamps),
+            timestamps=list(self.timestamps),
+            skipped_lines=self.skipped,
+            unknown_records=dict(self.unknown),
+        )
 
 
 def message_times(raw: bytes | str) -> dict[int, int | None]:

@@ -47,6 +47,7 @@ from mdrecall.errors import MdrecallError, PathError, StoreError
 from mdrecall.freshness.monitor import BUSY_OTHER_PROCESS, BUSY_OTHER_THREAD, READ_ONLY, Comparison, FreshnessMonitor
 from mdrecall.freshness.snapshot import scan_dirs
 from mdrecall.index.changes import Observed, pending_changes
+from mdrecall.index.chunking import ResumableChunker
 from mdrecall.index.identity import EMBEDDING_KEYS, identity_mismatch
 from mdrecall.index.indexer import Indexer, SyncContext
 from mdrecall.index.syncing import LAST_SYNC_KEY, SyncRun
@@ -122,6 +123,8 @@ class PostgresMemoryManager(ManagerBase):
         self.team_id = self.store.identity.team_id
         self.providers = ProviderState(config)
         self.extra_sources: list[SourceAdapter] = [SessionSource(workspace, config)] if "sessions" in config.sources else []
+        #: Transcripts grow by appends: each sync chunks one from where it changed (index/chunking.py).
+        self._chunker = ResumableChunker()
         self.monitor = FreshnessMonitor(self)
         self._sync_mutex = threading.RLock()
         self._team_identity_seen: dict[str, Any] | None = None
@@ -244,7 +247,7 @@ class PostgresMemoryManager(ManagerBase):
         dirs = scan_dirs(self.workspace, self.config)  # before the files are listed
         ctx = SyncContext(self.providers.provider, self.providers.key, desired["model"])
         indexer = Indexer(self.workspace, self.config, self.store, ctx, progress, self.extra_sources,
-                          defer_sessions=defer_sessions and not full, on_text=self.store.stage)
+                          defer_sessions=defer_sessions and not full, on_text=self.store.stage, chunker=self._chunker)
         stage: Literal["files", "rebuild"] = "rebuild" if full else "files"
         try:
             if full:
