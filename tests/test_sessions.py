@@ -242,3 +242,4 @@ def test_a_growing_transcript_is_indexed_as_a_rebuild_indexes_it(
     incremental, rebuilt = _chunk_rows(ws.parent / "index.sqlite"), _chunk_rows(ws.parent / "rebuilt.sqlite")
     assert len(incremental) > 40
     assert incremental == rebuilt
+    assert index_content(ws.parent / "index.sqlite") == index_content(ws.parent / "rebuilt.sqlite")  # the keyword index too

@@ -57,6 +57,49 @@ def test_schema_wal_and_capabilities(tmp_path: Path) -> None:
         db.close()
 
 
+def test_replacing_a_file_keeps_the_rows_it_repeats_exactly(tmp_path: Path) -> None:
+    """Rows repeated exactly (id, model, context, line numbers, vector) stay as they were; any
+    other difference rewrites the row, its keyword entry and its vector reference."""
+    from dataclasses import replace
+
+    db = IndexDB(tmp_path / "i.sqlite", StoreOptions())
+    db.ensure_vec_table(8)
+    file = FileRow("s.jsonl", "sessions", "h1", 1, 10)
+    rows = [replace(_chunk("s.jsonl", i, f"alpha{i} words", _vec(i)), embed_hash=f"e{i}") for i in range(6)]
+    try:
+        db.replace_file(file, rows, "m")
+        before = dict(db.conn.execute("SELECT id, rowid FROM chunks").fetchall())
+        changed = [
+            rows[0],  # unchanged: kept
+            replace(rows[1], context="Heading one"),  # a heading renamed above it
+            replace(rows[2], line_numbers="3*2"),
+            replace(rows[3], embedding=_vec(30), embed_hash="e30"),  # embedded from other input
+            replace(rows[4], embedding=None),  # without a vector now
+            rows[5],  # kept
+            _chunk("s.jsonl", 9, "omega appended", _vec(9)),  # new
+        ]
+        db.replace_file(FileRow("s.jsonl", "sessions", "h2", 2, 20), changed, "m")
+        after = dict(db.conn.execute("SELECT id, rowid FROM chunks").fetchall())
+        assert {i for i in after if after[i] == before.get(i)} == {rows[0].id, rows[5].id}
+        assert [_count(db, t) for t in ("files", "chunks", "chunks_fts")] == [1, 7, 7]
+        assert db.conn.execute("SELECT rowid FROM chunks_fts ORDER BY rowid").fetchall() == \
+            db.conn.execute("SELECT rowid FROM chunks ORDER BY rowid").fetchall()  # fmt: skip
+        found = db.conn.execute("SELECT context, line_numbers, vector_id IS NULL FROM chunks WHERE id = ?", (rows[1].id,)).fetchone()
+        assert found == ("Heading one", None, 0)
+        assert db.conn.execute("SELECT line_numbers FROM chunks WHERE id = ?", (rows[2].id,)).fetchone() == ("3*2",)
+        (vector,) = db.conn.execute("SELECT v.hash FROM chunks c JOIN embedding_cache v ON v.rowid = c.vector_id WHERE c.id = ?",
+                                    (rows[3].id,)).fetchone()  # fmt: skip
+        assert vector == "e30"
+        assert db.conn.execute("SELECT vector_id FROM chunks WHERE id = ?", (rows[4].id,)).fetchone() == (None,)
+        assert db.conn.execute("SELECT hash, size FROM files").fetchall() == [("h2", 20)]
+        # Under another model name every row is rewritten.
+        db.replace_file(FileRow("s.jsonl", "sessions", "h3", 3, 30), changed, "m2")
+        assert db.conn.execute("SELECT DISTINCT model FROM chunks").fetchall() == [("m2",)]
+        assert db.integrity_ok()
+    finally:
+        db.close()
+
+
 def test_replace_and_remove_touch_every_table(tmp_path: Path) -> None:
     db = IndexDB(tmp_path / "i.sqlite", StoreOptions())
     db.ensure_vec_table(8)

@@ -28,6 +28,12 @@ class Chunk:
     #: pieces of a split segment), and which message a line belongs to cannot be told from the
     #: text once a chunk starts mid-message. Not part of the chunk's identity (``hash``).
     numbers: tuple[int, ...] | None = field(default=None, compare=False)
+    #: The text's SHA-256, computed once: a chunk kept across syncs (a transcript's, by
+    #: :class:`ResumableChunker`) is hashed for its id, its row and its cache key every time.
+    _digest: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_digest", hashlib.sha256(self.text.encode("utf-8")).hexdigest())
 
     def line_numbers(self) -> list[int]:
         """The source line of each line of ``text``."""
@@ -37,7 +43,7 @@ class Chunk:
 
     @property
     def hash(self) -> str:
-        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+        return self._digest
 
 
 def chunk_id(source: str, path: str, chunk: Chunk) -> str:
@@ -153,7 +159,7 @@ class ResumableChunker:
     the same model and limit. Kept for the ``max_files`` files chunked last.
     """
 
-    def __init__(self, max_files: int = 16, max_segments: int = 200_000) -> None:
+    def __init__(self, max_files: int = 16, max_segments: int = 100_000) -> None:
         self.max_files, self.max_segments = max_files, max_segments
         self._kept: dict[str, _Chunked] = {}
         self._lock = threading.Lock()

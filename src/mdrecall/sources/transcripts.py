@@ -252,7 +252,7 @@ class TranscriptRenderer:
     characters of text in all.
     """
 
-    def __init__(self, *, redact: bool = True, max_files: int = 16, max_chars: int = 32 << 20) -> None:
+    def __init__(self, *, redact: bool = True, max_files: int = 16, max_chars: int = 16 << 20) -> None:
         self.redact = redact
         self.max_files, self.max_chars = max_files, max_chars
         #: key -> (text through its last complete line, its line count, the rendering of it)

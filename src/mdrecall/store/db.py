@@ -638,14 +638,19 @@ class IndexDB:
     def touch_file(self, path: str, mtime: int, size: int) -> None:
         self.conn.execute("UPDATE files SET mtime = ?, size = ? WHERE path = ?", (mtime, size, path))
 
-    def _delete_file_rows(self, path: str) -> None:
+    def _delete_file_rows(self, path: str, keep: frozenset[str] = frozenset()) -> None:
+        """Delete one file's rows, but for its chunks whose ids are in ``keep``."""
         conn = self.conn
-        rowids = [(r[0],) for r in conn.execute("SELECT rowid FROM chunks WHERE path = ?", (path,))]
+        found = [(r[0], r[1]) for r in conn.execute("SELECT rowid, id FROM chunks WHERE path = ?", (path,))]
+        rowids = [(rowid,) for rowid, chunk_id in found if chunk_id not in keep]
         if rowids and self.caps.fts_available:
             # Point deletes: a contentless table (contentless_delete) removes a row by its rowid.
             conn.executemany("DELETE FROM chunks_fts WHERE rowid = ?", rowids)
         # The chunks' vectors stay in embedding_cache: no longer referenced, they are the cache.
-        conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
+        if keep:
+            conn.executemany("DELETE FROM chunks WHERE rowid = ?", rowids)
+        else:
+            conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
         conn.execute("DELETE FROM files WHERE path = ?", (path,))
         conn.execute("DELETE FROM skipped_files WHERE path = ?", (path,))
 
@@ -666,10 +671,13 @@ class IndexDB:
         now = int(time.time())
         conn = self.conn
         with conn:
-            self._delete_file_rows(file.path)
             spaces: dict[VectorSpace, int] = {}
+            kept = self._unchanged_rows(file.path, chunks, model, spaces)
+            self._delete_file_rows(file.path, kept)
             encoding = self.vector_encoding() if any(c.embedding is not None for c in chunks) else ""
             for chunk in chunks:
+                if chunk.id in kept:
+                    continue
                 vector_id = None
                 if chunk.embedding is not None:
                     named = chunk.space or VectorSpace("", model, "")
@@ -691,6 +699,39 @@ class IndexDB:
                 (file.path, file.source, file.hash, file.mtime, file.size, now),
             )
             self._bump_chunks_version()
+
+    def _unchanged_rows(self, path: str, chunks: Sequence[ChunkRow], model: str, spaces: dict[VectorSpace, int]) -> frozenset[str]:
+        """The ids of the file's stored chunks that its new chunks repeat exactly, kept as they are.
+
+        A chunk's id covers its source, path, lines and text; a stored row is kept when its model,
+        heading context, line numbers and vector (space and embedded input) are the new chunk's too,
+        so the rows after are those a delete and insert of every chunk would leave (but for their
+        rowids and ``updated_at``). A transcript that grew by an append rewrites only its last
+        chunks, and a file's keyword index is left alone for the rest."""
+        stored = {
+            r[0]: r[1:]
+            for r in self.conn.execute(
+                "SELECT c.id, c.model, c.context, c.line_numbers, v.space, v.hash FROM chunks c "
+                "LEFT JOIN embedding_cache v ON v.rowid = c.vector_id WHERE c.path = ?",
+                (path,),
+            )
+        }
+        if not stored:
+            return frozenset()
+        kept: set[str] = set()
+        for chunk in chunks:
+            row = stored.get(chunk.id)
+            if row is None:
+                continue
+            vector: tuple[int | None, str | None] = (None, None)
+            if chunk.embedding is not None:
+                named = chunk.space or VectorSpace("", model, "")
+                if named not in spaces:
+                    spaces[named] = self._space_for(named)
+                vector = (spaces[named], chunk.embed_hash or chunk.hash)
+            if row == (model, chunk.context, chunk.line_numbers, *vector):
+                kept.add(chunk.id)
+        return frozenset(kept)
 
     def _store_vector(self, space: int, embed_hash: str, stored: bytes) -> int:
         """The row of this vector (already in the file's encoding), stored if new. A stored vector
