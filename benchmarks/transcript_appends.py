@@ -13,7 +13,13 @@ then finds the new messages, and the process's CPU over 5 s from the write.
     PYTHONPATH=/path/to/older/src python benchmarks/transcript_appends.py --workdir DIR --files 100000 --reuse COPY
 
 ``--reuse COPY`` runs on a copy (and its index) a previous run kept with ``--keep COPY``: the same files
-for two code trees. Results and their reading: docs/benchmarks.md, "Transcripts among the sources".
+for two code trees (each run's appends stay: the transcript grows run by run, and the output says how
+many messages it held before). ``--transcript N`` starts the transcript with N messages instead of 200:
+
+    python benchmarks/transcript_appends.py --workdir DIR --files 1000 --transcript 20000 --keep COPY
+
+Results and their reading: docs/benchmarks.md, "Transcripts among the sources" and "A grown
+transcript re-indexed from where it grew".
 """
 
 from __future__ import annotations
@@ -41,8 +47,8 @@ def _message(text: str, role: str = "user") -> str:
     return json.dumps({"role": role, "content": text}) + "\n"
 
 
-def prepare(workdir: Path, files: int, into: Path) -> None:
-    """The notes of ``ws-FILES``, a transcript of 200 messages, and a keyword index of both."""
+def prepare(workdir: Path, files: int, into: Path, messages: int = 200) -> None:
+    """The notes of ``ws-FILES``, a transcript of ``messages`` messages, and a keyword index of both."""
     from mdrecall import open_manager
 
     source = workdir / f"ws-{files}"
@@ -50,7 +56,7 @@ def prepare(workdir: Path, files: int, into: Path) -> None:
     transcript = into / "ws" / TRANSCRIPT
     transcript.parent.mkdir(parents=True)
     transcript.write_text("".join(_message(f"Message {i} about the kestrel cluster.", "user" if i % 2 == 0 else "assistant")
-                                  for i in range(200)))  # fmt: skip
+                                  for i in range(messages)))  # fmt: skip
     past = time.time() - 60
     os.utime(transcript, (past, past))
     started = time.perf_counter()
@@ -104,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--files", type=int, default=100_000)
     ap.add_argument("--appends", type=int, default=4)
     ap.add_argument("--messages", type=int, default=60, help="messages per append (default: above deltaMessages, 50)")
+    ap.add_argument("--transcript", type=int, default=200, help="messages in the transcript before the appends (default 200)")
     ap.add_argument("--keep", type=Path, help="keep the copy and its index in this folder")
     ap.add_argument("--reuse", type=Path, help="a folder a previous --keep left")
     ap.add_argument("--out", type=Path)
@@ -125,10 +132,12 @@ def main(argv: list[str] | None = None) -> int:
         elif args.keep is not None:
             into = args.keep
             into.mkdir(parents=True, exist_ok=False)
-            prepare(args.workdir, args.files, into)
+            prepare(args.workdir, args.files, into, args.transcript)
         else:
             into = tmp = Path(tempfile.mkdtemp(prefix="mdrecall-appends-"))
-            prepare(args.workdir, args.files, into)
+            prepare(args.workdir, args.files, into, args.transcript)
+        with (into / "ws" / TRANSCRIPT).open("rb") as fh:
+            before = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
         rows = measure(into, args.appends, args.messages)
     except KeyboardInterrupt:
         print("interrupted: nothing recorded", file=sys.stderr)
@@ -137,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         for folder in (tmp, home):
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)
-    result = {"files": args.files, "messages_per_append": args.messages, "loadavg": os.getloadavg(), "appends": rows}
+    result = {"files": args.files, "messages_per_append": args.messages, "transcript_messages_before": before,
+              "loadavg": os.getloadavg(), "appends": rows}  # fmt: skip
     text = json.dumps(result, indent=1)
     if args.out:
         args.out.write_text(text + "\n", encoding="utf-8")

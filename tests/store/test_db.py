@@ -65,7 +65,7 @@ def test_replacing_a_file_keeps_the_rows_it_repeats_exactly(tmp_path: Path) -> N
     db = IndexDB(tmp_path / "i.sqlite", StoreOptions())
     db.ensure_vec_table(8)
     file = FileRow("s.jsonl", "sessions", "h1", 1, 10)
-    rows = [replace(_chunk("s.jsonl", i, f"alpha{i} words", _vec(i)), embed_hash=f"e{i}") for i in range(6)]
+    rows = [replace(_chunk("s.jsonl", i, f"alpha{i} words", _vec(i)), embed_hash=f"e{i}") for i in range(7)]
     try:
         db.replace_file(file, rows, "m")
         before = dict(db.conn.execute("SELECT id, rowid FROM chunks").fetchall())
@@ -76,12 +76,16 @@ def test_replacing_a_file_keeps_the_rows_it_repeats_exactly(tmp_path: Path) -> N
             replace(rows[3], embedding=_vec(30), embed_hash="e30"),  # embedded from other input
             replace(rows[4], embedding=None),  # without a vector now
             rows[5],  # kept
+            replace(rows[6], text="zeta rewritten", fts_text="zeta rewritten"),  # the same id, other text
             _chunk("s.jsonl", 9, "omega appended", _vec(9)),  # new
         ]
         db.replace_file(FileRow("s.jsonl", "sessions", "h2", 2, 20), changed, "m")
         after = dict(db.conn.execute("SELECT id, rowid FROM chunks").fetchall())
         assert {i for i in after if after[i] == before.get(i)} == {rows[0].id, rows[5].id}
-        assert [_count(db, t) for t in ("files", "chunks", "chunks_fts")] == [1, 7, 7]
+        assert [_count(db, t) for t in ("files", "chunks", "chunks_fts")] == [1, 8, 8]
+        match = "SELECT c.id FROM chunks_fts f JOIN chunks c ON c.rowid = f.rowid WHERE chunks_fts MATCH ?"
+        assert db.conn.execute(match, ("zeta",)).fetchall() == [(rows[6].id,)]
+        assert db.conn.execute(match, ("alpha6",)).fetchall() == []
         assert db.conn.execute("SELECT rowid FROM chunks_fts ORDER BY rowid").fetchall() == \
             db.conn.execute("SELECT rowid FROM chunks ORDER BY rowid").fetchall()  # fmt: skip
         found = db.conn.execute("SELECT context, line_numbers, vector_id IS NULL FROM chunks WHERE id = ?", (rows[1].id,)).fetchone()

@@ -703,15 +703,18 @@ class IndexDB:
     def _unchanged_rows(self, path: str, chunks: Sequence[ChunkRow], model: str, spaces: dict[VectorSpace, int]) -> frozenset[str]:
         """The ids of the file's stored chunks that its new chunks repeat exactly, kept as they are.
 
-        A chunk's id covers its source, path, lines and text; a stored row is kept when its model,
-        heading context, line numbers and vector (space and embedded input) are the new chunk's too,
-        so the rows after are those a delete and insert of every chunk would leave (but for their
-        rowids and ``updated_at``). A transcript that grew by an append rewrites only its last
-        chunks, and a file's keyword index is left alone for the rest."""
+        A stored row is kept when everything it holds is the new chunk's: source, lines, text and
+        its hash, model, heading context, line numbers and vector (space and embedded input). Its
+        keyword entry is made from the text and context by the tokenizer the index was built for
+        (a different one is another index: index/identity.py), so it is the same too, and the rows
+        after are those a delete and insert of every chunk would leave (but for their rowids and
+        ``updated_at``). A transcript that grew by an append rewrites only its last chunks, and a
+        file's keyword index is left alone for the rest."""
         stored = {
             r[0]: r[1:]
             for r in self.conn.execute(
-                "SELECT c.id, c.model, c.context, c.line_numbers, v.space, v.hash FROM chunks c "
+                "SELECT c.id, c.source, c.start_line, c.end_line, c.hash, c.text, c.model, c.context, c.line_numbers, "
+                "v.space, v.hash FROM chunks c "
                 "LEFT JOIN embedding_cache v ON v.rowid = c.vector_id WHERE c.path = ?",
                 (path,),
             )
@@ -729,7 +732,8 @@ class IndexDB:
                 if named not in spaces:
                     spaces[named] = self._space_for(named)
                 vector = (spaces[named], chunk.embed_hash or chunk.hash)
-            if row == (model, chunk.context, chunk.line_numbers, *vector):
+            if row == (chunk.source, chunk.start_line, chunk.end_line, chunk.hash, chunk.text, model, chunk.context,
+                       chunk.line_numbers, *vector):  # fmt: skip
                 kept.add(chunk.id)
         return frozenset(kept)
 
