@@ -86,3 +86,89 @@ def test_a_file_nobody_asks_about_is_dropped_after_the_idle_time(tmp_path: Path,
     now[0] = 100.0
     assert lines("memory/new.md", "memory") is not None
     assert list(lines._cache) == ["memory/kept.md", "memory/new.md"]
+
+
+def test_a_growing_transcript_is_read_from_where_it_grew_as_a_fresh_read_reads_it(tmp_path: Path) -> None:
+    """Appends (a line finished in a second write, CRLF, invalid bytes), rewrites and truncations:
+    what the cache gives equals what a cache reading the file for the first time gives, and an
+    append parses only the new lines."""
+    import json
+    import os
+    import random
+
+    from mdrecall.sources import appends
+
+    rng = random.Random(9)
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"")
+    lines = FileLineLengths(tmp_path)
+    parsed: list[int] = []
+    real_resume = appends.resume
+
+    def counting(raw, kept):  # type: ignore[no-untyped-def]
+        at = real_resume(raw, kept)
+        parsed.append(len(raw) - at.start)
+        return at
+
+    import mdrecall.search.filelines as filelines
+
+    filelines.resume = counting  # type: ignore[attr-defined]
+    try:
+        for step in range(60):
+            raw = path.read_bytes()
+            action = rng.random()
+            if action < 0.7:
+                for _ in range(rng.randint(1, 4)):
+                    role = rng.choice(["user", "assistant"])
+                    text = rng.choice(["Caroline: I moved to Oslo", "plain words", "Melanie: hi\u2028there"])
+                    raw += json.dumps({"role": role, "content": text}).encode() + rng.choice([b"\n", b"\r\n"])
+                if rng.random() < 0.2:
+                    raw += b'{"role": "user", "content": "half a li'  # finished below, next step
+                if rng.random() < 0.1:
+                    raw += b"\xff\xfe garbage\n"
+            elif action < 0.8 and raw:
+                raw = raw.replace(b"Oslo", b"Bergen", 1)
+            elif action < 0.9:
+                raw = raw[: rng.randrange(len(raw) + 1)]
+            else:
+                raw += b'ne"}\n'
+            path.write_bytes(raw)
+            os.utime(path, ns=(step * 10**9, (step + 1) * 10**9))  # a new stamp every step
+            got = lines.names("s.jsonl", "sessions")
+            fresh = FileLineLengths(tmp_path).names("s.jsonl", "sessions")
+            assert got is not None and fresh is not None
+            assert (got.lengths, got.speakers, got.names, got.people) == (fresh.lengths, fresh.speakers, fresh.names, fresh.people)
+    finally:
+        filelines.resume = real_resume  # type: ignore[attr-defined]
+    assert sum(1 for n in parsed[::2] if n < 200) > 20  # appends parsed only what was appended (the cache's calls)
+
+
+def test_message_times_of_a_growing_transcript_equal_a_fresh_read(tmp_path: Path) -> None:
+    import json
+    import os
+    import random
+
+    from mdrecall.search.dating import FileTimes
+
+    rng = random.Random(4)
+    path = tmp_path / "s.jsonl"
+    raw = b""
+    times = FileTimes(tmp_path)
+    for step in range(60):
+        action = rng.random()
+        if action < 0.75:
+            for _ in range(rng.randint(1, 4)):
+                stamp = rng.choice([None, "2026-11-14T10:00:00Z", 1763114400 + step])
+                record = {"role": "user", "content": "hi", **({"timestamp": stamp} if stamp is not None else {})}
+                raw += json.dumps(record).encode() + b"\n"
+            if rng.random() < 0.2:
+                raw += b'{"role": "user", "content": "x", "timestamp": 17631'  # unfinished
+            elif rng.random() < 0.2:  # a whole record without its newline: what follows joins its line
+                raw += json.dumps({"role": "user", "content": "y", "timestamp": 1763114400}).encode()
+        elif action < 0.85:
+            raw = raw[: rng.randrange(len(raw) + 1)]
+        else:
+            raw = raw.replace(b"2026-11-14", b"2026-11-15", 1)
+        path.write_bytes(raw)
+        os.utime(path, ns=(step * 10**9, (step + 1) * 10**9))
+        assert times.messages("s.jsonl") == FileTimes(tmp_path).messages("s.jsonl")

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Literal
 
 from mdrecall.search.budget import Hit, message_map
+from mdrecall.sources.appends import Kept, resume
 from mdrecall.sources.transcripts import message_times
 from mdrecall.sources.workspace import note_date, path_inside
 
@@ -82,13 +83,15 @@ _INSIDE_PATHS = 65_536
 
 class FileTimes:
     """Modification times of indexed files and the message times of transcripts, cached by
-    (mtime, size). Only paths the index holds are asked for: relative paths inside the workspace,
-    or the absolute paths of configured extra folders."""
+    (mtime, size); a transcript that grew by appends is parsed only from where it grew
+    (sources/appends.py). Only paths the index holds are asked for: relative paths inside the
+    workspace, or the absolute paths of configured extra folders."""
 
     def __init__(self, workspace: Path, max_files: int = 256) -> None:
         self.root = workspace.resolve()
         self._root = str(self.root)
-        self._cache: OrderedDict[str, tuple[tuple[int, int], dict[int, int | None]]] = OrderedDict()
+        #: path -> ((mtime, size), message times, the complete lines they cover)
+        self._cache: OrderedDict[str, tuple[tuple[int, int], dict[int, int | None], Kept]] = OrderedDict()
         #: Paths found inside the workspace, with the (mtime, size) they had then.
         self._inside: dict[str, tuple[int, int]] = {}
         self._lock = threading.Lock()
@@ -150,14 +153,18 @@ class FileTimes:
             raw = full.read_bytes()
         except OSError:
             return None
-        times = message_times(raw)
+        # A transcript grows by appends: only the lines appended since it was read are parsed.
+        at = resume(raw, found[2] if found is not None else None)
+        times: dict[int, int | None] = {}
         last: int | None = None
-        for line in sorted(times):
-            if times[line] is None:
-                times[line] = last
-            last = times[line]
+        if at.start and found is not None:
+            times = {line: when for line, when in found[1].items() if line < at.first_line}
+            last = times[max(times)] if times else None
+        appended = message_times(raw[at.start :], at.first_line)
+        for line in sorted(appended):
+            times[line] = last = appended[line] if appended[line] is not None else last
         with self._lock:
-            self._cache[path] = (stamp, times)
+            self._cache[path] = (stamp, times, at.kept)
             if len(self._cache) > self._max:
                 self._cache.popitem(last=False)
         return times

@@ -3,7 +3,8 @@
 The budget (search/budget.py) counts what a citation really covers: a Markdown line's characters, a
 transcript line's message content. Who spoke a line (search/speaker.py) is read here too: a piece
 of a long reply split over several chunks does not start with its speaker, the file's line does.
-Cached per file by (mtime, size); only the files the index already holds are asked for. A file
+Cached per file by (mtime, size), and a file that grew by appends (a transcript) is parsed only from
+where it grew (sources/appends.py); only the files the index already holds are asked for. A file
 nobody asked about for ``search.lru.IDLE_S`` is dropped: a renamed or deleted file's path is never
 asked for again, and a long-lived server under churn (issue 28's soak) otherwise kept them all up to
 the count.
@@ -22,6 +23,7 @@ from typing import Any
 
 from mdrecall.search import lru
 from mdrecall.search.speaker import Speaker, line_name, markdown_speaker, name_counts
+from mdrecall.sources.appends import Kept, resume
 from mdrecall.sources.workspace import path_inside
 
 #: (path, source) -> the length of each line as a reader of the citation gets it (a Markdown line's
@@ -39,8 +41,9 @@ class FileLineLengths:
     def __init__(self, workspace: Path, max_files: int = 4096, max_lines: int = 1_000_000, idle_s: float | None = None) -> None:
         self.root = workspace.resolve()
         self._root = str(self.root)
-        #: path -> ((mtime, size), lines, when last asked for), least recently asked first.
-        self._cache: OrderedDict[str, tuple[tuple[int, int], FileLines, float]] = OrderedDict()
+        #: path -> ((mtime, size), lines, when last asked for, the complete lines they cover), least
+        #: recently asked first.
+        self._cache: OrderedDict[str, tuple[tuple[int, int], FileLines, float, Kept]] = OrderedDict()
         self._idle_s = idle_s
         self._lock = threading.Lock()
         # Every search asks about each candidate's file, several times: a workspace's files should
@@ -75,7 +78,7 @@ class FileLineLengths:
                 # Read (and checked to be inside the workspace) before, unchanged since: a link
                 # swapped to point outside would have to keep the same mtime and size, and even
                 # then only what was read from inside is returned.
-                self._cache[path] = (stamp, cached[1], lru._now())
+                self._cache[path] = (stamp, cached[1], lru._now(), cached[3])
                 self._cache.move_to_end(path)
                 return cached[1]
         try:
@@ -86,11 +89,17 @@ class FileLineLengths:
             return None
         try:
             with open(full, "rb") as handle:
-                text = handle.read().decode("utf-8", errors="replace")
+                raw = handle.read()
         except OSError:
             return None
-        jsonl = path.endswith(".jsonl")
+        # A file that grew by appends (a transcript, a daily note) is parsed from where it grew.
+        at = resume(raw, cached[3] if cached is not None else None)
         found: FileLines = FileLines([], [], [])
+        if at.start and cached is not None:
+            lines = at.first_line - 1
+            found = FileLines(cached[1].lengths[:lines], cached[1].speakers[:lines], cached[1].names[:lines])
+        text = raw[at.start :].decode("utf-8", errors="replace")
+        jsonl = path.endswith(".jsonl")
         for line in text.replace("\r\n", "\n").split("\n"):
             length, speaker, name = _read_line(line, jsonl)
             found.lengths.append(length)
@@ -102,7 +111,7 @@ class FileLineLengths:
             if previous is not None:
                 self._held_lines -= len(previous[1].lengths)
             now = lru._now()
-            self._cache[path] = (stamp, found, now)
+            self._cache[path] = (stamp, found, now, at.kept)
             self._held_lines += len(found.lengths)
             idle_s = self._idle_s if self._idle_s is not None else lru.IDLE_S
             while len(self._cache) > 1 and (
@@ -110,7 +119,7 @@ class FileLineLengths:
                 or self._held_lines > self._max_lines
                 or now - next(iter(self._cache.values()))[2] > idle_s
             ):
-                _, (_, dropped, _) = self._cache.popitem(last=False)
+                _, (_, dropped, _, _) = self._cache.popitem(last=False)
                 self._held_lines -= len(dropped.lengths)
         return found
 

@@ -358,15 +358,16 @@ class _Rendering:
         )
 
 
-def message_times(raw: bytes | str) -> dict[int, int | None]:
+def message_times(raw: bytes | str, first_line: int = 1) -> dict[int, int | None]:
     """JSONL line number -> the time of the message on it (epoch milliseconds; None when the record
     has no usable timestamp), for every user or assistant message record (what citations point at).
+    ``first_line``: the number of ``raw``'s first line (the rest of a file parsed before).
 
     For "as of" search and knowledge updates (search/dating.py); bad lines are skipped, as
     :func:`render_transcript` skips them."""
     text = raw.decode("utf-8", errors="replace") if isinstance(raw, (bytes, bytearray)) else raw
     out: dict[int, int | None] = {}
-    for lineno, line in enumerate(text.split("\n"), start=1):
+    for lineno, line in enumerate(text.split("\n"), start=first_line):
         if not line.strip():
             continue
         try:
