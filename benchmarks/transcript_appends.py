@@ -7,7 +7,8 @@ keyword-only index of both once, then in one process with the watcher on appends
 messages (above ``sync.sessions.deltaMessages``, so the watcher's sync indexes them) ``--appends``
 times and reports, per append: the seconds from the write until the watcher's sync had indexed it
 (its debounce, ``sync.watchDebounceMs`` 1.5 s, included), the sync's own seconds, whether a search
-then finds the new messages, and the process's CPU over 5 s from the write.
+then finds the new messages and that search's wall and CPU seconds (the first to read the grown
+transcript's lines), and the process's CPU over 5 s from the write.
 
     python benchmarks/transcript_appends.py --workdir DIR --files 100000 --out benchmarks/results/appends.json
     PYTHONPATH=/path/to/older/src python benchmarks/transcript_appends.py --workdir DIR --files 100000 --reuse COPY
@@ -93,9 +94,12 @@ def measure(into: Path, appends: int, messages: int) -> list[dict[str, Any]]:
             if len(done) <= i:
                 raise SystemExit("the watcher's sync did not come within 60 s")
             t1, report, seconds = done[i]
+            s0, sc0 = time.perf_counter(), time.thread_time()
             found = any(r.path == TRANSCRIPT for r in m.search(f"{word} figure", session_key="main").results)
+            search_s, search_cpu = time.perf_counter() - s0, time.thread_time() - sc0
             time.sleep(max(0.0, 5 - (time.perf_counter() - t0)))
             out.append({"indexed_after_s": round(t1 - t0, 3), "sync_s": round(seconds, 3), "found": found,
+                        "search_s": round(search_s, 3), "search_cpu_s": round(search_cpu, 3),
                         "files_indexed": report.files_indexed, "files_scanned": report.files_scanned,
                         "cpu_5s": round(time.process_time() - c0, 3)})  # fmt: skip
             print(json.dumps(out[-1]), file=sys.stderr)
