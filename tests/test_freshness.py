@@ -677,3 +677,82 @@ def test_opening_does_not_wait_for_the_watcher_and_it_is_trusted_only_after_a_ch
         assert syncs == [] and m.monitor._watcher_trusted()
     finally:
         m.close()
+
+
+def test_searches_under_a_trusted_watcher_read_no_file_state_until_it_sees_a_change(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the watcher is trusted and has seen no change, a search takes the citations' line
+    lengths it checked before as they were, without a ``stat`` each (which also lets the query
+    embedding's thread take the interpreter); any change inside the watched folders, a transcript
+    append below the thresholds included, makes the next search check again."""
+    import mdrecall.search.filelines as filelines
+
+    stats: list[str] = []
+
+    class CountingOs:
+        path = os.path
+
+        @staticmethod
+        def stat(path: str) -> os.stat_result:
+            stats.append(os.path.basename(path))
+            return os.stat(path)
+
+    ws = make_ws(NOTES)
+    _settle(ws)
+    with open_manager(ws, cfg()) as first:
+        first.sync()
+    m = open_manager(ws, cfg(sync={"watch": True}))
+    try:
+        assert m.watcher is not None and m.watcher.wait_ready(30)
+        assert wait_for(lambda: bool(m.search("amber").results) and m.monitor._watcher_trusted())
+        token = m.monitor.unchanged_token()
+        assert token is not None
+        m.search("amber")
+        monkeypatch.setattr(filelines, "os", CountingOs)
+        for _ in range(3):
+            assert _paths(m.search("amber")) == ["MEMORY.md"]
+        assert stats == [] and m.monitor.unchanged_token() == token
+        (ws / "memory" / "2026-11-01.md").write_text("# 2026-11-01\n- Met Dana about the amber rollout plan.\n", encoding="utf-8")
+        assert wait_for(lambda: "memory/2026-11-01.md" in _paths(m.search("amber rollout")) and m.monitor.unchanged_token() is not None)
+        assert m.monitor.unchanged_token() != token
+        assert "2026-11-01.md" in stats  # checked, and read again
+        cached = filelines.lengths_for(ws).names("memory/2026-11-01.md", "memory")
+        assert cached is not None and cached.lengths[1] == len("- Met Dana about the amber rollout plan.")
+        m.watcher.notify([ws / "MEMORY.md"])  # an event not yet synced: nothing is taken as unchanged
+        assert m.monitor.unchanged_token() is None
+        assert wait_for(lambda: not m.watcher.has_pending() and m.monitor.unchanged_token() is not None)
+        m.mark_dirty()
+        assert m.monitor.unchanged_token() is None
+    finally:
+        m.close()
+
+
+def test_the_watchers_token_changes_with_every_change_it_sees(tmp_path: Path) -> None:
+    from mdrecall.config import parse_config
+    from mdrecall.freshness.watcher import MemoryWatcher
+
+    config = parse_config({"sources": ["memory", "sessions"], "sync": {"sessions": {"deltaMessages": 50}}})
+    (tmp_path / "memory").mkdir()
+    transcript = tmp_path / ".openclaw/sessions/main/transcripts/s.jsonl"
+    transcript.parent.mkdir(parents=True)
+    transcript.write_text('{"role": "user", "content": "hi"}\n', encoding="utf-8")
+    watcher = MemoryWatcher(tmp_path, config, lambda paths: None)
+    other = MemoryWatcher(tmp_path, config, lambda paths: None)
+    first = watcher.seen()
+    assert other.seen() != first  # two watchers' tokens never meet
+    watcher.notify([tmp_path / "elsewhere" / "x.md"])  # outside the watched folders
+    assert watcher.seen() == first
+    watcher.notify([transcript])  # the transcript's first event: its size from now on is the baseline
+    primed, events = watcher.seen(), watcher.stats.events
+    assert primed != first
+    with transcript.open("a", encoding="utf-8") as fh:
+        fh.write('{"role": "user", "content": "one more"}\n')
+    watcher.notify([transcript])  # below deltaMessages: no sync wanted, but a change seen
+    assert watcher.stats.events == events and watcher.seen() != primed
+    second = watcher.seen()
+    watcher.notify([tmp_path / "memory" / "n.md"])
+    assert watcher.stats.events == events + 1 and watcher.seen() != second
+    third = watcher.seen()
+    watcher.attached_at = (watcher.attached_at or 0.0) + 1.0  # the watches attached again (a restart)
+    assert watcher.seen() != third  # changes during the re-attach may have gone unseen

@@ -172,3 +172,24 @@ def test_message_times_of_a_growing_transcript_equal_a_fresh_read(tmp_path: Path
         path.write_bytes(raw)
         os.utime(path, ns=(step * 10**9, (step + 1) * 10**9))
         assert times.messages("s.jsonl") == FileTimes(tmp_path).messages("s.jsonl")
+
+
+def test_a_file_checked_under_the_same_unchanged_token_is_not_checked_again(tmp_path: Path) -> None:
+    import os
+
+    from mdrecall.search.filelines import files_unchanged
+
+    note = tmp_path / "a.md"
+    note.write_text("- Caroline: hi\n", encoding="utf-8")
+    lines = FileLineLengths(tmp_path)
+    with files_unchanged(("w", 1)):
+        assert lines("a.md", "memory") == [14, 0]
+    note.write_text("- Caroline: a longer line\n", encoding="utf-8")
+    os.utime(note, ns=(1, 10**9))
+    with files_unchanged(("w", 1)):  # no change seen since: taken from the cache without a stat
+        assert lines("a.md", "memory") == [14, 0]
+    with files_unchanged(("w", 2)):  # a change seen: checked, read again
+        assert lines("a.md", "memory") == [25, 0]
+    note.write_text("- Caroline: shorter\n", encoding="utf-8")
+    os.utime(note, ns=(1, 2 * 10**9))
+    assert lines("a.md", "memory") == [19, 0]  # outside a search that knows: always checked

@@ -47,7 +47,7 @@ from mdrecall.search.ann import ApproximateVectors
 from mdrecall.search.ann import available as ann_available
 from mdrecall.search.asof import search_times
 from mdrecall.search.dating import times_for
-from mdrecall.search.filelines import lengths_for
+from mdrecall.search.filelines import files_unchanged, lengths_for
 from mdrecall.search.filescan import merge_hits, scan_unindexed
 from mdrecall.search.keyword import Candidate
 from mdrecall.search.pipeline import NOTHING_RELEVANT, SearchPlan, VectorSearch, run_search, vector_skip_reason
@@ -296,6 +296,7 @@ class BuiltinMemoryManager(ManagerBase):
                    else None)  # fmt: skip
         replacements = self.index.replacements
         stale, notes = self.monitor.before_search(session_key)
+        unchanged = self.monitor.unchanged_token()  # files the search's caches checked under it: no stat
         recovery = self.index.take_recovery_note()
         if recovery:
             notes.append(recovery)
@@ -362,8 +363,9 @@ class BuiltinMemoryManager(ManagerBase):
                     degraded.append(note)
             if not db.caps.fts_available:
                 degraded.append(f"no keyword index: {db.caps.fts_error}")
-            outcome = run_search(db, self.config, plan, embed, vector_fn, degraded, provider.languages if provider else None,
-                                 started=started)  # fmt: skip
+            with files_unchanged(unchanged):
+                outcome = run_search(db, self.config, plan, embed, vector_fn, degraded, provider.languages if provider else None,
+                                     started=started)  # fmt: skip
             unindexed, deleted = self.monitor.unindexed() if stale and "memory" in wanted else ([], [])
             indexed = {path: row.hash for path, row in db.files().items()} if unindexed else {}
         if stale and not response.freshness.stale:  # the rebuild above, once the index is free again

@@ -239,6 +239,16 @@ class FreshnessMonitor:
             return True  # a full walk now and then, whatever the quick check says
         return not self._verify(snapshot)
 
+    def unchanged_token(self) -> object | None:
+        """While the watcher is trusted, the index clean and no event waits: a token that stays the
+        same until the watcher sees a change. A search's caches of what files hold (the lines of
+        citations, search/filelines.py) may take a file they checked under the same token as
+        unchanged without a ``stat``, as the search itself skips its check then. None: check."""
+        watcher = self._watcher
+        if watcher is None or self._dirty or not self._watcher_trusted() or watcher.has_pending():
+            return None
+        return watcher.seen()
+
     def _watcher_trusted(self) -> bool:
         """A running watcher, attached before the last check that found the files unchanged: since
         then every change has produced an event."""

@@ -15,6 +15,7 @@ appends go through :class:`SessionDeltaTracker`, so a chatty session re-indexes 
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -33,6 +34,8 @@ log = logging.getLogger(__name__)
 ChangeCallback = Callable[[list[Path]], None]
 
 _MAX_WAIT_FACTOR = 5
+#: Each watcher's own number: what a token of one watcher's (:meth:`MemoryWatcher.seen`) is told apart by.
+_SERIALS = itertools.count(1)
 
 
 class _Flag:
@@ -93,6 +96,10 @@ class MemoryWatcher:
         self._wake = threading.Event()
         self._lock = threading.Lock()
         self._pending: set[Path] = set()
+        self.serial = next(_SERIALS)
+        #: Changed paths inside the watched roots seen so far, a transcript append below the
+        #: thresholds included (:meth:`seen`).
+        self._seen = 0
         self._first_pending_at: float | None = None
         self._last_pending_at: float | None = None
         self._threads: list[threading.Thread] = []
@@ -149,6 +156,13 @@ class MemoryWatcher:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def seen(self) -> tuple[int, float | None, int]:
+        """A token that changes whenever a path inside the watched roots changes (any event the
+        filter keeps, before the transcript thresholds) and whenever the watches are attached again:
+        two equal tokens mean that no change was seen between them."""
+        with self._lock:
+            return self.serial, self.attached_at, self._seen
+
     def has_pending(self) -> bool:
         """Events received but not yet handed to ``on_change`` (still inside the debounce window)."""
         with self._lock:
@@ -192,15 +206,20 @@ class MemoryWatcher:
     def notify(self, paths: Iterable[Path | str]) -> None:
         """Feed raw changed paths (from the OS watch, or from an in-process transcript writer)."""
         accepted: list[Path] = []
+        seen = 0
         for raw in paths:
             path = Path(raw)
             if not self._filter.accepts(path):
                 continue
+            seen += 1
             root = self._filter.root_for(path)
             if root is not None and root.kind == "sessions" and path.suffix == ".jsonl":
                 if not self.sessions.observe(path):
                     continue
             accepted.append(path)
+        if seen:
+            with self._lock:
+                self._seen += seen
         if not accepted:
             return
         now = time.monotonic()

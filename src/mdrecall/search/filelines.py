@@ -16,7 +16,9 @@ import json
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,9 +43,9 @@ class FileLineLengths:
     def __init__(self, workspace: Path, max_files: int = 4096, max_lines: int = 1_000_000, idle_s: float | None = None) -> None:
         self.root = workspace.resolve()
         self._root = str(self.root)
-        #: path -> ((mtime, size), lines, when last asked for, the complete lines they cover), least
-        #: recently asked first.
-        self._cache: OrderedDict[str, tuple[tuple[int, int], FileLines, float, Kept]] = OrderedDict()
+        #: path -> ((mtime, size), lines, when last asked for, the complete lines they cover, the
+        #: token of :func:`files_unchanged` they were last checked under), least recently asked first.
+        self._cache: OrderedDict[str, tuple[tuple[int, int], FileLines, float, Kept, object | None]] = OrderedDict()
         self._idle_s = idle_s
         self._lock = threading.Lock()
         # Every search asks about each candidate's file, several times: a workspace's files should
@@ -66,6 +68,14 @@ class FileLineLengths:
         return self._lines(path)
 
     def _lines(self, path: str) -> FileLines | None:
+        token = _UNCHANGED.get()
+        if token is not None:
+            with self._lock:
+                cached = self._cache.get(path)
+                if cached is not None and cached[4] == token:  # checked since the last change seen
+                    self._cache[path] = (cached[0], cached[1], lru._now(), cached[3], token)
+                    self._cache.move_to_end(path)
+                    return cached[1]
         full = os.path.join(self.root, path)  # an absolute path (an extra folder) stays itself
         try:
             st = os.stat(full)
@@ -78,7 +88,7 @@ class FileLineLengths:
                 # Read (and checked to be inside the workspace) before, unchanged since: a link
                 # swapped to point outside would have to keep the same mtime and size, and even
                 # then only what was read from inside is returned.
-                self._cache[path] = (stamp, cached[1], lru._now(), cached[3])
+                self._cache[path] = (stamp, cached[1], lru._now(), cached[3], token)
                 self._cache.move_to_end(path)
                 return cached[1]
         try:
@@ -111,7 +121,7 @@ class FileLineLengths:
             if previous is not None:
                 self._held_lines -= len(previous[1].lengths)
             now = lru._now()
-            self._cache[path] = (stamp, found, now, at.kept)
+            self._cache[path] = (stamp, found, now, at.kept, token)
             self._held_lines += len(found.lengths)
             idle_s = self._idle_s if self._idle_s is not None else lru.IDLE_S
             while len(self._cache) > 1 and (
@@ -119,7 +129,7 @@ class FileLineLengths:
                 or self._held_lines > self._max_lines
                 or now - next(iter(self._cache.values()))[2] > idle_s
             ):
-                _, (_, dropped, _, _) = self._cache.popitem(last=False)
+                _, (_, dropped, _, _, _) = self._cache.popitem(last=False)
                 self._held_lines -= len(dropped.lengths)
         return found
 
@@ -155,6 +165,24 @@ def _read_line(line: str, jsonl: bool) -> tuple[int, Speaker | None, str | None]
     return len(line), None, None
 
 
+#: What the files are known to be for the search running in this context: a token its manager's
+#: trusted watcher gives (``FreshnessMonitor.unchanged_token``) while it has seen no change, or None.
+_UNCHANGED: ContextVar[object | None] = ContextVar("mdrecall_files_unchanged", default=None)
+
+
+@contextmanager
+def files_unchanged(token: object | None) -> Iterator[None]:
+    """Within this block a file checked under the same ``token`` before is taken as unchanged
+    without a ``stat`` (a search's freshness check trusts the same watcher to skip its own). Each
+    ``stat`` also lets another thread take the interpreter, such as the query embedding's, at its
+    start or end, which the search then waits for."""
+    reset = _UNCHANGED.set(token)
+    try:
+        yield
+    finally:
+        _UNCHANGED.reset(reset)
+
+
 _SHARED: dict[Path, FileLineLengths] = {}
 _SHARED_LOCK = threading.Lock()
 
@@ -170,4 +198,4 @@ def lengths_for(workspace: Path) -> FileLineLengths:
 
 
 
-__all__ = ["FileLineLengths", "FileLines", "LineLengths", "lengths_for"]
+__all__ = ["FileLineLengths", "FileLines", "LineLengths", "files_unchanged", "lengths_for"]
