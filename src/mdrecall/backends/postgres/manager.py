@@ -53,7 +53,7 @@ from mdrecall.index.indexer import Indexer, SyncContext
 from mdrecall.index.syncing import LAST_SYNC_KEY, SyncRun
 from mdrecall.search.asof import search_times
 from mdrecall.search.dating import times_for
-from mdrecall.search.filelines import lengths_for
+from mdrecall.search.filelines import files_unchanged, lengths_for
 from mdrecall.search.pipeline import SearchOutcome, SearchPlan, candidate_limit, rank_candidates, vector_skip_reason
 from mdrecall.search.scope import scope_for
 from mdrecall.sources.base import SourceAdapter
@@ -302,6 +302,7 @@ class PostgresMemoryManager(ManagerBase):
         selection = self.providers.selection
         provider = selection.provider
         stale, notes = self.monitor.before_search(session_key)
+        unchanged = self.monitor.unchanged_token()  # files the search's caches checked under it: no stat
         text = (query or "").strip()
         configured = list(self.config.sources)
         wanted = [s for s in sources if s in configured] if sources else configured
@@ -365,7 +366,8 @@ class PostgresMemoryManager(ManagerBase):
             return rank_candidates(self.config, plan, keyword, vector, mode, degraded + skipped, bool(degraded),
                                    corpus=corpus, query_vec=query_vec, model=provider.model if provider else None)
 
-        outcome = self.store.read(ranked)  # once more on a fresh connection if a restart cut this one
+        with files_unchanged(unchanged):
+            outcome = self.store.read(ranked)  # once more on a fresh connection if a restart cut this one
         response.results = outcome.results
         response.mode = outcome.mode
         response.degraded = outcome.degraded
