@@ -1,8 +1,8 @@
 """Session transcripts for QMD, which indexes Markdown only: a redacted Markdown mirror.
 
 Each ``<sessions.dir>/<key>/transcripts/<name>.jsonl`` is rendered exactly as the builtin engine
-renders it (``transcripts.render_transcript``: user and assistant text, secrets redacted, one line
-per rendered line) and written to ``<indexDir>/sessions/<key>/transcripts/<name>.md``, with no
+renders it (``transcripts.TranscriptRenderer``, from where it grew: user and assistant text, secrets
+redacted, one line per rendered line) and written to ``<indexDir>/sessions/<key>/transcripts/<name>.md``, with no
 header, so line *i* of the mirror is rendered line *i*. Results map back through the render's line
 map to JSONL line numbers and to the transcript's real workspace path, like the builtin's citations.
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mdrecall.config import MemoryConfig
-from mdrecall.sources.transcripts import list_transcripts, render_transcript
+from mdrecall.sources.transcripts import TranscriptRenderer, list_transcripts
 from mdrecall.sources.workspace import rel_path_for
 
 
@@ -42,6 +42,8 @@ class TranscriptMirror:
         self.root = root
         #: mirror path relative to ``root`` ("<key>/transcripts/<name>.md") -> transcript
         self.entries: dict[str, MirroredTranscript] = {}
+        #: A transcript grows by appends: each export renders only what was appended since the last.
+        self.renderer = TranscriptRenderer(redact=True)
 
     def export(self) -> tuple[int, int]:
         """Bring the mirror up to date; (files written, files removed)."""
@@ -63,7 +65,7 @@ class TranscriptMirror:
                 raw = path.read_bytes()
             except OSError:
                 continue
-            rendered = render_transcript(raw, redact=True)
+            rendered = self.renderer.render(mirror_rel, raw.decode("utf-8", errors="replace"))
             text = rendered.text + "\n" if rendered.text else ""
             if not target.is_file() or target.read_text(encoding="utf-8") != text:
                 target.parent.mkdir(parents=True, exist_ok=True)
