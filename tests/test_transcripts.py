@@ -308,7 +308,7 @@ def _random_record(rng: random.Random, i: int) -> str:
     if kind < 0.15:
         return json.dumps({"type": "tool_result", "content": "ignored"})
     role = rng.choice(["user", "assistant"])
-    words = rng.choice([3, 12, 400])  # 400 words: wrapped over several lines
+    words = rng.choice([3, 12, 160])  # 160 words: wrapped over two lines or more
     text = " ".join(rng.choice(["kestrel", "deploy", "Oslo", "line\u2028sep", "ghp_" + "a1" * 18, "北京"]) for _ in range(words))
     if rng.random() < 0.5:
         return _oc(role, text, rng.choice(["2026-11-14T10:00:00Z", 1763114400, None]))
