@@ -556,6 +556,11 @@ def _format_validation_error(exc: ValidationError, origin: str) -> str:
         else:
             msg = str(err["msg"]).removeprefix("Value error, ")
             got = "***" if any(is_secret_key(part) for part in err["loc"]) else repr(err.get("input"))
+            given = err.get("input")
+            if err["type"] == "list_type" and isinstance(given, str) and origin == "overrides":
+                # `-c sources=memory,sessions`: a list is written in brackets on the command line
+                items = ", ".join(part.strip() for part in given.split(",") if part.strip())
+                got += f"; write a list in brackets: -c '{key}=[{items}]'"
             lines.append(f"'{key}': {msg} (got {got})")
     return f"invalid mdrecall config ({origin}): " + "; ".join(lines)
 

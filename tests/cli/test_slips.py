@@ -30,6 +30,7 @@ SLIPS: list[tuple[list[str], int, str]] = [
     (["search", "-w", "WS", "-c", "query.minScore=5", "x"], 2, "'query.minScore'"),
     (["search", "-w", "WS", "-c", "provider=lcoal", "x"], 2, "did you mean 'local'?"),
     (["search", "-w", "WS", "-c", "fallback=olama", "x"], 2, "did you mean 'ollama'?"),
+    (["index", "-w", "WS", "-c", "sources=memory,sessions"], 2, "write a list in brackets: -c 'sources=[memory, sessions]'"),
     # files and folders that are not there, or not what was meant
     (["import", "-w", "WS", "TMP/missing.jsonl"], 2, "does not exist"),
     (["import", "-w", "WS", "TMP"], 2, "is a directory"),
