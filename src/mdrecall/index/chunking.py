@@ -4,7 +4,8 @@ Every chunk covers whole source lines (1-based, inclusive ``start_line``..``end_
 line longer than the budget is split, and its pieces keep that line's number. Overlap carries whole
 trailing lines of the previous chunk. Budgets are in estimated word pieces (``text.estimate_tokens``);
 ``fit_to_model`` then checks each chunk with the embedding model's own tokenizer and splits any that
-would be truncated, so no indexed text is invisible to vector search.
+would be truncated, so no indexed text is invisible to vector search. :class:`ResumableChunker` gives
+the same chunks for a file that grows by appends (a transcript) without packing it all again.
 """
 
 from __future__ import annotations
