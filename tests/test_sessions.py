@@ -243,3 +243,21 @@ def test_a_growing_transcript_is_indexed_as_a_rebuild_indexes_it(
     assert len(incremental) > 40
     assert incremental == rebuilt
     assert index_content(ws.parent / "index.sqlite") == index_content(ws.parent / "rebuilt.sqlite")  # the keyword index too
+
+
+def test_a_transcript_no_longer_indexed_leaves_nothing_kept_in_memory(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> None:
+    """A removed (or forgotten) transcript's rendering and chunks, kept to resume its next re-index,
+    are dropped with its rows."""
+    ws = make_ws({"MEMORY.md": "# Memory\n"})
+    transcript = ws / ".openclaw/sessions/main/transcripts/s.jsonl"
+    transcript.parent.mkdir(parents=True)
+    transcript.write_bytes(b"".join(_line({"role": "user", "content": f"the vault code is Kq{i}"}) for i in range(30)))
+    with open_manager(ws, cfg(sources=["memory", "sessions"])) as m:
+        m.sync()
+        (source,) = m.extra_sources
+        renderer, chunker = source.renderer, m._syncer.chunker  # type: ignore[attr-defined]
+        key = ".openclaw/sessions/main/transcripts/s.jsonl"
+        assert key in renderer._kept and key in chunker._kept
+        transcript.unlink()
+        assert m.sync().files_removed == 1
+        assert key not in renderer._kept and key not in chunker._kept

@@ -281,6 +281,11 @@ class Indexer:
             if path in existing:
                 report.files_removed += 1
                 crash_point("index:file-removed")
+            # What was kept in memory to resume the file's next re-index goes with it (a forgotten transcript).
+            if self.chunker is not None:
+                self.chunker.forget(path)
+            for adapter in self.extra_sources:
+                adapter.forget(path)
         self._settle_racy(racy, report)
         if self.config.cache.enabled:
             self.db.cache_prune(self.config.cache.maxEntries)

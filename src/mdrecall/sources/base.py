@@ -34,3 +34,6 @@ class SourceAdapter:
     def deferrable(self, path: Path, indexed_size: int, size: int) -> bool:
         """The same decision from the file on disk (for status), reading as little as possible."""
         return False
+
+    def forget(self, rel_path: str) -> None:
+        """Drop anything kept in memory of a file that is no longer indexed (a render kept to resume)."""

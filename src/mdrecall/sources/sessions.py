@@ -52,6 +52,9 @@ class SessionSource(SourceAdapter):
             self.census.record(file.rel_path, kind, rendered.unknown_records, rendered.skipped_lines)
         return rendered.lines, list(rendered.line_map)
 
+    def forget(self, rel_path: str) -> None:
+        self.renderer.forget(rel_path)
+
     def below_thresholds(self, appended_bytes: int, appended_lines: int) -> bool:
         """True while an append is too small to re-index."""
         deltas = self.config.sync.sessions
