@@ -296,7 +296,6 @@ class BuiltinMemoryManager(ManagerBase):
                    else None)  # fmt: skip
         replacements = self.index.replacements
         stale, notes = self.monitor.before_search(session_key)
-        unchanged = self.monitor.unchanged_token()  # files the search's caches checked under it: no stat
         recovery = self.index.take_recovery_note()
         if recovery:
             notes.append(recovery)
@@ -363,7 +362,7 @@ class BuiltinMemoryManager(ManagerBase):
                     degraded.append(note)
             if not db.caps.fts_available:
                 degraded.append(f"no keyword index: {db.caps.fts_error}")
-            with files_unchanged(unchanged):
+            with files_unchanged(self.monitor.unchanged_token()):  # files the caches checked under it: no stat
                 outcome = run_search(db, self.config, plan, embed, vector_fn, degraded, provider.languages if provider else None,
                                      started=started)  # fmt: skip
             unindexed, deleted = self.monitor.unindexed() if stale and "memory" in wanted else ([], [])
@@ -386,8 +385,7 @@ class BuiltinMemoryManager(ManagerBase):
         directly (search/filescan.py), merged in; hits of files changed or deleted since, left out."""
         scan = scan_unindexed(self.workspace, self.config, unindexed, plan, indexed)
         replaced = set(deleted) | scan.read
-        response.results = merge_hits(response.results, scan.hits, replaced, plan.max_results,
-                                      self.config.query.maxInjectedChars)  # fmt: skip
+        response.results = merge_hits(response.results, scan.hits, replaced, plan.max_results, self.config.query.maxInjectedChars)
         if scan.read or scan.left:
             response.warnings[:] = [w.replace(MAY_MISS, "read directly instead") if not scan.left else w
                                     for w in response.warnings]  # fmt: skip
