@@ -25,6 +25,7 @@ import json
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -229,6 +230,22 @@ def wrap_text(text: str, width: int = WRAP_CHARS) -> list[str]:
     return segments
 
 
+def _records(text: str, first_line: int) -> Iterator[tuple[int, dict[str, Any] | None]]:
+    """Each non-blank JSONL line of ``text`` (numbered from ``first_line``) and its JSON object, None
+    for a line that is not one (truncated writes, garbage)."""
+    # Lines end at "\n" only: str.splitlines() also breaks at U+2028/U+2029/U+0085 (and \x0b, \x1c…),
+    # which JavaScript's JSON writer leaves unescaped inside strings; splitting there would drop the
+    # message and shift every later line number (so every later citation) by one.
+    for lineno, line in enumerate(text.split("\n"), start=first_line):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):
+            record = None
+        yield lineno, record if isinstance(record, dict) else None
+
+
 def render_transcript(raw: bytes | str, *, redact: bool = True) -> RenderedTranscript:
     """Render a JSONL transcript into ``User: …`` / ``Assistant: …`` lines with a JSONL line map.
 
@@ -306,18 +323,8 @@ class _Rendering:
         """Render the lines of ``text``, the first of them JSONL line ``first_lineno``."""
         if self.dreaming or not text:
             return
-        # Lines end at "\n" only: str.splitlines() also breaks at U+2028/U+2029/U+0085 (and \x0b, \x1c…),
-        # which JavaScript's JSON writer leaves unescaped inside strings; splitting there would drop the
-        # message and shift every later line number (so every later citation) by one.
-        for lineno, line in enumerate(text.split("\n"), start=first_lineno):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except (ValueError, RecursionError):
-                self.skipped += 1
-                continue
-            if not isinstance(record, dict):
+        for lineno, record in _records(text, first_lineno):
+            if record is None:
                 self.skipped += 1
                 continue
             if _is_dreaming_record(record):
@@ -367,16 +374,8 @@ def message_times(raw: bytes | str, first_line: int = 1) -> dict[int, int | None
     :func:`render_transcript` skips them."""
     text = raw.decode("utf-8", errors="replace") if isinstance(raw, (bytes, bytearray)) else raw
     out: dict[int, int | None] = {}
-    for lineno, line in enumerate(text.split("\n"), start=first_line):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except (ValueError, RecursionError):
-            continue
-        if not isinstance(record, dict):
-            continue
-        parsed = _message_of(record)
+    for lineno, record in _records(text, first_line):
+        parsed = _message_of(record) if record is not None else None
         if parsed is not None:
             out[lineno] = _parse_timestamp(parsed[2])
     return out
