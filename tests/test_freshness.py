@@ -653,14 +653,20 @@ def test_a_held_watcher_attaches_by_itself_and_small_trees_are_not_held(
         assert m.watcher.wait_ready(30) and wait_for(lambda: m.watcher is not None and m.watcher.attached_at is not None)
 
 
-def test_opening_does_not_wait_for_the_watcher_and_it_is_trusted_only_after_a_check(
-    make_ws: Callable[..., Path], cfg: Callable[..., dict]
-) -> None:
+def _indexed_then_watched(make_ws: Callable[..., Path], cfg: Callable[..., dict]) -> tuple[Path, Any]:
+    """NOTES written long before, indexed by one manager, then a new manager with the watcher on
+    (the caller closes it)."""
     ws = make_ws(NOTES)
     _settle(ws)
     with open_manager(ws, cfg()) as first:
         first.sync()
-    m = open_manager(ws, cfg(sync={"watch": True}))
+    return ws, open_manager(ws, cfg(sync={"watch": True}))
+
+
+def test_opening_does_not_wait_for_the_watcher_and_it_is_trusted_only_after_a_check(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict]
+) -> None:
+    ws, m = _indexed_then_watched(make_ws, cfg)
     try:
         watcher = m.watcher
         assert watcher is not None
@@ -698,11 +704,7 @@ def test_searches_under_a_trusted_watcher_read_no_file_state_until_it_sees_a_cha
             stats.append(os.path.basename(path))
             return os.stat(path)
 
-    ws = make_ws(NOTES)
-    _settle(ws)
-    with open_manager(ws, cfg()) as first:
-        first.sync()
-    m = open_manager(ws, cfg(sync={"watch": True}))
+    ws, m = _indexed_then_watched(make_ws, cfg)
     try:
         assert m.watcher is not None and m.watcher.wait_ready(30)
         assert wait_for(lambda: bool(m.search("amber").results) and m.monitor._watcher_trusted())
