@@ -13,6 +13,7 @@ it, and the reused index must stay as speed.py left it.
 
     python benchmarks/search_stages.py --workdir DIR --size 1000
     python benchmarks/search_stages.py --workdir DIR --size 1000 --dump before-1000.json
+    python benchmarks/search_stages.py --workdir DIR --size 200 --stats   # also os.stat calls a search
 
 Results and their reading: docs/benchmarks.md, "Warm hybrid search beside memweave (same run)".
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
 import tempfile
 import time
@@ -58,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, required=True)
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--dump", type=Path, help="write the results instead of timing")
+    ap.add_argument("--stats", action="store_true", help="also count os.stat calls a search (all threads)")
     args = ap.parse_args(argv)
     import mdrecall.search.pipeline as pipeline
     from mdrecall import open_manager
@@ -87,10 +90,13 @@ def main(argv: list[str] | None = None) -> int:
             timed = queries[5:]
             spent.clear()
             m.flush()
+            stat_calls = _counting_stats() if args.stats else None
             t0, c0, w0 = time.thread_time(), time.process_time(), time.perf_counter()
             for q in timed:
                 m.search(q)
             main_cpu, cpu, wall = time.thread_time() - t0, time.process_time() - c0, time.perf_counter() - w0
+            if stat_calls is not None:
+                os.stat = stat_calls.real  # type: ignore[assignment]
             e0 = time.thread_time()
             for q in timed:
                 m.provider.embed_query(q)
@@ -101,10 +107,29 @@ def main(argv: list[str] | None = None) -> int:
     n = len(timed)
     print(f"{args.size} chunks, {n} searches: main thread {main_cpu / n * 1000:.1f} ms CPU a search (process "
           f"{cpu / n * 1000:.1f} ms, wall {wall / n * 1000:.1f} ms); query embedding alone {embed / n * 1000:.1f} ms")
+    if stat_calls is not None:
+        print(f"  os.stat calls a search (all threads): {stat_calls.count / n:.1f}")
     for label in dict.fromkeys(label for _, label in STAGES):
         if label in spent:
             print(f"  {label:40s} {spent[label] / n * 1000:6.2f} ms  {spent[label] / main_cpu * 100:5.1f} %")
     return 0
+
+
+class _StatCounter:
+    """``os.stat`` wrapped to count its calls (the freshness check's, the line and date caches')."""
+
+    def __init__(self) -> None:
+        self.real, self.count = os.stat, 0
+
+    def __call__(self, *args: Any, **kwargs: Any) -> os.stat_result:
+        self.count += 1
+        return self.real(*args, **kwargs)
+
+
+def _counting_stats() -> _StatCounter:
+    counter = _StatCounter()
+    os.stat = counter  # type: ignore[assignment]
+    return counter
 
 
 def _clocked(fn: Any, label: str, spent: dict[str, float]) -> Any:
