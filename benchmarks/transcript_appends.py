@@ -119,6 +119,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reuse", type=Path, help="a folder a previous --keep left")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
+    if args.transcript < 0:
+        ap.error(f"--transcript {args.transcript}: a number of messages, 0 or more")
+    if args.reuse is not None and args.transcript != 200:
+        ap.error("--transcript sets up a new copy; --reuse runs on the transcript the copy already holds")
     if args.reuse is not None:
         if not (args.reuse / "ws").is_dir() or not (args.reuse / "index.sqlite").is_file():
             ap.error(f"--reuse {args.reuse}: not a folder a previous --keep left (ws/ and index.sqlite)")
