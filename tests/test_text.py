@@ -89,3 +89,20 @@ def test_ascii_text_is_answered_without_the_cjk_patterns_and_alike() -> None:
     assert query_terms("What database did we pick?") == ["database", "pick"]
     assert word_tokens("Deploys go out on Tuesdays") == ["deploys", "go", "out", "on", "tuesdays"]
     assert text._cjk_char.cache_info().currsize == 0 and text._token.cache_info().currsize == 0
+
+
+def test_collapse_whitespace_is_the_regex_it_replaces() -> None:
+    import random
+    import re
+    import sys
+
+    from mdrecall.text import collapse_whitespace
+
+    pattern = re.compile(r"\s+")
+    spaces = [chr(c) for c in range(sys.maxunicode + 1) if pattern.fullmatch(chr(c))]
+    assert len(spaces) == 29 and all(ch.isspace() for ch in spaces)  # the count the docstring gives
+    rng = random.Random(3)
+    alphabet = [*spaces, "a", "b", "é", "中", "\x00", "\u200b"]  # a zero-width space is not whitespace
+    for _ in range(5000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24)))
+        assert collapse_whitespace(text) == pattern.sub(" ", text).strip(), repr(text)

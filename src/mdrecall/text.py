@@ -93,6 +93,14 @@ CJK_STOP_BIGRAMS = frozenset(
 CJK_STOP_CHARS = frozenset("的了是在和与及或也都就而吗呢吧啊么")
 
 
+def collapse_whitespace(text: str) -> str:
+    r"""``text`` with each run of whitespace made one space, and none at either end: what
+    ``re.sub(r"\s+", " ", text).strip()`` gives (``\s`` and ``str.split`` know the same 29 characters:
+    tests/test_text.py), ~4x faster; a regex replaced every space of a transcript one by one, a third
+    of rendering it."""
+    return " ".join(text.split())
+
+
 def is_cjk(ch: str) -> bool:
     return CJK_CHAR.match(ch) is not None
 

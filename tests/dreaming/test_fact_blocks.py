@@ -109,3 +109,42 @@ intro text with `[x]` in it
     again = parse_queue(queue.render())
     assert [(i.status, i.text, i.key, i.staged_hash) for i in again.items] == [
         (i.status, i.text, i.key, i.staged_hash) for i in queue.items]
+
+
+def _overlap_by_scan(query: str, text: str) -> int:
+    """The rule ``overlap`` implements, stated as a scan of every key: a term matches a key equal to
+    its stem or, for stems of 5+ characters, a key of 5+ characters that starts it or that it starts;
+    a CJK term matches when every bigram of it is a key."""
+    from mdrecall.dreaming import blocks
+    from mdrecall.text import CJK_CHAR
+
+    keys = blocks._match_keys(text)
+    found = 0
+    for term in blocks._query_terms(query):
+        if CJK_CHAR.match(term):
+            found += all(b in keys for b in blocks._cjk_bigrams(term))
+            continue
+        stem = blocks._stem(term)
+        found += stem in keys or (len(stem) >= 5 and any(
+            len(k) >= 5 and (k.startswith(stem) or stem.startswith(k)) for k in keys))  # fmt: skip
+    return found
+
+
+def test_overlap_matches_a_scan_of_every_key() -> None:
+    import random
+
+    rng = random.Random(7)
+    # Words that are prefixes of each other at every length around the 5-character line, with and
+    # without stemming suffixes, plus CJK runs and mixed tokens.
+    stems = ["deploy", "deployment", "deployed", "postgres", "postgresql", "post", "posts", "poster",
+             "migrate", "migration", "migr", "budget", "budgets", "budge", "alpha", "alphabet", "alp",
+             "会议", "会议室", "北京大学", "db2", "v0.4", "caroline", "carol", "carolina", "adopt", "adoption"]  # fmt: skip
+    checked = matched = 0
+    for _ in range(600):
+        text = " ".join(rng.choice(stems) for _ in range(rng.randint(0, 12)))
+        query = " ".join(rng.choice(stems) for _ in range(rng.randint(1, 5)))
+        expected = _overlap_by_scan(query, text)
+        assert overlap(query, text) == expected, (query, text)
+        checked += 1
+        matched += expected > 0
+    assert checked == 600 and 100 < matched < 600  # both outcomes were exercised

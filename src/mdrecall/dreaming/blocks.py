@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import hashlib
 import re
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from mdrecall.text import CJK_CHAR, query_terms, term_stems
+from mdrecall.text import CJK_CHAR, collapse_whitespace, query_terms, term_stems
 
 _HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 _LIST_ITEM = re.compile(r"^(\s*)(?:[-*+]|\d{1,3}[.)])\s+(.*)$")
@@ -27,7 +28,6 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 _TABLE_SEPARATOR = re.compile(r"^\s*\|?[\s:|-]+\|[\s:|-]*$")
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+")
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
-_WS = re.compile(r"\s+")
 _ROLE = re.compile(r"^(?:User|Assistant):\s*")
 
 # Paragraphs longer than this are split into sentences so one fact in a long paragraph is its own unit.
@@ -51,7 +51,7 @@ class Block:
 
 
 def normalize(text: str) -> str:
-    return _WS.sub(" ", text).strip()
+    return collapse_whitespace(text)
 
 
 def text_hash(text: str) -> str:
@@ -242,23 +242,55 @@ def _match_keys(text: str) -> frozenset[str]:
     return frozenset(keys)
 
 
-def _term_matches(term: str, keys: frozenset[str]) -> bool:
-    if CJK_CHAR.match(term):
-        return all(bigram in keys for bigram in _cjk_bigrams(term))
-    stem = _stem(term)
-    if stem in keys:
-        return True
-    # "deploy" / "deployment", "postgres" / "postgresql": a shared prefix of 5+ characters.
-    if len(stem) >= 5:
-        return any(len(k) >= 5 and (k.startswith(stem) or stem.startswith(k)) for k in keys)
-    return False
+@lru_cache(maxsize=1024)
+def _asked(query: str) -> tuple[tuple[str, bool], ...]:
+    """The query's terms as :func:`overlap` tests them: each CJK term as it is (True), each other
+    term as its stem (False)."""
+    return tuple((t, True) if CJK_CHAR.match(t) else (_stem(t), False) for t in _query_terms(query))
+
+
+class _Keys:
+    """A text's match keys with the two lookups a term's test needs, each without a scan of every
+    key: the keys in order (for a key that starts with the stem) and the set (for a key the stem
+    starts with: one of its prefixes of 5+ characters). A term matches a key equal to it or, for
+    stems of 5+ characters, a key of 5+ characters that it starts or that starts with it ("deploy" /
+    "deployment", "postgres" / "postgresql"); recording asked that of every key, for every term of
+    every block of every hit (tests/dreaming/test_blocks.py compares the two)."""
+
+    __slots__ = ("keys", "_ordered")
+
+    def __init__(self, keys: frozenset[str]) -> None:
+        self.keys = keys
+        self._ordered: list[str] | None = None
+
+    def has(self, term: str, cjk: bool) -> bool:
+        keys = self.keys
+        if cjk:
+            return all(bigram in keys for bigram in _cjk_bigrams(term))
+        if term in keys:
+            return True
+        if len(term) < 5:
+            return False
+        # stem.startswith(k), len(k) >= 5: k is one of the stem's prefixes of 5+ characters.
+        if any(term[:end] in keys for end in range(5, len(term))):
+            return True
+        # k.startswith(stem): such keys sort from the stem on (and are 5+ characters, as it is).
+        ordered = self._ordered
+        if ordered is None:
+            ordered = self._ordered = sorted(keys)
+        at = bisect_left(ordered, term)
+        return at < len(ordered) and ordered[at].startswith(term)
+
+
+@lru_cache(maxsize=1024)
+def _keys(text: str) -> _Keys:
+    return _Keys(_match_keys(text))
 
 
 def overlap(query: str, text: str) -> int:
     """How many of the query's search terms occur in ``text``."""
-    terms = _query_terms(query)
-    keys = _match_keys(text)
-    return sum(1 for t in terms if _term_matches(t, keys))
+    keys = _keys(text)
+    return sum(1 for term, cjk in _asked(query) if keys.has(term, cjk))
 
 
 def blocks_in_range(blocks: Iterable[Block], start_line: int, end_line: int) -> list[Block]:

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from mdrecall.sources.redact import redact_secrets
+from mdrecall.text import collapse_whitespace
 
 FileKind = Literal["memory", "sessions", "ltm"]
 #: Lines shown in a plan are cut here (the whole line is still removed).
 SHOWN_CHARS = 300
-_WHITESPACE = re.compile(r"\s+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,5 +52,5 @@ class FileSelection:
 
 
 def shown_text(text: str) -> str:
-    one = _WHITESPACE.sub(" ", redact_secrets(text)).strip()
+    one = collapse_whitespace(redact_secrets(text))
     return one if len(one) <= SHOWN_CHARS else one[: SHOWN_CHARS - 1] + "…"

@@ -33,6 +33,7 @@ from typing import Any
 
 from mdrecall.sources.hostlogs import clean_host_text, read_host_record
 from mdrecall.sources.redact import redact_secrets
+from mdrecall.text import collapse_whitespace
 
 SESSIONS_SOURCE = "sessions"
 DEFAULT_SESSIONS_DIR = ".openclaw/sessions"
@@ -75,7 +76,6 @@ _INBOUND_LABEL_LINE = re.compile(
 )
 _INBOUND_HINT = re.compile(r"untrusted|Conversation info|Sender info|Thread info|Channel info")
 _FENCE_OPEN = ("```json", "```")
-_WHITESPACE = re.compile(r"\s+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +201,7 @@ def sanitize_message(role: str, text: str) -> str | None:
         text = strip_inbound_metadata(text)
     # Redact before collapsing whitespace so multi-line secrets (PEM blocks) are seen whole.
     text = redact_secrets(text)
-    text = _WHITESPACE.sub(" ", text).strip()
+    text = collapse_whitespace(text)
     if not text:
         return None
     if role == "user":
@@ -342,7 +342,7 @@ class _Rendering:
             body = (clean_host_text(role, body) or "") if body else ""
             if not body:
                 continue
-            clean = sanitize_message(role, body) if self.redact else _WHITESPACE.sub(" ", body).strip() or None
+            clean = sanitize_message(role, body) if self.redact else collapse_whitespace(body) or None
             if clean is None:
                 continue
             prefix = _ROLE_PREFIX[role]

@@ -102,10 +102,10 @@ def allowed_roots(workspace: Path, config: MemoryConfig) -> list[Path]:
 
 
 def _inside(path: Path, roots: list[Path]) -> bool:
-    for root in roots:
-        if path == root or root in path.parents:
-            return True
-    return False
+    """Whether the normalised absolute ``path`` is one of ``roots`` or inside one, on strings (what
+    ``root in path.parents`` answers, without building every parent: recording reads a file per hit)."""
+    text = str(path)
+    return any(path_inside(text, str(root)) for root in roots)
 
 
 def _inside_str(real: str, roots: list[str]) -> bool:
