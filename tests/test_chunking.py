@@ -217,3 +217,59 @@ def test_resumed_chunking_fits_the_model_as_fit_to_model_does(local_provider) ->
             assert counted[0] == len(prefit)
         else:  # only the chunks that changed were counted again
             assert counted[0] < len(prefit) // 2, (counted[0], len(prefit))
+
+
+def _split_by_slices(line: str, budget: int) -> list[str]:
+    """How a long line was split before: each candidate prefix estimated by scanning it."""
+    pieces: list[str] = []
+    rest = line
+    while rest and estimate_tokens(rest) > budget:
+        lo, hi = 1, len(rest)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if estimate_tokens(rest[:mid]) <= budget:
+                lo = mid
+            else:
+                hi = mid - 1
+        cut = lo
+        space = rest.rfind(" ", 0, cut)
+        if space > cut // 2:
+            cut = space + 1
+        pieces.append(rest[:cut])
+        rest = rest[cut:]
+    if rest:
+        pieces.append(rest)
+    return pieces
+
+
+def _mixed_line(rng: random.Random, length: int) -> str:
+    # Words, runs without spaces, punctuation, CJK (and the kana middle dot, both CJK and punctuation),
+    # underscores and digits (word characters), and other whitespace.
+    parts = ["word", "longerword", "x", "1234", "snake_case", "、", "・", "中文字", "日本語の", "한국어", "!?", "--",
+             " ", " ", " ", "  ", "\t", "é", "naïve", "a" * 40]  # fmt: skip
+    return "".join(rng.choice(parts) for _ in range(length))
+
+
+def test_long_lines_split_as_scanning_each_prefix_splits_them() -> None:
+    from mdrecall.index.chunking import _split_long_line
+
+    rng = random.Random(11)
+    for _ in range(300):
+        line = _mixed_line(rng, rng.randint(1, 400))
+        budget = rng.choice([1, 2, 7, 30, 120])
+        pieces = _split_long_line(line, budget)
+        assert [p for p, _ in pieces] == _split_by_slices(line, budget), (line, budget)
+        assert [c for _, c in pieces] == [estimate_tokens(p) for p, _ in pieces]
+
+
+def test_slice_costs_are_the_estimate_of_each_slice() -> None:
+    from mdrecall.text import SliceCosts
+
+    rng = random.Random(5)
+    for _ in range(200):
+        text = _mixed_line(rng, rng.randint(0, 60))
+        costs = SliceCosts(text)
+        for _ in range(20):
+            a = rng.randint(0, len(text))
+            b = rng.randint(a, len(text))
+            assert costs.estimate(a, b) == estimate_tokens(text[a:b]), (text, a, b)

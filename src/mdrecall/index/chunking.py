@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from mdrecall.text import estimate_tokens
+from mdrecall.text import SliceCosts, estimate_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,27 +52,29 @@ def chunk_id(source: str, path: str, chunk: Chunk) -> str:
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()
 
 
-def _split_long_line(line: str, budget: int) -> list[str]:
-    """Split one over-budget line into pieces of at most ``budget`` estimated tokens, at spaces when possible."""
-    pieces: list[str] = []
-    rest = line
-    while rest and estimate_tokens(rest) > budget:
-        # Binary search the longest prefix within budget.
-        lo, hi = 1, len(rest)
+def _split_long_line(line: str, budget: int) -> list[tuple[str, int]]:
+    """Split one over-budget line into pieces of at most ``budget`` estimated tokens, at spaces when
+    possible; each piece with its estimate."""
+    costs = SliceCosts(line)
+    pieces: list[tuple[str, int]] = []
+    at, end = 0, len(line)
+    while at < end and costs.estimate(at, end) > budget:
+        # Binary search the longest prefix of the rest within budget.
+        lo, hi = 1, end - at
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if estimate_tokens(rest[:mid]) <= budget:
+            if costs.estimate(at, at + mid) <= budget:
                 lo = mid
             else:
                 hi = mid - 1
         cut = lo
-        space = rest.rfind(" ", 0, cut)
-        if space > cut // 2:
-            cut = space + 1
-        pieces.append(rest[:cut])
-        rest = rest[cut:]
-    if rest:
-        pieces.append(rest)
+        space = line.rfind(" ", at, at + cut)
+        if space - at > cut // 2:
+            cut = space - at + 1
+        pieces.append((line[at : at + cut], costs.estimate(at, at + cut)))
+        at += cut
+    if at < end:
+        pieces.append((line[at:], costs.estimate(at, end)))
     return pieces
 
 
@@ -97,8 +99,8 @@ def _segments(lines: Sequence[str], tokens: int, line_numbers: Sequence[int] | N
         if cost + 1 <= tokens:
             segments.append((number, line, cost + 1))
         else:
-            for piece in _split_long_line(line, max(1, tokens - 1)):
-                segments.append((number, piece, estimate_tokens(piece) + 1))
+            for piece, piece_cost in _split_long_line(line, max(1, tokens - 1)):
+                segments.append((number, piece, piece_cost + 1))
     return segments, starts
 
 
