@@ -132,3 +132,56 @@ def test_the_first_index_is_built_in_place_in_the_current_schema(workspace: Path
         assert db.conn.execute("SELECT COUNT(*) FROM chunks WHERE vector_id IS NULL").fetchone()[0] == 0
     finally:
         db.close()
+
+
+def _keyword_config(tmp_path: Path) -> dict[str, object]:
+    return {"provider": "none", "store": {"path": str(tmp_path / "index.sqlite")}, "sync": {"watch": False}}
+
+
+@pytest.mark.parametrize(("seconds", "expected"), [(60.0, [5, 5, 2]), (0.0, [1] * 12)])
+def test_files_are_written_a_batch_a_commit(workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            seconds: float, expected: list[int]) -> None:
+    """A commit per file flushed a keyword-index segment each time: files commit a batch at a time,
+    of at most the store's ``write_batch_files`` written within ``WRITE_BATCH_S`` (index/indexer.py)."""
+    from mdrecall.index import indexer
+    from mdrecall.store.db import IndexDB
+
+    monkeypatch.setattr(IndexDB, "write_batch_files", 5)
+    monkeypatch.setattr(indexer, "WRITE_BATCH_S", seconds)
+    commits: list[int] = [0]
+    batch_of: list[int] = []  # the number of commits made before each file's write
+    hooked: set[int] = set()
+    replace_file = IndexDB.replace_file
+
+    def counting(self: IndexDB, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if id(self.conn) not in hooked:
+            hooked.add(id(self.conn))
+            self.conn.set_commit_hook(lambda: commits.__setitem__(0, commits[0] + 1) or False)
+        batch_of.append(commits[0])
+        return replace_file(self, *args, **kwargs)
+
+    monkeypatch.setattr(IndexDB, "replace_file", counting)
+    with open_manager(workspace, _keyword_config(tmp_path)) as m:
+        report = m.sync()
+        assert report.files_indexed == 12 and m.status().files == 12
+    sizes = [batch_of.count(n) for n in dict.fromkeys(batch_of)]
+    assert sizes == expected, batch_of
+
+
+def test_a_stop_between_files_commits_the_files_before_it(workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mdrecall.errors import SyncInterrupted
+    from mdrecall.store.db import IndexDB
+
+    monkeypatch.setattr(IndexDB, "write_batch_files", 8)
+    with open_manager(workspace, _keyword_config(tmp_path)) as m:
+
+        def stop_after_three(p: SyncProgress) -> None:
+            if p.label.startswith("Indexing memory files") and p.completed == 3:
+                m._syncer.cancel.set()  # what close() does first: the sync stops at the next file
+
+        with pytest.raises(SyncInterrupted):
+            m.sync(progress=stop_after_three)
+    with open_manager(workspace, _keyword_config(tmp_path)) as m:
+        assert m.status().files == 3  # the three finished, in a batch of 8 that was cut short
+        report = m.sync()
+        assert report.files_indexed == 9 and m.status().files == 12

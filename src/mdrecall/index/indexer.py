@@ -2,8 +2,10 @@
 
 Cost model: an unchanged file costs one ``stat`` (mtime+size match) or one read+hash (touched but
 identical). A changed file is re-chunked; only chunks whose text hash has no cached embedding are
-embedded, in large batches. Each file's rows are replaced in one transaction as soon as all of its
-embeddings exist, so an interrupted sync keeps every finished file and never leaves a half-written one.
+embedded, in large batches. Each file's rows are replaced as soon as all of its embeddings exist, in a
+transaction of a few files (the store's ``write_batch_files``, or half a second of writing): a stopped
+sync keeps every finished file, a crash or a Ctrl-C takes back at most the batch being written, and
+none leaves a half-written file.
 
 Trusting mtime+size has one hole: file timestamps come from a coarse clock, so a file rewritten with
 the same size within the same clock tick as our read keeps its mtime, and the change would never be
@@ -15,7 +17,7 @@ lines reach ``sync.sessions.deltaBytes`` / ``deltaMessages`` (checked against th
 hash, so only true appends are deferred); explicit syncs and rebuilds index everything.
 
 What the indexer asks of a store, all of it: ``files``, ``skipped``, ``record_skipped``,
-``touch_file``, ``remove_file``, ``replace_file``, ``cache_get``, ``cache_touch``, ``cache_put``,
+``touch_file``, ``remove_file``, ``replace_file``, ``write_batch_files``, ``cache_get``, ``cache_touch``, ``cache_put``,
 ``cache_prune`` and ``transaction`` (:class:`~mdrecall.store.protocol.IndexStore`). Vectors cross
 that boundary as float32 bytes (``vector_to_blob``), each chunk's with its embedding space
 (``ChunkRow.space``); how a store keeps them is its own affair (the SQLite index: float16, once).
@@ -64,6 +66,10 @@ if TYPE_CHECKING:
 
 #: Texts embedded per call; large calls keep the model at its raw throughput.
 EMBED_GROUP = 512
+#: Files whose writes commit together: at most the store's ``write_batch_files``, written within this
+#: many seconds (what a crash can take back, and how long another process waits to see progress). A
+#: stop between files (``SyncContext.cancel``) commits the files before it.
+WRITE_BATCH_S = 0.5
 
 #: A file read less than this after its mtime may still change without its mtime moving.
 RACY_WINDOW_NS = 50_000_000
@@ -111,8 +117,11 @@ class SyncContext:
     #: Set to stop the sync at the next file (a closing manager): every file finished is kept.
     cancel: threading.Event | None = None
 
+    def stopping(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
+
     def check(self) -> None:
-        if self.cancel is not None and self.cancel.is_set():
+        if self.stopping():
             raise SyncInterrupted("the sync was stopped (the manager is closing); the files finished are kept")
 
 
@@ -416,9 +425,7 @@ class Indexer:
         provider = ctx.provider
         total_chunks = sum(len(p.chunks) for p in pending)
         if provider is None:
-            for done, item in enumerate(pending, 1):
-                self._write(item, report)
-                self._emit(done, len(pending), "Indexing memory files…")
+            self._write_all(pending, report, lambda done: self._emit(done, len(pending), "Indexing memory files…"))
             return
 
         use_cache = self.config.cache.enabled
@@ -463,12 +470,14 @@ class Indexer:
         def write_ready() -> None:
             # Every file whose chunks all have vectors now is written at once: an interrupted sync
             # (Ctrl-C, a closing server) keeps it, and the next sync embeds only what is left.
+            ready: list[PendingFile] = []
             while waiting and all(waiting[0].embed_key(i) in vectors for i in waiting[0].missing):
                 item = waiting.pop(0)
                 for i in item.missing:
                     item.vectors[i] = vectors[item.embed_key(i)]
                 item.missing.clear()
-                self._write(item, report)
+                ready.append(item)
+            self._write_all(ready, report)
 
         def batch_done(indexes: list[int], batch: Sequence[Sequence[float]]) -> None:
             blobs = [(hashes[i], vector_to_blob(v)) for i, v in zip(indexes, batch)]
@@ -505,8 +514,27 @@ class Indexer:
         with self.db.transaction():
             self.db.cache_put(provider.id, provider.model, self.ctx.provider_key, items)
 
+    def _write_all(self, items: Sequence[PendingFile], report: SyncReport,
+                   written: Callable[[int], None] | None = None) -> None:
+        """Write ``items`` in order, in transactions of a bounded batch of files each (the store's
+        ``write_batch_files``, :data:`WRITE_BATCH_S`); ``written(n)`` after the n-th. A stop asked for
+        meanwhile ends the batch at the file being written, commits it, then raises."""
+        at = 0
+        batch = max(1, getattr(self.db, "write_batch_files", 1))  # a store of a plugin made before it: 1
+        while at < len(items):
+            self.ctx.check()
+            deadline = time.monotonic() + WRITE_BATCH_S
+            end = min(len(items), at + batch)
+            with self.db.transaction():
+                while at < end:
+                    self._write(items[at], report)
+                    at += 1
+                    if written is not None:
+                        written(at)
+                    if self.ctx.stopping() or time.monotonic() >= deadline:
+                        break
+
     def _write(self, item: PendingFile, report: SyncReport) -> None:
-        self.ctx.check()
         provider = self.ctx.provider
         space = VectorSpace(provider.id, provider.model, self.ctx.provider_key) if provider is not None else None
         rows = []

@@ -7,8 +7,11 @@ The rules every store keeps:
 
 * ``replace_file``, ``record_skipped`` and ``remove_file`` are each atomic: a reader sees a file's old
   rows or its new ones, never a mix.
-* ``transaction()`` groups writes that should commit together (a batch of cache entries); a store
-  whose every method already commits on its own may run them as it runs any write.
+* ``transaction()`` groups writes that should commit together (a batch of cache entries, a batch
+  of files); a store whose every method already commits on its own may run them as it runs any
+  write. Nested, the inner one is a part of the outer (a savepoint).
+* ``write_batch_files``: how many files' ``replace_file`` the indexer may commit together in one
+  ``transaction()``; 1: each file commits on its own (what a failure or another process then sees).
 * ``cache_get`` never returns a vector of another provider, model or provider key.
 * Vectors cross this interface as float32 bytes in the machine's order (``ChunkRow.embedding``,
   ``cache_put``, ``cache_get``), each chunk's with its embedding space (``ChunkRow.space``); a store
@@ -26,6 +29,8 @@ from mdrecall.store.db import ChunkRow, FileRow, SkipRecord
 
 
 class IndexStore(Protocol):
+    write_batch_files: int
+
     def files(self, source: str | None = None) -> dict[str, FileRow]: ...
 
     def skipped(self) -> dict[str, SkipRecord]: ...

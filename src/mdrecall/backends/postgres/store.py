@@ -107,6 +107,11 @@ class _Staged:
 class PgStore:
     """One agent's view of the team store, over a connection pool. Thread-safe."""
 
+    #: Each file commits on its own (store/protocol.py): a commit here costs a round trip, not a
+    #: keyword-index segment, and a file blocked on another session's lock, a statement timeout or a
+    #: restart then keeps every file written before it, visible to the team at once.
+    write_batch_files = 1
+
     def __init__(self, settings: PostgresSettings, *, agent_id: str | None = None, team_id: str | None = None,
                  application_name: str = "mdrecall") -> None:
         self.settings = settings
