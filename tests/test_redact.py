@@ -109,6 +109,25 @@ def test_catalogue_example_is_redacted_as_documented(entry) -> None:
     assert redact_secrets(entry.redacted) == entry.redacted  # idempotent
 
 
+def test_every_catalogue_example_in_one_text_is_redacted_as_alone() -> None:
+    """Rules that run where their literals are, looked up again after each replacement (a marker holds
+    ":" and "_"): every example in one text, in either order, comes out as each does alone."""
+    for entries in (CATALOGUE, tuple(reversed(CATALOGUE))):
+        for joiner in ("\n", " ; "):
+            text = joiner.join(entry.example for entry in entries)
+            assert redact_secrets(text) == joiner.join(redact_secrets(entry.example) for entry in entries)
+
+
+def test_no_marker_holds_a_literal_of_a_later_token_format() -> None:
+    """What ``_token_rules`` relies on to look at the gates of a text once."""
+    from mdrecall.sources.redact import _TOKEN_PATTERNS, MARKER
+
+    for i, (kind, _, _) in enumerate(_TOKEN_PATTERNS):
+        marker = MARKER.format(kind=kind)
+        for later, literals, _ in _TOKEN_PATTERNS[i + 1 :]:
+            assert not any(literal in marker for literal in literals), (kind, later)
+
+
 def test_docs_show_the_catalogue() -> None:
     from pathlib import Path
 

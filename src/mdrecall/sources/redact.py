@@ -77,6 +77,21 @@ def _gates(literals: tuple[str, ...]) -> frozenset[str]:
 
 _GATED_TOKEN_PATTERNS = [(kind, _gates(literals), literals, pattern) for kind, literals, pattern in _TOKEN_PATTERNS]
 _TOKEN_GATES = tuple(sorted({ch for _, gates, _, _ in _GATED_TOKEN_PATTERNS for ch in gates}))
+#: gate character -> the token patterns (indexes, in order) one of whose literals holds it
+_PATTERNS_BY_GATE = {ch: tuple(i for i, entry in enumerate(_GATED_TOKEN_PATTERNS) if ch in entry[1]) for ch in _TOKEN_GATES}
+
+
+def _token_rules(text: str) -> str:
+    """The token formats, in order, each run where one of its literals is in the text; only the
+    formats whose gate characters the text holds are looked at (none, for most messages). What a
+    format puts in, its marker, holds no literal of a format after it (tests/test_redact.py), so the
+    gates of the text as given stand for the text as each format finds it."""
+    out = text
+    for i in sorted({i for ch in _TOKEN_GATES if ch in text for i in _PATTERNS_BY_GATE[ch]}):
+        kind, _, literals, pattern = _GATED_TOKEN_PATTERNS[i]
+        if any(literal in out for literal in literals):
+            out = pattern().sub(_marker(kind), out)
+    return out
 
 
 # Webhook URLs carry their secret in the path: keep the scheme and host (which service), drop the rest.
@@ -357,11 +372,7 @@ def redact_secrets(text: str, *, keep_lines: bool = False) -> str:
         out = _sub(_PRIVATE_KEY_OPEN(), _marker("private_key") + " ", out, keep_lines)
     if "://" in out:
         out = _on_lines(out, ("://",), _url_rules)
-    present = {ch for ch in _TOKEN_GATES if ch in out}
-    for kind, gates, literals, pattern in _GATED_TOKEN_PATTERNS:
-        if not present.isdisjoint(gates) and any(literal in out for literal in literals):
-            out = pattern().sub(_marker(kind), out)
-            present = {ch for ch in _TOKEN_GATES if ch in out}  # a marker holds some (":", "_")
+    out = _token_rules(out)
     out = _on_lines(out, ("bearer", "basic", "token"), lambda t: _BEARER().sub(_replace_bearer, t), lowered=True)
     if "--" in out:
         out = _on_lines(out, ("--",), lambda t: _LONG_FLAG().sub(_replace_long_flag, t))
