@@ -103,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.files < 1 or args.messages < 1 or args.runs < 1:
         ap.error("--files, --messages and --runs must be at least 1")
+    if any("=" not in item or item.startswith("=") for item in args.src):
+        ap.error("--src takes LABEL=PATH, e.g. --src after=src")
     trees = dict(item.split("=", 1) for item in args.src)
     for label, tree in trees.items():
         if not (Path(tree) / "mdrecall" / "__init__.py").is_file():
