@@ -138,15 +138,15 @@ def _keyword_config(tmp_path: Path) -> dict[str, object]:
     return {"provider": "none", "store": {"path": str(tmp_path / "index.sqlite")}, "sync": {"watch": False}}
 
 
-@pytest.mark.parametrize(("seconds", "expected"), [(60.0, [5, 5, 2]), (0.0, [1] * 12)])
+@pytest.mark.parametrize(("files", "seconds", "expected"), [(5, 60.0, [5, 5, 2]), (5, 0.0, [1] * 12), (1, 60.0, [1] * 12)])
 def test_files_are_written_a_batch_a_commit(workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                            seconds: float, expected: list[int]) -> None:
+                                            files: int, seconds: float, expected: list[int]) -> None:
     """A commit per file flushed a keyword-index segment each time: files commit a batch at a time,
     of at most the store's ``write_batch_files`` written within ``WRITE_BATCH_S`` (index/indexer.py)."""
     from mdrecall.index import indexer
     from mdrecall.store.db import IndexDB
 
-    monkeypatch.setattr(IndexDB, "write_batch_files", 5)
+    monkeypatch.setattr(IndexDB, "write_batch_files", files)
     monkeypatch.setattr(indexer, "WRITE_BATCH_S", seconds)
     commits: list[int] = [0]
     batch_of: list[int] = []  # the number of commits made before each file's write

@@ -29,6 +29,7 @@ split, each part would need the others' state.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import threading
@@ -525,7 +526,9 @@ class Indexer:
             self.ctx.check()
             deadline = time.monotonic() + WRITE_BATCH_S
             end = min(len(items), at + batch)
-            with self.db.transaction():
+            # One file a commit: its own transaction (``replace_file``'s) is the whole of it; an outer
+            # one would only add a savepoint (a round trip, on Postgres).
+            with self.db.transaction() if batch > 1 else contextlib.nullcontext():
                 while at < end:
                     self._write(items[at], report)
                     at += 1
