@@ -164,6 +164,24 @@ def test_skipped_files_are_recorded_and_cleared(tmp_path: Path) -> None:
         db.close()
 
 
+def test_a_file_without_chunks_gains_them_and_a_skipped_one_is_indexed(tmp_path: Path) -> None:
+    """A file with no stored chunk (empty before, or skipped) is written without looking for chunks
+    to delete; its file row or skip record is still replaced."""
+    db = IndexDB(tmp_path / "i.sqlite", StoreOptions())
+    try:
+        db.replace_file(FileRow("memory/a.md", "memory", "empty", 1, 0), [], "m")
+        assert _count(db, "files") == 1 and _count(db, "chunks") == 0
+        db.replace_file(FileRow("memory/a.md", "memory", "ha", 2, 10), [_chunk("memory/a.md", 0, "alpha")], "m")
+        db.record_skipped("memory/b.md", "memory", "binary file", 2, 20)
+        db.replace_file(FileRow("memory/b.md", "memory", "hb", 3, 10), [_chunk("memory/b.md", 0, "beta")], "m")
+        assert db.skipped() == {}
+        assert sorted(db.files()) == ["memory/a.md", "memory/b.md"] and db.files()["memory/a.md"].hash == "ha"
+        assert [_count(db, t) for t in ("files", "chunks", "chunks_fts")] == [2, 2, 2]
+        db.conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES('integrity-check')")
+    finally:
+        db.close()
+
+
 def test_embedding_cache_get_put_prune(tmp_path: Path) -> None:
     db = IndexDB(tmp_path / "i.sqlite", StoreOptions())
     try:

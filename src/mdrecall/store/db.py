@@ -645,19 +645,21 @@ class IndexDB:
     def touch_file(self, path: str, mtime: int, size: int) -> None:
         self.conn.execute("UPDATE files SET mtime = ?, size = ? WHERE path = ?", (mtime, size, path))
 
-    def _delete_file_rows(self, path: str, keep: frozenset[str] = frozenset()) -> None:
-        """Delete one file's rows, but for its chunks whose ids are in ``keep``."""
+    def _delete_file_rows(self, path: str, keep: frozenset[str] = frozenset(), *, chunks: bool = True) -> None:
+        """Delete one file's rows, but for its chunks whose ids are in ``keep``. ``chunks=False``: the
+        caller knows the file has none (a file indexed for the first time: two statements fewer)."""
         conn = self.conn
-        found = [(r[0], r[1]) for r in conn.execute("SELECT rowid, id FROM chunks WHERE path = ?", (path,))]
-        rowids = [(rowid,) for rowid, chunk_id in found if chunk_id not in keep]
-        if rowids and self.caps.fts_available:
-            # Point deletes: a contentless table (contentless_delete) removes a row by its rowid.
-            conn.executemany("DELETE FROM chunks_fts WHERE rowid = ?", rowids)
-        # The chunks' vectors stay in embedding_cache: no longer referenced, they are the cache.
-        if keep:
-            conn.executemany("DELETE FROM chunks WHERE rowid = ?", rowids)
-        else:
-            conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
+        if chunks:
+            found = [(r[0], r[1]) for r in conn.execute("SELECT rowid, id FROM chunks WHERE path = ?", (path,))]
+            rowids = [(rowid,) for rowid, chunk_id in found if chunk_id not in keep]
+            if rowids and self.caps.fts_available:
+                # Point deletes: a contentless table (contentless_delete) removes a row by its rowid.
+                conn.executemany("DELETE FROM chunks_fts WHERE rowid = ?", rowids)
+            # The chunks' vectors stay in embedding_cache: no longer referenced, they are the cache.
+            if keep:
+                conn.executemany("DELETE FROM chunks WHERE rowid = ?", rowids)
+            else:
+                conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
         conn.execute("DELETE FROM files WHERE path = ?", (path,))
         conn.execute("DELETE FROM skipped_files WHERE path = ?", (path,))
 
@@ -679,8 +681,9 @@ class IndexDB:
         conn = self.conn
         with conn:
             spaces: dict[VectorSpace, int] = {}
-            kept = self._unchanged_rows(file.path, chunks, model, spaces)
-            self._delete_file_rows(file.path, kept)
+            unchanged = self._unchanged_rows(file.path, chunks, model, spaces)
+            kept = unchanged or frozenset()
+            self._delete_file_rows(file.path, kept, chunks=unchanged is not None)
             encoding = self.vector_encoding() if any(c.embedding is not None for c in chunks) else ""
             for chunk in chunks:
                 if chunk.id in kept:
@@ -707,8 +710,9 @@ class IndexDB:
             )
             self._bump_chunks_version()
 
-    def _unchanged_rows(self, path: str, chunks: Sequence[ChunkRow], model: str, spaces: dict[VectorSpace, int]) -> frozenset[str]:
-        """The ids of the file's stored chunks that its new chunks repeat exactly, kept as they are.
+    def _unchanged_rows(self, path: str, chunks: Sequence[ChunkRow], model: str, spaces: dict[VectorSpace, int]) -> frozenset[str] | None:
+        """The ids of the file's stored chunks that its new chunks repeat exactly, kept as they are
+        (None: the file has no stored chunk).
 
         A stored row is kept when everything it holds is the new chunk's: source, lines, text and
         its hash, model, heading context, line numbers and vector (space and embedded input). Its
@@ -727,7 +731,7 @@ class IndexDB:
             )
         }
         if not stored:
-            return frozenset()
+            return None
         kept: set[str] = set()
         for chunk in chunks:
             row = stored.get(chunk.id)
