@@ -121,7 +121,8 @@ CATEGORIES: tuple[Category, ...] = (
     Category(
         "The first index",
         "a model failing part-way through the first index (what it finished is kept, the next sync "
-        "carries on), a search while it runs (says so, no false 'vector table missing'), an empty index",
+        "carries on), a search while it runs (says so, no false 'vector table missing'), an empty index, "
+        "files committed a batch at a time (a stop between files keeps the ones before it)",
         (("tests/index/test_first_index.py", r"."),),
     ),
     Category(
