@@ -255,7 +255,7 @@ class _Keys:
     starts with: one of its prefixes of 5+ characters). A term matches a key equal to it or, for
     stems of 5+ characters, a key of 5+ characters that it starts or that starts with it ("deploy" /
     "deployment", "postgres" / "postgresql"); recording asked that of every key, for every term of
-    every block of every hit (tests/dreaming/test_blocks.py compares the two)."""
+    every block of every hit (tests/dreaming/test_fact_blocks.py compares the two)."""
 
     __slots__ = ("keys", "_ordered")
 

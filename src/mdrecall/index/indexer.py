@@ -17,8 +17,9 @@ lines reach ``sync.sessions.deltaBytes`` / ``deltaMessages`` (checked against th
 hash, so only true appends are deferred); explicit syncs and rebuilds index everything.
 
 What the indexer asks of a store, all of it: ``files``, ``skipped``, ``record_skipped``,
-``touch_file``, ``remove_file``, ``replace_file``, ``write_batch_files``, ``cache_get``, ``cache_touch``, ``cache_put``,
-``cache_prune`` and ``transaction`` (:class:`~mdrecall.store.protocol.IndexStore`). Vectors cross
+``touch_file``, ``remove_file``, ``replace_file``, ``write_batch_files``, ``cache_get``,
+``cache_touch``, ``cache_put``, ``cache_prune`` and ``transaction``
+(:class:`~mdrecall.store.protocol.IndexStore`). Vectors cross
 that boundary as float32 bytes (``vector_to_blob``), each chunk's with its embedding space
 (``ChunkRow.space``); how a store keeps them is its own affair (the SQLite index: float16, once).
 

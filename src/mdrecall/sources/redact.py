@@ -84,8 +84,9 @@ _PATTERNS_BY_GATE = {ch: tuple(i for i, entry in enumerate(_GATED_TOKEN_PATTERNS
 def _token_rules(text: str) -> str:
     """The token formats, in order, each run where one of its literals is in the text; only the
     formats whose gate characters the text holds are looked at (none, for most messages). What a
-    format puts in, its marker, holds no literal of a format after it (tests/test_redact.py), so the
-    gates of the text as given stand for the text as each format finds it."""
+    format puts in, its marker, holds no literal of a format after it (tests/test_redact.py), and a
+    literal across a marker's edge would hold its "[" or "]", which none does: so the gates of the text
+    as given stand for the text as each format finds it."""
     out = text
     for i in sorted({i for ch in _TOKEN_GATES if ch in text for i in _PATTERNS_BY_GATE[ch]}):
         kind, _, literals, pattern = _GATED_TOKEN_PATTERNS[i]
