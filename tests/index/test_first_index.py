@@ -141,7 +141,7 @@ def _keyword_config(tmp_path: Path) -> dict[str, object]:
 @pytest.mark.parametrize(("files", "seconds", "expected"), [(5, 60.0, [5, 5, 2]), (5, 0.0, [1] * 12), (1, 60.0, [1] * 12)])
 def test_files_are_written_a_batch_a_commit(workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                             files: int, seconds: float, expected: list[int]) -> None:
-    """A commit per file flushed a keyword-index segment each time: files commit a batch at a time,
+    """A commit per file wrote the pages every file changes again each time: files commit a batch at a time,
     of at most the store's ``write_batch_files`` written within ``WRITE_BATCH_S`` (index/indexer.py)."""
     from mdrecall.index import indexer
     from mdrecall.store.db import IndexDB

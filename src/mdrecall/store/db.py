@@ -287,11 +287,12 @@ def _load_sqlite_vec(conn: apsw.Connection, extension_path: str | None) -> str:
 class IndexDB:
     """One connection to an index database. Not shared between threads (open one per thread)."""
 
-    #: Files a sync commits together (store/protocol.py). Each commit flushes the keyword index's
-    #: pending terms as a new FTS5 segment (and merges segments): committed file by file, a first
-    #: keyword-only index of 10k notes spent about a third of its time committing (docs/benchmarks.md,
-    #: "Indexing a workspace"). A crash takes back at most the batch being written; the next sync
-    #: writes it again.
+    #: Files a sync commits together (store/protocol.py). Each commit writes every page it changed to
+    #: the write-ahead log, and the pages every file changes (the tables' upper B-tree pages, the
+    #: keyword index's structure record, the chunks version) were written again for each file:
+    #: committed file by file, a first keyword-only index of 10k notes spent about a third of its time
+    #: committing (docs/benchmarks.md, "Indexing a workspace"). A crash takes back at most the batch
+    #: being written; the next sync writes it again.
     write_batch_files = 256
 
     def __init__(self, path: Path, options: StoreOptions) -> None:
