@@ -78,7 +78,10 @@ def _index(tree: str, workspace: Path, store: Path, sessions: bool, home: Path) 
         argv += ["-c", "sources=[memory, sessions]"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    subprocess.run(argv, env=env, capture_output=True, check=True, timeout=3600)
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=3600)
+    if done.returncode != 0:
+        tail = done.stderr.strip().splitlines()[-3:]
+        raise SystemExit(f"mdrecall index from {tree} failed (exit {done.returncode}): " + " / ".join(tail))
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, wall
@@ -147,4 +150,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except KeyboardInterrupt:
+        print("interrupted: no figures written", file=sys.stderr)
+        raise SystemExit(130) from None

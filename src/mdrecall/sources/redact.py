@@ -75,10 +75,10 @@ def _gates(literals: tuple[str, ...]) -> frozenset[str]:
     return frozenset(next((ch for ch in _RARE_FIRST if ch in literal), literal[0]) for literal in literals)
 
 
-_GATED_TOKEN_PATTERNS = [(kind, _gates(literals), literals, pattern) for kind, literals, pattern in _TOKEN_PATTERNS]
-_TOKEN_GATES = tuple(sorted({ch for _, gates, _, _ in _GATED_TOKEN_PATTERNS for ch in gates}))
+_PATTERN_GATES = [_gates(literals) for _, literals, _ in _TOKEN_PATTERNS]
+_TOKEN_GATES = tuple(sorted(frozenset().union(*_PATTERN_GATES)))
 #: gate character -> the token patterns (indexes, in order) one of whose literals holds it
-_PATTERNS_BY_GATE = {ch: tuple(i for i, entry in enumerate(_GATED_TOKEN_PATTERNS) if ch in entry[1]) for ch in _TOKEN_GATES}
+_PATTERNS_BY_GATE = {ch: tuple(i for i, gates in enumerate(_PATTERN_GATES) if ch in gates) for ch in _TOKEN_GATES}
 
 
 def _token_rules(text: str) -> str:
@@ -89,7 +89,7 @@ def _token_rules(text: str) -> str:
     as given stand for the text as each format finds it."""
     out = text
     for i in sorted({i for ch in _TOKEN_GATES if ch in text for i in _PATTERNS_BY_GATE[ch]}):
-        kind, _, literals, pattern = _GATED_TOKEN_PATTERNS[i]
+        kind, literals, pattern = _TOKEN_PATTERNS[i]
         if any(literal in out for literal in literals):
             out = pattern().sub(_marker(kind), out)
     return out
