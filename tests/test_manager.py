@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -279,7 +280,9 @@ def test_a_large_index_is_checked_once_the_first_search_ended(
     for the process's first search to end, which then has the cores to itself; a process closed
     before then skips it instead of running it during close()."""
     from mdrecall.freshness import monitor
+    from mdrecall.index import recovery
 
+    monkeypatch.setattr(recovery, "VERIFY_AFTER_S", 0.0)  # only the hold for the first search
     monkeypatch.setattr(monitor, "HOLD_ATTACH_ABOVE_FILES", 1)  # this tree counts as large
     monkeypatch.setattr(monitor, "ATTACH_HOLD_S", 60.0)
     ws = make_ws(NOTES)
@@ -294,6 +297,36 @@ def test_a_large_index_is_checked_once_the_first_search_ended(
     with open_manager(ws, cfg()) as m:
         pass
     assert time.monotonic() - started < 5 and m.index.integrity == "pending"
+
+
+def test_a_one_shot_command_never_starts_the_full_check(
+    make_ws: Callable[..., Path], cfg: Callable[..., dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command that opens, searches and closes within ``VERIFY_AFTER_S`` (a CLI search without a
+    daemon) runs no ``quick_check``: it could only be interrupted at close, CPU spent for nothing. A
+    manager kept open past it gets the verdict."""
+    from mdrecall.index import recovery
+
+    monkeypatch.setattr(recovery, "VERIFY_AFTER_S", 0.8)
+    checks: list[str] = []
+    real_connection = apsw.Connection
+
+    def counting(path: str, *args: Any, **kwargs: Any) -> apsw.Connection:
+        if threading.current_thread().name == "mdrecall-verify-index":
+            checks.append(path)
+        return real_connection(path, *args, **kwargs)
+
+    monkeypatch.setattr(recovery.apsw, "Connection", counting)
+    ws = make_ws(NOTES)  # a small tree: nothing holds the check for the first search
+    with open_manager(ws, cfg()) as m:
+        m.sync()
+        assert _paths(m.search("which database do we use?"))[0] == "MEMORY.md"
+        time.sleep(0.3)  # a check of this small file ends in milliseconds once started
+        assert m.index.integrity == "pending"
+    assert m.index.integrity == "pending" and checks == []
+    with open_manager(ws, cfg()) as m:
+        assert wait_for(lambda: m.index.integrity == "ok", what="the check of a manager kept open")
+    assert len(checks) == 1
 
 
 def test_a_recovery_is_announced_only_after_the_monitor_knows(
