@@ -29,7 +29,7 @@ _CJK_RANGES = (
     "\U00020000-\U0002fa1f"
 )
 _PUNCT = re.compile(r"[^\w\s]")
-#: ``_token()`` on ASCII text, where no character is CJK: the same words.
+#: ``_token()`` and ``_word()`` on text where no character is CJK (``_no_cjk``): the same words.
 _ASCII_WORD = re.compile(r"\w+")
 
 
@@ -40,6 +40,18 @@ def _on_first_use(pattern: str) -> Callable[[], re.Pattern[str]]:
     return functools.cache(lambda: re.compile(pattern))
 
 
+#: Every CJK range starts at U+2E80 or above: text with no character there holds no CJK, and its words
+#: are the ``\w+`` runs, as on ASCII text. This class compiles in ~0.8 ms; the CJK classes cost ~9 ms
+#: together, and typographic punctuation (’ — “) or an accented name makes a text non-ASCII.
+_FIRST_CJK = "\u2e80"
+_from_first_cjk = _on_first_use(f"[^\\x00-{chr(ord(_FIRST_CJK) - 1)}]")
+
+
+def _no_cjk(text: str) -> bool:
+    """True when ``text`` cannot hold a CJK character (no character at or above U+2E80)."""
+    return text.isascii() or _from_first_cjk().search(text) is None
+
+
 _cjk_char = _on_first_use(f"[{_CJK_RANGES}]")
 _token = _on_first_use(f"[{_CJK_RANGES}]+|[^\\W{_CJK_RANGES}]+")
 #: Spaces out text that holds CJK (fts_index_text).
@@ -48,20 +60,26 @@ _cjk_run = _on_first_use(f"[{_CJK_RANGES}]+")
 _word = _on_first_use(f"[^\\W{_CJK_RANGES}]+")
 
 
+def _words(text: str) -> re.Pattern[str]:
+    """The pattern of ``text``'s non-CJK words: ``\\w+`` when it holds no CJK (the same runs)."""
+    return _ASCII_WORD if _no_cjk(text) else _word()
+
+
 class _CjkChar:
-    """One CJK character, as a pattern's ``match``, ``search`` and ``findall``: ASCII text is
-    answered without the pattern (it can hold none), other text compiles it on first use."""
+    """One CJK character, as a pattern's ``match``, ``search`` and ``findall``: text with no
+    character at or above U+2E80 is answered without the pattern (it can hold none), other text
+    compiles it on first use."""
 
     __slots__ = ()
 
     def match(self, text: str, pos: int = 0) -> re.Match[str] | None:
-        return None if text[pos : pos + 1].isascii() else _cjk_char().match(text, pos)
+        return None if text[pos : pos + 1] < _FIRST_CJK else _cjk_char().match(text, pos)
 
     def search(self, text: str) -> re.Match[str] | None:
-        return None if text.isascii() else _cjk_char().search(text)
+        return None if _no_cjk(text) else _cjk_char().search(text)
 
     def findall(self, text: str) -> list[str]:
-        return [] if text.isascii() else _cjk_char().findall(text)
+        return [] if _no_cjk(text) else _cjk_char().findall(text)
 
 
 CJK_CHAR = _CjkChar()
@@ -69,7 +87,7 @@ CJK_CHAR = _CjkChar()
 
 def _tokens(text: str) -> list[str]:
     """Non-CJK words and CJK runs, in order."""
-    return _ASCII_WORD.findall(text) if text.isascii() else _token().findall(text)
+    return _ASCII_WORD.findall(text) if _no_cjk(text) else _token().findall(text)
 
 
 ENGLISH_STOP_WORDS = frozenset(
@@ -145,7 +163,7 @@ def similarity_tokens(text: str) -> set[str]:
 def cjk_share(text: str) -> float:
     """The share of CJK characters among the letters and digits of ``text`` (0 when it has none)."""
     cjk = len(CJK_CHAR.findall(text))
-    other = sum(len(w) for w in _word().findall(text))
+    other = sum(len(w) for w in _words(text).findall(text))
     return cjk / (cjk + other) if cjk + other else 0.0
 
 
@@ -209,7 +227,7 @@ def estimate_tokens(text: str) -> int:
     punctuation one each.
     """
     cjk = count_cjk(text)
-    words = len(_word().findall(text))
+    words = len(_words(text).findall(text))
     punct = len(_PUNCT.findall(text))
     return cjk + int(words * 1.3 + 0.999) + punct
 
@@ -227,10 +245,11 @@ class SliceCosts:
     __slots__ = ("_run_starts", "_run_ends", "_singles")
 
     def __init__(self, text: str) -> None:
-        runs = [m.span() for m in _word().finditer(text)]
+        no_cjk = _no_cjk(text)
+        runs = [m.span() for m in (_ASCII_WORD if no_cjk else _word()).finditer(text)]
         self._run_starts = [start for start, _ in runs]
         self._run_ends = [end for _, end in runs]
-        cjk = [] if text.isascii() else [m.start() for m in _cjk_char().finditer(text)]
+        cjk = [] if no_cjk else [m.start() for m in _cjk_char().finditer(text)]
         # Sorted with repeats: a character that is both CJK and punctuation counts twice, as it does there.
         self._singles = sorted([m.start() for m in _PUNCT.finditer(text)] + cjk)
 
