@@ -256,10 +256,63 @@ def test_the_plain_look_never_misses_an_entry_point_importlib_metadata_finds(
     (site / "legacy.egg-info").write_text("Metadata-Version: 1.0\nName: legacy\n")  # an egg-info that is a file
     monkeypatch.setattr(sys, "path", [str(site), str(tmp_path / "missing")])
     importlib.invalidate_caches()
-    found = list(entry_points(group=plugins.ENTRY_POINT_GROUP))
-    may = plugins._group_may_be_declared(plugins.ENTRY_POINT_GROUP)
-    assert may or not found, (entry_points_txt, found)
-    assert may == bool(found), (entry_points_txt, found)  # and it is not merely cautious here
+    found = [(ep.name, ep.value) for ep in entry_points(group=plugins.ENTRY_POINT_GROUP)]
+    declared = plugins._declared_entry_points(plugins.ENTRY_POINT_GROUP)
+    assert declared is not None, entry_points_txt  # not merely cautious here
+    assert [(ep.name, ep.value) for ep in declared] == found, entry_points_txt
+
+
+def test_the_plain_read_lists_what_importlib_metadata_lists_on_a_layered_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Several directories on sys.path, distributions of one name in several of them (the first one
+    on the path counts, even with no entry points), two versions in one directory, names told apart
+    only once normalized, comments, blank lines, spaces and several groups: the same entry points, in
+    the same order, as importlib.metadata's listing; what only it can read is left to it."""
+    from importlib.metadata import entry_points
+
+    first, second, third = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    _dist(first, "Shadow.Plugin", "[console_scripts]\nshadow = shadow:main\n")  # hides the one in b
+    _dist(second, "shadow_plugin", "[mdrecall]\nshadowed = shadow_plugin\n")
+    _dist(second, "alpha", "# a comment\n\n[mdrecall]\n# off = old_plugin\n  alpha =  alpha.plugin:hooks.inner  \nbeta=beta [extra]\n[other]\nx = y\n")
+    _dist(second, "zeta", "[mdrecall]\nzeta = zeta_plugin\n")
+    _dist(third, "Alpha", "[mdrecall]\nalpha_again = alpha_again\n")  # shadowed by b's alpha
+    _dist(third, "late", "[mdrecall]\nlate = late_plugin\n")
+    (third / "late-0.2.dist-info").mkdir()  # a second version beside it: the listing's first counts
+    (third / "late-0.2.dist-info" / "entry_points.txt").write_text("[mdrecall]\nlate2 = late2\n")
+    monkeypatch.setattr(sys, "path", [str(first), str(second), str(tmp_path / "missing"), str(third)])
+    importlib.invalidate_caches()
+    found = [(ep.name, ep.value) for ep in entry_points(group=plugins.ENTRY_POINT_GROUP)]
+    declared = plugins._declared_entry_points(plugins.ENTRY_POINT_GROUP)
+    assert declared is not None
+    assert [(ep.name, ep.value) for ep in declared] == found
+    assert {name for name, _ in found} >= {"alpha", "beta", "zeta"} and "shadowed" not in dict(found)
+
+    (second / "broken-0.1.dist-info").mkdir()  # a line importlib.metadata raises on
+    (second / "broken-0.1.dist-info" / "entry_points.txt").write_text("[mdrecall]\nno equals sign\n")
+    assert plugins._declared_entry_points(plugins.ENTRY_POINT_GROUP) is None
+    (second / "broken-0.1.dist-info" / "entry_points.txt").unlink()
+    (second / "Odd-0.1.DIST-INFO").mkdir()  # its name comes from its metadata: only importlib.metadata reads that
+    assert plugins._declared_entry_points(plugins.ENTRY_POINT_GROUP) is None
+
+
+def test_a_declared_entry_point_loads_what_it_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from importlib.metadata import EntryPoint
+
+    (tmp_path / "ep_target_pkg").mkdir()
+    (tmp_path / "ep_target_pkg" / "__init__.py").write_text("class Hooks:\n    class Inner:\n        pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        for value in ["ep_target_pkg", "ep_target_pkg:Hooks", " ep_target_pkg : Hooks.Inner ", "ep_target_pkg:Hooks [extra]"]:
+            ours = plugins.DeclaredEntryPoint("x", value.strip()).load()
+            assert ours is EntryPoint("x", value.strip(), "mdrecall").load(), value
+        for bad in ["ep_target_pkg:", ":Hooks", ""]:
+            with pytest.raises(ValueError, match="not 'module' or 'module:attribute'"):
+                plugins.DeclaredEntryPoint("x", bad).load()
+        with pytest.raises(AttributeError):
+            plugins.DeclaredEntryPoint("x", "ep_target_pkg:Missing").load()
+    finally:
+        sys.modules.pop("ep_target_pkg", None)
 
 
 def test_a_zip_or_another_finder_leaves_the_listing_to_importlib_metadata(
@@ -268,7 +321,7 @@ def test_a_zip_or_another_finder_leaves_the_listing_to_importlib_metadata(
     archive = tmp_path / "bundle.zip"
     archive.write_bytes(b"PK\x05\x06" + b"\0" * 18)  # an empty zip archive
     monkeypatch.setattr(sys, "path", [str(archive)])
-    assert plugins._group_may_be_declared(plugins.ENTRY_POINT_GROUP)
+    assert plugins._declared_entry_points(plugins.ENTRY_POINT_GROUP) is None
 
     class Finder:
         def find_spec(self, *args: object) -> None:
@@ -279,14 +332,14 @@ def test_a_zip_or_another_finder_leaves_the_listing_to_importlib_metadata(
 
     monkeypatch.setattr(sys, "path", [])
     monkeypatch.setattr(sys, "meta_path", [Finder(), *sys.meta_path])
-    assert plugins._group_may_be_declared(plugins.ENTRY_POINT_GROUP)
+    assert plugins._declared_entry_points(plugins.ENTRY_POINT_GROUP) is None
 
 
-def test_without_a_third_party_plugin_the_listing_is_skipped_and_with_one_it_is_found(
+def test_plugins_are_found_without_importlib_metadatas_listing_unless_only_it_can_read_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Only the defaults registered when nothing on sys.path declares the group (importlib.metadata's
-    listing is not even asked); a plugin installed on that path is found by the same call."""
+    """Only the defaults registered when nothing on sys.path declares the group, and a plugin installed
+    on that path found, both without importlib.metadata's listing; a zip on the path asks it."""
     import importlib.metadata
 
     site = tmp_path / "site"
@@ -308,6 +361,14 @@ def test_without_a_third_party_plugin_the_listing_is_skipped_and_with_one_it_is_
         (site / "toy_mdrecall.py").write_text(PLUGIN)
         _dist(site, "toy_mdrecall", "[mdrecall]\ntoy = toy_mdrecall\n")
         importlib.invalidate_caches()
+        plugins.reload_plugins()
+        assert listed == []
+        assert "toy" in known_backends() and "toyvec" in known_providers()
+        assert {i.name for i in plugins.list_plugins()} == {*plugins.DEFAULT_PLUGINS, "toy"}
+
+        archive = tmp_path / "bundle.zip"
+        archive.write_bytes(b"PK\x05\x06" + b"\0" * 18)  # an empty zip archive
+        monkeypatch.setattr(sys, "path", [*sys.path, str(archive)])
         plugins.reload_plugins()
         assert listed == [plugins.ENTRY_POINT_GROUP]
         assert "toy" in known_backends() and "toyvec" in known_providers()
