@@ -14,6 +14,11 @@ it, and the reused index must stay as speed.py left it.
     python benchmarks/search_stages.py --workdir DIR --size 1000
     python benchmarks/search_stages.py --workdir DIR --size 1000 --dump before-1000.json
     python benchmarks/search_stages.py --workdir DIR --size 200 --stats   # also os.stat calls a search
+    python benchmarks/search_stages.py --workdir DIR --size 1000 --timeline [--switch-interval 0.0005]
+
+``--timeline`` instead prints when each step begins and ends, wall clock from the start of the
+manager's search (medians over the searches), the query embedding's helper thread included: which
+step the answer waits on.
 
 Results and their reading: docs/benchmarks.md, "Warm hybrid search beside memweave (same run)".
 """
@@ -61,7 +66,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--dump", type=Path, help="write the results instead of timing")
     ap.add_argument("--stats", action="store_true", help="also count os.stat calls a search (all threads)")
+    ap.add_argument("--timeline", action="store_true", help="when each step begins and ends (wall clock) instead")
+    ap.add_argument("--switch-interval", type=float, help="sys.setswitchinterval for the run (seconds)")
     args = ap.parse_args(argv)
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
+    if args.timeline:
+        return _timeline(args)
     import mdrecall.search.pipeline as pipeline
     from mdrecall import open_manager
 
@@ -141,6 +152,68 @@ def _clocked(fn: Any, label: str, spent: dict[str, float]) -> Any:
             spent[label] += time.thread_time() - start
 
     return clocked
+
+
+#: (module, owner or "", function, label): the steps ``--timeline`` marks.
+TIMELINE = [
+    ("mdrecall.builtin.manager", "BuiltinMemoryManager", "_search", "search"),
+    ("mdrecall.freshness.monitor", "FreshnessMonitor", "before_search", "freshness check"),
+    ("mdrecall.search.ahead", "QueryEmbedding", "compute", "query embedding (helper thread)"),
+    ("mdrecall.embeddings.bert_onnx", "OnnxBertEncoder", "run", "ONNX run (helper thread)"),
+    ("mdrecall.search.pipeline", "Retrieval", "__init__", "keyword search"),
+    ("mdrecall.search.pipeline", "", "keyword_side", "keyword side (evidence, work ahead)"),
+    ("mdrecall.search.pipeline", "Retrieval", "finish", "wait for the vector, KNN"),
+    ("mdrecall.search.vector", "InProcessVectors", "search", "vector search (KNN, candidate rows)"),
+    ("mdrecall.search.pipeline", "", "rank_candidates", "rank (score, supersede, pack, explain)"),
+    ("mdrecall.search.pipeline", "", "score_candidates", "score"),
+]
+
+
+def _timeline(args: argparse.Namespace) -> int:
+    import importlib
+    import statistics
+
+    from mdrecall import open_manager
+
+    marks: dict[str, float] = {}
+
+    def marked(fn: Any, label: str) -> Any:
+        def wrapper(*a: Any, **k: Any) -> Any:
+            marks.setdefault(f"{label}: begins", time.perf_counter())
+            try:
+                return fn(*a, **k)
+            finally:
+                marks[f"{label}: ends"] = time.perf_counter()
+
+        return wrapper
+
+    for module_name, owner_name, attr, label in TIMELINE:
+        module = importlib.import_module(module_name)
+        owner = getattr(module, owner_name, None) if owner_name else module
+        if owner is not None and hasattr(owner, attr):  # older codes lack some
+            setattr(owner, attr, marked(getattr(owner, attr), label))
+    ws = args.workdir / f"ws-{args.size}"
+    queries = speed.make_queries(ws, args.queries)
+    rows: list[dict[str, float]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        store = speed.copy_model_index(args.workdir, args.size, Path(tmp))
+        with open_manager(ws, speed._config(str(store), "local"), use_global_config=False) as m:
+            if m.sync().chunks_embedded:
+                raise SystemExit("the index was not current: build it with speed.py first")
+            for q in queries[:5]:
+                m.search(q)
+            for q in queries[5:]:
+                marks.clear()
+                m.search(q)
+                start = marks["search: begins"]
+                rows.append({label: (at - start) * 1000 for label, at in marks.items()})
+    labels = {label for row in rows for label in row}
+    medians = {label: statistics.median(row[label] for row in rows if label in row) for label in labels}
+    print(f"{args.size} chunks, {len(rows)} searches, switch interval {sys.getswitchinterval() * 1000:g} ms: "
+          "ms from the start of the search (medians)")
+    for label, at in sorted(medians.items(), key=lambda item: item[1]):
+        print(f"  {at:7.2f}  {label}")
+    return 0
 
 
 def _results(m: Any, query: str) -> dict[str, Any]:
