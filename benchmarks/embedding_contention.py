@@ -31,23 +31,21 @@ def _alone(embed: Callable[[str], object], runs: int) -> float:
     return statistics.median(times)
 
 
+def _helper(embed: Callable[[str], object], took: list[float], done: threading.Event) -> None:
+    started = time.perf_counter()
+    embed(QUERY)
+    took.append(time.perf_counter() - started)
+    done.set()
+
+
 def _beside(embed: Callable[[str], object], busy: Callable[[threading.Event], None], runs: int) -> float:
-    times = []
+    times: list[float] = []
     for _ in range(runs):
         done = threading.Event()
-        took: list[float] = []
-
-        def helper() -> None:
-            started = time.perf_counter()
-            embed(QUERY)
-            took.append(time.perf_counter() - started)
-            done.set()
-
-        thread = threading.Thread(target=helper)
+        thread = threading.Thread(target=_helper, args=(embed, times, done))
         thread.start()
         busy(done)
         thread.join()
-        times.append(took[0])
     return statistics.median(times)
 
 
