@@ -240,6 +240,34 @@ def test_integrity_failed(make_ws: Callable[..., Path], cfg: Callable[..., dict[
         assert f.severity == "error"
 
 
+def test_a_doctor_run_checks_the_whole_index_itself(make_ws: Callable[..., Path], cfg: Callable[..., dict[str, Any]],
+                                                    tmp_path: Path) -> None:  # fmt: skip
+    """``mdrecall doctor`` closes its manager long before the background check would start: it runs
+    the full check itself, finds the damage the open probe misses, and the index is rebuilt."""
+    from mdrecall.doctor import diagnose_workspace
+
+    ws = make_ws(NOTES)
+    db_path = tmp_path / "index.sqlite"
+    with open_manager(ws, cfg()) as m:
+        m.sync()
+    findings, status = diagnose_workspace(ws, cfg())
+    assert status is not None and status.details["integrityCheck"] == "ok"
+    assert not [f for f in findings if f.state in ("integrity-failed", "index-recovered")]
+    con = apsw.Connection(str(db_path))
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    (root,) = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 'idx_chunks_path'").fetchone()
+    page_size = con.execute("PRAGMA page_size").fetchone()[0]
+    con.close()
+    data = bytearray(db_path.read_bytes())
+    data[(root - 1) * page_size : root * page_size] = os.urandom(page_size)
+    db_path.write_bytes(bytes(data))
+    findings, status = diagnose_workspace(ws, cfg())
+    codes = {f.state for f in findings}
+    assert status is not None and str(status.details["integrityCheck"]).startswith("failed"), status.details
+    assert {"integrity-failed", "index-recovered"} <= codes, codes
+    assert list(tmp_path.glob("index.sqlite.corrupt-*"))
+
+
 def test_watcher_failed(make_ws: Callable[..., Path], cfg: Callable[..., dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "watchfiles", None)  # the package is missing: import fails
     with open_manager(make_ws(NOTES), cfg(sync={"watch": True})) as m:

@@ -55,7 +55,7 @@ STATES: dict[str, str] = {
     "vectors-paused": "the index holds another model's vectors: vector search waits for the rebuild",
     "rebuild-running": "a rebuild is in progress",
     "index-recovered": "the index file was damaged, moved aside and rebuilt from the files",
-    "integrity-failed": "the background integrity check of the index failed",
+    "integrity-failed": "the index's full integrity check failed",
     "sync-failed": "the last sync failed",
     "watcher-failed": "the file watcher could not start or stopped",
     "watcher-errors": "the file watcher hit errors and restarted",
@@ -133,10 +133,20 @@ def diagnose_workspace(
     try:
         with open_manager(workspace, config) as manager:
             resolved = manager.config
+            _check_index(manager)
             status = manager.status()
     except Exception as exc:  # a broken config or backend is itself the finding
         return diagnose(None, config=resolved, open_error=exc, session_key=session_key), None
     return diagnose(status, config=resolved, session_key=session_key), status
+
+
+def _check_index(manager: object) -> None:
+    """The builtin index's full check, run now: a command closes before the background one starts
+    (index/recovery.py ``VERIFY_AFTER_S``), and a doctor is asked for exactly this verdict."""
+    from mdrecall.builtin.manager import BuiltinMemoryManager
+
+    if isinstance(manager, BuiltinMemoryManager):
+        manager.index.check_now(only_if_pending=True)
 
 
 def _open_failed(error: BaseException | str) -> Finding:

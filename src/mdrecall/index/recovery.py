@@ -114,6 +114,7 @@ class IndexHandle:
         self._recovery_reported = False
         self._verify_conn: apsw.Connection | None = None
         self._verify_thread: threading.Thread | None = None
+        self._check_lock = threading.Lock()  # one full check at a time (check_now beside the background one)
         self._closed = False
         self._closing = threading.Event()  # set first thing by close(): a held check does not start
         self._db = self._open()
@@ -235,6 +236,19 @@ class IndexHandle:
                 hold.wait(min(0.1, max(0.0, deadline - time.monotonic())))
         if self._closing.is_set():
             return  # closed while held: the check would only delay close()
+        self.check_now(only_if_pending=True)
+
+    def check_now(self, *, only_if_pending: bool = False) -> str:
+        """Run the full check on this thread and return its verdict (``mdrecall doctor``, which
+        closes before the background check would start); damage found is recovered from as there.
+        ``only_if_pending``: not when a verdict is in already (the background check after doctor's)."""
+        with self._check_lock:
+            if only_if_pending and self.integrity != "pending":
+                return self.integrity
+            self._check()
+        return self.integrity
+
+    def _check(self) -> None:
         try:
             # Read-write (it only reads): a read-only connection cannot replay the WAL a killed
             # writer left behind and would fail with ReadOnlyError on a healthy index.
