@@ -409,6 +409,7 @@ class ProgressLine:
         self.stream = stream if stream is not None else sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self._last = 0.0
+        self._printed: str | None = None  # the last plain line: the same progress twice is one line
         self._started = time.monotonic()
         self._drawn = False
 
@@ -423,9 +424,9 @@ class ProgressLine:
     def __call__(self, p: SyncProgress) -> None:
         now = time.monotonic()
         if not self.tty:
-            if p.total and p.completed == p.total or now - self._last > 2:
+            if (p.total and p.completed == p.total or now - self._last > 2) and p.label != self._printed:
                 print(p.label, file=self.stream)
-                self._last = now
+                self._last, self._printed = now, p.label
             return
         elapsed = f"{now - self._started:5.1f}s"
         if p.total:
