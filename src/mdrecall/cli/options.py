@@ -401,17 +401,36 @@ def load_model(manager: MemorySearchManager, *, quiet: bool = False) -> None:
         line.done()
 
 
-class ProgressLine:
-    """One self-overwriting line on a terminal (stderr); plain lines every few seconds otherwise."""
+#: How long a step runs before the progress line guesses how long it has left.
+ETA_AFTER_S = 3.0
 
-    def __init__(self, stream: Any = None) -> None:
+
+def _duration(seconds: float) -> str:
+    """``45s``, ``3m 10s``, ``1h 05m``: a remaining time, rounded to what a reader needs."""
+    whole = max(1, round(seconds))
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m {whole % 60:02d}s"
+    return f"{whole // 3600}h {whole % 3600 // 60:02d}m"
+
+
+class ProgressLine:
+    """One self-overwriting line on a terminal (stderr); plain lines every few seconds otherwise.
+    A step that has run a few seconds says about how long it has left (a first index of 15k chunks
+    takes minutes), from its own pace so far."""
+
+    def __init__(self, stream: Any = None, clock: Callable[[], float] = time.monotonic) -> None:
         # Look sys.stderr up now, not at import: callers (and pytest) may have replaced it since.
         self.stream = stream if stream is not None else sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._clock = clock
         self._last = 0.0
         self._printed: str | None = None  # the last plain line: the same progress twice is one line
-        self._started = time.monotonic()
+        self._started = clock()
         self._drawn = False
+        #: The step under way (its label without the count), when it began and how far it was then.
+        self._step: tuple[str, float, int] | None = None
 
     def note(self, text: str) -> None:
         if self.tty:
@@ -422,10 +441,11 @@ class ProgressLine:
             print(text, file=self.stream)
 
     def __call__(self, p: SyncProgress) -> None:
-        now = time.monotonic()
+        now = self._clock()
+        left = self._left(p, now)
         if not self.tty:
             if (p.total and p.completed == p.total or now - self._last > 2) and p.label != self._printed:
-                print(p.label, file=self.stream)
+                print(p.label + left, file=self.stream)
                 self._last, self._printed = now, p.label
             return
         elapsed = f"{now - self._started:5.1f}s"
@@ -433,11 +453,24 @@ class ProgressLine:
             width = 24
             filled = int(width * p.completed / max(1, p.total))
             bar = "#" * filled + "-" * (width - filled)
-            self.stream.write(f"\r[{bar}] {p.completed}/{p.total} {elapsed} {p.label[:50]:<50}")
+            self.stream.write(f"\r[{bar}] {p.completed}/{p.total} {elapsed} {(p.label + left)[:64]:<64}")
         else:
             self.stream.write(f"\r{elapsed} {p.label[:84]:<86}")
         self.stream.flush()
         self._drawn = True
+
+    def _left(self, p: SyncProgress, now: float) -> str:
+        """", about 3m 10s left" once the step has run ``ETA_AFTER_S`` and done some of its work; ""."""
+        count = f" {p.completed}/{p.total}"
+        step = p.label[: -len(count)] if p.total and p.label.endswith(count) else p.label
+        if self._step is None or self._step[0] != step:
+            self._step = (step, now, p.completed)
+            return ""
+        _, began, at_start = self._step
+        done, spent = p.completed - at_start, now - began
+        if not p.total or done <= 0 or spent < ETA_AFTER_S or p.completed >= p.total:
+            return ""
+        return f", about {_duration(spent / done * (p.total - p.completed))} left"
 
     def done(self) -> None:
         if self.tty and self._drawn:
