@@ -345,3 +345,53 @@ def test_every_state_is_documented() -> None:
     doc = (Path(__file__).parents[1] / "docs" / "cli.md").read_text(encoding="utf-8")
     missing = [state for state in STATES if f"`{state}`" not in doc]
     assert not missing, f"docs/cli.md does not list doctor states {missing}"
+
+
+def test_a_ctrl_c_during_the_doctors_check_stops_it_at_once(make_ws: Callable[..., Path], cfg: Callable[..., dict[str, Any]],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """SQLite holds the thread that runs ``quick_check`` until the whole file is read (seconds at 1M
+    chunks): the doctor's check runs on a thread of its own, so a Ctrl-C stops the command at once
+    and closing the index interrupts the check. Here the check is a statement that never ends."""
+    import signal
+    import time
+
+    from mdrecall.doctor import diagnose_workspace
+    from mdrecall.index.recovery import IndexHandle
+
+    class Stopped(BaseException):  # as KeyboardInterrupt is: no "except Exception" keeps it
+        pass
+
+    def endless_check(self: IndexHandle) -> None:
+        conn = apsw.Connection(":memory:")
+        self._verify_conn = conn
+        watchdog = threading.Timer(10.0, conn.interrupt)  # a check never interrupted fails the test, not hangs it
+        watchdog.start()
+        try:
+            if not self._closing.is_set():
+                conn.execute("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c").fetchone()
+        except apsw.InterruptError:
+            self.integrity = "interrupted"
+        finally:
+            watchdog.cancel()
+            self._verify_conn = None
+            conn.close()
+
+    def stop(signum: int, frame: object) -> None:
+        raise Stopped
+
+    ws = make_ws(NOTES)
+    with open_manager(ws, cfg()) as m:
+        m.sync()
+    monkeypatch.setattr(IndexHandle, "_check", endless_check)
+    previous = signal.signal(signal.SIGINT, stop)
+    ctrl_c = threading.Timer(0.3, os.kill, args=(os.getpid(), signal.SIGINT))
+    started = time.monotonic()
+    try:
+        ctrl_c.start()
+        with pytest.raises(Stopped):
+            diagnose_workspace(ws, cfg())
+    finally:
+        ctrl_c.cancel()
+        signal.signal(signal.SIGINT, previous)
+    assert time.monotonic() - started < 3.0
+    assert not [t for t in threading.enumerate() if t.name == "mdrecall-check-index" and t.is_alive()]  # closing ended it

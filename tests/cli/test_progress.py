@@ -75,3 +75,17 @@ def test_on_a_terminal_each_step_is_timed_from_its_own_start() -> None:
     assert drawn[1].endswith("Embedding chunks… 600/1200, about 1m 00s left")
     assert drawn[2].endswith("Indexing memory files… 0/40")  # a new step: nothing to go on yet
     assert drawn[3].endswith("Indexing memory files… 20/40, about 5s left")  # its own pace, not the embedding's
+
+
+def test_a_note_can_be_erased_on_a_terminal_and_is_a_line_elsewhere() -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty, plain = Terminal(), io.StringIO()
+    for out in (tty, plain):
+        line = ProgressLine(out)
+        line.note("checking the workspace and its index…")
+        line.clear()
+    assert tty.getvalue().endswith("\r") and tty.getvalue().rsplit("\r", 2)[-2].strip() == ""  # erased, cursor at the start
+    assert plain.getvalue() == "checking the workspace and its index…\n"

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from mdrecall.cli.options import (
+    ProgressLine,
     carry_options,
     echo_json,
     json_option,
@@ -49,7 +50,11 @@ def doctor(workspace: str, overrides: tuple[str, ...], session_key: str | None, 
     except Exception as exc:  # a bad config is a finding here, not a crash
         findings, status = diagnose(None, open_error=exc), None
     else:
+        line = ProgressLine()
+        if line.tty and not as_json:  # the whole index is read: seconds for a large one
+            line.note("checking the workspace and its index…")
         findings, status = diagnose_workspace(workspace, config, session_key=session_key)
+        line.clear()
     packages = installed()
     worst = 0 if all(f.severity == "info" for f in findings) else 1
     if as_json:

@@ -472,6 +472,13 @@ class ProgressLine:
             return ""
         return f", about {_duration(spent / done * (p.total - p.completed))} left"
 
+    def clear(self) -> None:
+        """Erase the line (a note that only said what was going on)."""
+        if self.tty and self._drawn:
+            self.stream.write("\r" + " " * 120 + "\r")
+            self.stream.flush()
+            self._drawn = False
+
     def done(self) -> None:
         if self.tty and self._drawn:
             self.stream.write("\n")

@@ -115,6 +115,7 @@ class IndexHandle:
         self._verify_conn: apsw.Connection | None = None
         self._verify_thread: threading.Thread | None = None
         self._check_lock = threading.Lock()  # one full check at a time (check_now beside the background one)
+        self._check_thread: threading.Thread | None = None
         self._closed = False
         self._closing = threading.Event()  # set first thing by close(): a held check does not start
         self._db = self._open()
@@ -236,17 +237,25 @@ class IndexHandle:
                 hold.wait(min(0.1, max(0.0, deadline - time.monotonic())))
         if self._closing.is_set():
             return  # closed while held: the check would only delay close()
-        self.check_now(only_if_pending=True)
+        self._checked(only_if_pending=True)
 
     def check_now(self, *, only_if_pending: bool = False) -> str:
-        """Run the full check on this thread and return its verdict (``mdrecall doctor``, which
-        closes before the background check would start); damage found is recovered from as there.
-        ``only_if_pending``: not when a verdict is in already (the background check after doctor's)."""
-        with self._check_lock:
-            if only_if_pending and self.integrity != "pending":
-                return self.integrity
-            self._check()
+        """Run the full check now and return its verdict (``mdrecall doctor``, which closes before the
+        background check would start); damage found is recovered from as there. ``only_if_pending``:
+        not when a verdict is in already. The check runs on a thread of its own, waited for: SQLite
+        holds the thread that runs it until the whole file is read (seconds for a large index), and
+        a Ctrl-C meanwhile must stop the command at once (closing the index interrupts the check)."""
+        worker = threading.Thread(target=self._checked, kwargs={"only_if_pending": only_if_pending},
+                                  name="mdrecall-check-index", daemon=True)  # fmt: skip
+        self._check_thread = worker
+        worker.start()
+        worker.join()
         return self.integrity
+
+    def _checked(self, *, only_if_pending: bool) -> None:
+        with self._check_lock:  # one full check at a time
+            if not (only_if_pending and self.integrity != "pending"):
+                self._check()
 
     def _check(self) -> None:
         try:
@@ -286,8 +295,9 @@ class IndexHandle:
         verifying = self._verify_conn
         if verifying is not None:
             verifying.interrupt()  # a full check of a large index must not hold up close()
-        if self._verify_thread is not None and self._verify_thread is not threading.current_thread():
-            self._verify_thread.join(5.0)
+        for thread in (self._verify_thread, self._check_thread):
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(5.0)
         with self._mutex:
             self._closed = True
             self._db.close()
