@@ -33,6 +33,8 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -74,7 +76,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.timeline:
         return _timeline(args)
     import mdrecall.search.pipeline as pipeline
-    from mdrecall import open_manager
 
     spent: dict[str, float] = defaultdict(float)
     for name, label in STAGES:
@@ -82,39 +83,26 @@ def main(argv: list[str] | None = None) -> int:
         owner = getattr(pipeline, owner_name, None) if owner_name else pipeline  # older codes lack some
         if owner is not None and hasattr(owner, attr):
             setattr(owner, attr, _clocked(getattr(owner, attr), label, spent))
-    ws = args.workdir / f"ws-{args.size}"
-    queries = speed.make_queries(ws, args.queries)
-    with tempfile.TemporaryDirectory() as tmp:
-        store = speed.copy_model_index(args.workdir, args.size, Path(tmp))
-        config = speed._config(str(store), "local")
+    # (a dump compares the explanations' logits too)
+    with _warm_manager(args, {"query": {"debugScores": True}} if args.dump else {}) as (m, queries):
         if args.dump:
-            config["query"] = {"debugScores": True}  # the explanations' logits are compared too
-        m = open_manager(ws, config, use_global_config=False)
-        try:
-            if m.sync().chunks_embedded:
-                raise SystemExit("the index was not current: build it with speed.py first")
-            for q in queries[:5]:
-                m.search(q)
-            if args.dump:
-                args.dump.write_text(json.dumps([_results(m, q) for q in queries], indent=0) + "\n", encoding="utf-8")
-                return 0
-            timed = queries[5:]
-            spent.clear()
-            m.flush()
-            stat_calls = _counting_stats() if args.stats else None
-            t0, c0, w0 = time.thread_time(), time.process_time(), time.perf_counter()
-            for q in timed:
-                m.search(q)
-            main_cpu, cpu, wall = time.thread_time() - t0, time.process_time() - c0, time.perf_counter() - w0
-            if stat_calls is not None:
-                os.stat = stat_calls.real  # type: ignore[assignment]
-            e0 = time.thread_time()
-            for q in timed:
-                m.provider.embed_query(q)
-            embed = time.thread_time() - e0
-            m.flush()
-        finally:
-            m.close()
+            args.dump.write_text(json.dumps([_results(m, q) for q in queries], indent=0) + "\n", encoding="utf-8")
+            return 0
+        timed = queries[5:]
+        spent.clear()
+        m.flush()
+        stat_calls = _counting_stats() if args.stats else None
+        t0, c0, w0 = time.thread_time(), time.process_time(), time.perf_counter()
+        for q in timed:
+            m.search(q)
+        main_cpu, cpu, wall = time.thread_time() - t0, time.process_time() - c0, time.perf_counter() - w0
+        if stat_calls is not None:
+            os.stat = stat_calls.real  # type: ignore[assignment]
+        e0 = time.thread_time()
+        for q in timed:
+            m.provider.embed_query(q)
+        embed = time.thread_time() - e0
+        m.flush()
     n = len(timed)
     print(f"{args.size} chunks, {n} searches: main thread {main_cpu / n * 1000:.1f} ms CPU a search (process "
           f"{cpu / n * 1000:.1f} ms, wall {wall / n * 1000:.1f} ms); query embedding alone {embed / n * 1000:.1f} ms")
@@ -154,6 +142,29 @@ def _clocked(fn: Any, label: str, spent: dict[str, float]) -> Any:
     return clocked
 
 
+@contextmanager
+def _warm_manager(args: argparse.Namespace, extra: dict[str, Any] | None = None) -> Iterator[tuple[Any, list[str]]]:
+    """A manager on a copy of speed.py's index (recall tracking writes to it), current and warmed by
+    the first 5 bench questions; and the questions."""
+    from mdrecall import open_manager
+
+    ws = args.workdir / f"ws-{args.size}"
+    built = args.workdir / f"model-{args.size}.sqlite"
+    if not (ws.is_dir() and built.is_file()):
+        raise SystemExit(f"no {ws.name}/ and {built.name} in {args.workdir}: build them first with `python "
+                         f"benchmarks/speed.py --sizes {args.size} --model-sizes {args.size} --peer-sizes --cold-size 0 "
+                         f"--phases model --workdir {args.workdir}`")  # fmt: skip
+    queries = speed.make_queries(ws, args.queries)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = speed.copy_model_index(args.workdir, args.size, Path(tmp))
+        with open_manager(ws, {**speed._config(str(store), "local"), **(extra or {})}, use_global_config=False) as m:
+            if m.sync().chunks_embedded:
+                raise SystemExit("the index was not current: build it with speed.py first")
+            for q in queries[:5]:
+                m.search(q)
+            yield m, queries
+
+
 #: (module, owner or "", function, label): the steps ``--timeline`` marks.
 TIMELINE = [
     ("mdrecall.builtin.manager", "BuiltinMemoryManager", "_search", "search"),
@@ -173,8 +184,6 @@ def _timeline(args: argparse.Namespace) -> int:
     import importlib
     import statistics
 
-    from mdrecall import open_manager
-
     marks: dict[str, float] = {}
 
     def marked(fn: Any, label: str) -> Any:
@@ -192,21 +201,13 @@ def _timeline(args: argparse.Namespace) -> int:
         owner = getattr(module, owner_name, None) if owner_name else module
         if owner is not None and hasattr(owner, attr):  # older codes lack some
             setattr(owner, attr, marked(getattr(owner, attr), label))
-    ws = args.workdir / f"ws-{args.size}"
-    queries = speed.make_queries(ws, args.queries)
     rows: list[dict[str, float]] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        store = speed.copy_model_index(args.workdir, args.size, Path(tmp))
-        with open_manager(ws, speed._config(str(store), "local"), use_global_config=False) as m:
-            if m.sync().chunks_embedded:
-                raise SystemExit("the index was not current: build it with speed.py first")
-            for q in queries[:5]:
-                m.search(q)
-            for q in queries[5:]:
-                marks.clear()
-                m.search(q)
-                start = marks["search: begins"]
-                rows.append({label: (at - start) * 1000 for label, at in marks.items()})
+    with _warm_manager(args) as (m, queries):
+        for q in queries[5:]:
+            marks.clear()
+            m.search(q)
+            start = marks["search: begins"]
+            rows.append({label: (at - start) * 1000 for label, at in marks.items()})
     labels = {label for row in rows for label in row}
     medians = {label: statistics.median(row[label] for row in rows if label in row) for label in labels}
     print(f"{args.size} chunks, {len(rows)} searches, switch interval {sys.getswitchinterval() * 1000:g} ms: "
