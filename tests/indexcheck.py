@@ -11,6 +11,21 @@ from typing import Any
 import apsw
 
 
+def scramble_index_page(db_path: Path) -> None:
+    """Overwrite the root page of the chunks' path index with random bytes: damage the open probe
+    (first and last rows of each table) never reads, and the full ``quick_check`` finds."""
+    import os
+
+    con = apsw.Connection(str(db_path))
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    (root,) = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 'idx_chunks_path'").fetchone()
+    page_size = con.execute("PRAGMA page_size").fetchone()[0]
+    con.close()
+    data = bytearray(db_path.read_bytes())
+    data[(root - 1) * page_size : root * page_size] = os.urandom(page_size)
+    db_path.write_bytes(bytes(data))
+
+
 def integrity(db_path: Path) -> str:
     # Read-write, as the next opener would be: after a SIGKILL the WAL may need replaying, which a
     # read-only connection refuses (ReadOnlyError) although the database is intact.

@@ -219,21 +219,13 @@ def test_index_recovered(make_ws: Callable[..., Path], cfg: Callable[..., dict[s
 
 
 def test_integrity_failed(make_ws: Callable[..., Path], cfg: Callable[..., dict[str, Any]], tmp_path: Path) -> None:
-    from indexcheck import wait_for
+    from indexcheck import scramble_index_page, wait_for
 
     ws = make_ws(NOTES)
     db_path = tmp_path / "index.sqlite"
     with open_manager(ws, cfg()) as m:
         m.sync()
-    # Damage an index page only the full check reads (the open probe passes).
-    con = apsw.Connection(str(db_path))
-    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    (root,) = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 'idx_chunks_path'").fetchone()
-    page_size = con.execute("PRAGMA page_size").fetchone()[0]
-    con.close()
-    data = bytearray(db_path.read_bytes())
-    data[(root - 1) * page_size : root * page_size] = os.urandom(page_size)
-    db_path.write_bytes(bytes(data))
+    scramble_index_page(db_path)  # only the full check reads it (the open probe passes)
     with open_manager(ws, cfg()) as m:
         assert wait_for(lambda: str(m.status().details["integrityCheck"]).startswith("failed"))
         f = check(m, "integrity-failed", "mdrecall index --force")
@@ -244,6 +236,7 @@ def test_a_doctor_run_checks_the_whole_index_itself(make_ws: Callable[..., Path]
                                                     tmp_path: Path) -> None:  # fmt: skip
     """``mdrecall doctor`` closes its manager long before the background check would start: it runs
     the full check itself, finds the damage the open probe misses, and the index is rebuilt."""
+    from indexcheck import scramble_index_page
     from mdrecall.doctor import diagnose_workspace
 
     ws = make_ws(NOTES)
@@ -253,14 +246,7 @@ def test_a_doctor_run_checks_the_whole_index_itself(make_ws: Callable[..., Path]
     findings, status = diagnose_workspace(ws, cfg())
     assert status is not None and status.details["integrityCheck"] == "ok"
     assert not [f for f in findings if f.state in ("integrity-failed", "index-recovered")]
-    con = apsw.Connection(str(db_path))
-    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    (root,) = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 'idx_chunks_path'").fetchone()
-    page_size = con.execute("PRAGMA page_size").fetchone()[0]
-    con.close()
-    data = bytearray(db_path.read_bytes())
-    data[(root - 1) * page_size : root * page_size] = os.urandom(page_size)
-    db_path.write_bytes(bytes(data))
+    scramble_index_page(db_path)
     findings, status = diagnose_workspace(ws, cfg())
     codes = {f.state for f in findings}
     assert status is not None and str(status.details["integrityCheck"]).startswith("failed"), status.details

@@ -14,7 +14,7 @@ from typing import Any
 import apsw
 import pytest
 
-from indexcheck import wait_for
+from indexcheck import scramble_index_page, wait_for
 from mdrecall import MdrecallError, PathError, open_manager
 from mdrecall.builtin.manager import BuiltinMemoryManager
 from mdrecall.config import load_config
@@ -251,15 +251,7 @@ def test_damage_the_open_probe_misses_is_found_by_the_background_check(
     with open_manager(ws, cfg()) as m:
         m.sync()
         assert wait_for(lambda: m.status().details["integrityCheck"] == "ok")
-    con = apsw.Connection(str(db_path))
-    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    (root,) = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 'idx_chunks_path'").fetchone()
-    page_size = con.execute("PRAGMA page_size").fetchone()[0]
-    con.close()
-    data = bytearray(db_path.read_bytes())
-    start = (root - 1) * page_size
-    data[start : start + page_size] = os.urandom(page_size)  # an index page: no table read touches it
-    db_path.write_bytes(bytes(data))
+    scramble_index_page(db_path)  # an index page: no table read touches it
     probe = IndexDB(db_path, StoreOptions())
     try:
         assert probe.probe_ok() and not probe.integrity_ok()
