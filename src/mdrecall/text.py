@@ -226,8 +226,9 @@ def estimate_tokens(text: str) -> int:
     four-characters-per-token rule under-counts CJK fourfold). Latin words count 1.3 (word pieces),
     punctuation one each.
     """
-    cjk = count_cjk(text)
-    words = len(_words(text).findall(text))
+    no_cjk = _no_cjk(text)  # once: it is asked per line while indexing
+    cjk = 0 if no_cjk else len(_cjk_char().findall(text))
+    words = len((_ASCII_WORD if no_cjk else _word()).findall(text))
     punct = len(_PUNCT.findall(text))
     return cjk + int(words * 1.3 + 0.999) + punct
 
