@@ -308,6 +308,38 @@ def test_background_writer_records_exactly_what_recording_each_search_would(
     assert all(e["groundedCount"] == 1 for e in live.values() if e["path"] == "memory/2026-03-02.md")
 
 
+def test_a_burst_of_searches_wakes_the_writer_once(workspace: Path) -> None:
+    """Each search queues its recall; only the first of a burst (or a full batch) wakes the writer.
+    Woken per search, it took the interpreter at the start of the next search."""
+    import threading
+
+    from mdrecall.dreaming.recording import RecallWriter
+
+    class Counting(threading.Condition):
+        wakes = 0
+
+        def notify_all(self) -> None:
+            Counting.wakes += 1
+            super().notify_all()
+
+    writer = RecallWriter(workspace, UTC, idle_s=0.4, max_wait_s=60.0)
+    writer._cond = Counting()
+    try:
+        writer.submit("postgres port", [hit("memory/2026-03-02.md", 1, 12, 0.9)], at(days=0))
+        time.sleep(0.25)
+        for day in range(1, 6):  # each moves the pause's end later, without waking the writer
+            writer.submit("postgres port", [hit("memory/2026-03-02.md", 1, 12, 0.9)], at(days=day))
+        assert Counting.wakes == 1
+        time.sleep(0.25)  # the first job's deadline has passed, the last one's not
+        assert writer.batches == 0
+        deadline = time.monotonic() + 10
+        while writer.batches == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert (writer.batches, writer.recorded) == (1, 6)  # the whole burst, in one update
+    finally:
+        writer.close()
+
+
 def test_close_writes_what_is_still_queued(workspace: Path, manager_config: Callable[..., dict]) -> None:
     m = open_manager(workspace, manager_config())
     for day in range(5):

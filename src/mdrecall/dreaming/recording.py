@@ -526,7 +526,12 @@ class RecallWriter:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="mdrecall-recall-writer", daemon=True)
                 self._thread.start()
-            self._cond.notify_all()
+            # Woken only when this job changes what it waits for: the first job (it waits for any)
+            # or a full batch (due now). A later job only moves the idle deadline later, which the
+            # writer reads when its wait ends. Woken on every search, it took the interpreter at
+            # the start of the next one, beside the query embedding's helper.
+            if len(self._queue) == 1 or len(self._queue) >= self.max_batch:
+                self._cond.notify_all()
 
     def _due_in(self) -> float:
         """Seconds until the queued batch should be written (0: now)."""

@@ -69,14 +69,19 @@ class ScoreScale:
     pivot: float
     spread: float
     anchor: float = 0.35
+    #: logit(anchor), once: every hit of every search is scored.
+    _anchor_logit: float = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_anchor_logit", math.log(self.anchor / (1 - self.anchor)))
 
     def score(self, logit: float) -> float:
-        return sigmoid((logit - self.pivot) / self.spread + math.log(self.anchor / (1 - self.anchor)))
+        return sigmoid((logit - self.pivot) / self.spread + self._anchor_logit)
 
     def probability(self, score: float) -> float:
         """The fitted probability of relevance behind a shown score."""
         score = min(max(score, 1e-9), 1 - 1e-9)
-        z = math.log(score / (1 - score)) - math.log(self.anchor / (1 - self.anchor))
+        z = math.log(score / (1 - score)) - self._anchor_logit
         return sigmoid(z * self.spread + self.pivot)
 
 
