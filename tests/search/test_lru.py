@@ -114,10 +114,20 @@ def test_a_profile_from_one_call_equals_the_line_by_line_one(tmp_path: Path) -> 
     try:
         corpus = IndexCorpus(db)
         texts = ["", "\n", "\n\nabc\n\n", "x\n", "\nx", "- [D1:3] Melanie: Running dogs, 2023!\n--\nÉcole naïve",
-                 "日本語のテキスト\n中文 text\n", "Caroline said the adoption-agency called.\n\n  \nv0.4 ships 2026-03-02 ships"]
+                 "日本語のテキスト\n中文 text\n", "Caroline said the adoption-agency called.\n\n  \nv0.4 ships 2026-03-02 ships",
+                 "dogs run\ncats\n\ndogs and dogs, cats\nrunning dogs"]
         for text in texts:
             whole, alone = corpus.profile(text), text_profile(text, LineByLine(corpus))
-            assert whole == alone and list(whole.counts) == list(alone.counts) and list(whole.line_masks) == list(alone.line_masks), text
+            assert (whole.lines, whole.counts, whole.length) == (alone.lines, alone.counts, alone.length), text
+            assert list(whole.counts) == list(alone.counts), text
+            # Each stem's lines, worked out when asked (LineMasks), asked in another order than
+            # the keys': the same masks, the same stems, in the same order.
+            assert {stem: whole.line_masks[stem] for stem in reversed(list(alone.line_masks))} == alone.line_masks, text
+            assert list(whole.line_masks) == list(alone.line_masks) and len(whole.line_masks) == len(alone.line_masks), text
+            for absent in ("", "zzzz", "日本"):
+                if absent not in alone.line_masks:
+                    with pytest.raises(KeyError):
+                        whole.line_masks[absent]
     finally:
         db.close()
 

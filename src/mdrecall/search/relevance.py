@@ -21,7 +21,8 @@ holds a gold line), see ``benchmarks/calibrate.py`` and docs/retrieval.md.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from bisect import bisect_left
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -214,14 +215,52 @@ def query_stats(query: str, corpus: TermStatistics) -> QueryStats:
 @dataclass(frozen=True, slots=True)
 class TextProfile:
     """What keyword evidence needs of one text whatever the query: its lines, every stem's count,
-    the token count, and per stem the lines holding it (bit ``k`` set: line ``k``). Computed once
-    per text (:meth:`~mdrecall.search.corpus.IndexCorpus.profile` keeps them), so a search matches
-    query terms against counts instead of tokenising every candidate again."""
+    the token count, and per stem the lines holding it (bit ``k`` set: line ``k``; a mapping that may
+    work a stem's out when first asked, :class:`LineMasks`). Computed once per text
+    (:meth:`~mdrecall.search.corpus.IndexCorpus.profile` keeps them), so a search matches query
+    terms against counts instead of tokenising every candidate again."""
 
     lines: tuple[str, ...]
     counts: dict[str, int]
     length: int
-    line_masks: dict[str, int]
+    line_masks: Mapping[str, int]
+
+
+class LineMasks(Mapping[str, int]):
+    """Per stem, the lines of a text holding it (bit ``k``: line ``k``), worked out for a stem when
+    first asked, from the text's tokens and where each starts. Evidence asks only for the query's
+    matched stems, a few of a text's ~40: building every stem's mask up front was half the cost of
+    profiling a text a search sees for the first time (every candidate at 1M chunks)."""
+
+    __slots__ = ("_found", "_newlines", "_starts", "_tokens")
+
+    def __init__(self, tokens: list[str], starts: list[int], newlines: list[int]) -> None:
+        #: The text's tokens in order, the byte offset each starts at, and its newlines' offsets.
+        self._tokens, self._starts, self._newlines = tokens, starts, newlines
+        self._found: dict[str, int] = {}
+
+    def __getitem__(self, stem: str) -> int:
+        found = self._found.get(stem)
+        if found is not None:
+            return found
+        tokens, starts, newlines = self._tokens, self._starts, self._newlines
+        mask, at = 0, -1
+        try:
+            while True:
+                at = tokens.index(stem, at + 1)
+                mask |= 1 << bisect_left(newlines, starts[at])  # its line: the newlines before it
+        except ValueError:
+            pass
+        if not mask:
+            raise KeyError(stem)
+        self._found[stem] = mask  # (two threads asking at once store the same mask)
+        return mask
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys(self._tokens))  # each stem once, in order of first use
+
+    def __len__(self) -> int:
+        return len(set(self._tokens))
 
 
 def text_profile(text: str, tokenizer: Tokens) -> TextProfile:
