@@ -210,7 +210,7 @@ class IndexCorpus:
         stem's lines left to when evidence asks for them (:class:`LineMasks`); None without the FTS5
         tokenizer. At 1M chunks every search profiles ~120 texts it never saw, and a call and a
         line-cache round trip per line were the largest part of scoring; then a Python step per
-        token (30 µs a text, 80 tokens)."""
+        token."""
         if self._tok is None:
             return None
         raw = text.encode("utf-8")

@@ -229,8 +229,9 @@ class TextProfile:
 class LineMasks(Mapping[str, int]):
     """Per stem, the lines of a text holding it (bit ``k``: line ``k``), worked out for a stem when
     first asked, from the text's tokens and where each starts. Evidence asks only for the query's
-    matched stems, a few of a text's ~40: building every stem's mask up front was half the cost of
-    profiling a text a search sees for the first time (every candidate at 1M chunks)."""
+    matched stems, a few of a text's ~40: a Python step per token building every stem's count and
+    mask up front made profiling a text a search sees for the first time (every candidate at 1M
+    chunks) 25.4 µs instead of 22.4 for 80 tokens, of which the tokenizer call is 9.9."""
 
     __slots__ = ("_found", "_newlines", "_starts", "_tokens")
 
