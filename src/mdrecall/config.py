@@ -268,6 +268,8 @@ class StoreConfig(_Section):
     path: str | None = None
     vector: VectorStoreConfig = Field(default_factory=VectorStoreConfig)
     busyTimeoutMs: int = Field(default=10_000, ge=0)
+    # SQLite's page cache per open connection, in MiB, filled as pages are read (0: SQLite's 2 MiB).
+    cacheMiB: int = Field(default=64, ge=0, le=65_536)
     # Answer from the index as it is and never write it: how a one-shot keyword-only override
     # (`mdrecall search -c provider=none`) reads an index another configuration keeps up to date.
     readOnly: bool = False

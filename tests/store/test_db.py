@@ -57,6 +57,35 @@ def test_schema_wal_and_capabilities(tmp_path: Path) -> None:
         db.close()
 
 
+def test_each_connection_gets_the_configured_page_cache(tmp_path: Path) -> None:
+    """``store.cacheMiB`` (64 by default) sizes SQLite's page cache of every connection the engine
+    opens; 0 leaves SQLite's own default."""
+    from mdrecall import open_manager
+
+    def cache_kib(db: IndexDB) -> int:
+        return -int(db.conn.execute("PRAGMA cache_size").fetchone()[0])
+
+    default = IndexDB(tmp_path / "a.sqlite", StoreOptions())
+    plain = IndexDB(tmp_path / "b.sqlite", StoreOptions(cache_mib=0))
+    own = apsw.Connection(str(tmp_path / "c.sqlite"))
+    try:
+        assert cache_kib(default) == 64 * 1024
+        assert plain.conn.execute("PRAGMA cache_size").fetchone()[0] == own.execute("PRAGMA cache_size").fetchone()[0]
+    finally:
+        default.close()
+        plain.close()
+        own.close()
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "memory" / "notes.md").write_text("# Notes\n\nThe deploy runs on Fridays.\n", encoding="utf-8")
+    config = {"provider": "none", "store": {"path": str(tmp_path / "m.sqlite"), "cacheMiB": 8}}
+    with open_manager(ws, config, use_global_config=False) as m:
+        m.sync()
+        with m.index.reading() as db:
+            assert cache_kib(db) == 8 * 1024
+        assert m.search("deploy Fridays").results
+
+
 def test_replacing_a_file_keeps_the_rows_it_repeats_exactly(tmp_path: Path) -> None:
     """Rows repeated exactly (id, model, context, line numbers, vector) stay as they were; any
     other difference rewrites the row, its keyword entry and its vector reference."""

@@ -78,7 +78,7 @@ class BuiltinMemoryManager(ManagerBase):
         options.fts_tokenizer = config.query.fts.tokenizer
         options.vector_enabled = config.store.vector.enabled
         options.vector_extension_path = config.store.vector.extensionPath
-        options.busy_timeout_ms = config.store.busyTimeoutMs
+        options.busy_timeout_ms, options.cache_mib = config.store.busyTimeoutMs, config.store.cacheMiB
         self.store_options = options
         self.providers = ProviderState(config)
         self.extra_sources: list[SourceAdapter] = [SessionSource(workspace, config)] if "sessions" in config.sources else []

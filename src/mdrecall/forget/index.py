@@ -54,6 +54,7 @@ def store_options(config: MemoryConfig, path: Path) -> StoreOptions:
         fts_tokenizer=config.query.fts.tokenizer,
         vector_enabled=False,  # nothing here needs sqlite-vec
         busy_timeout_ms=config.store.busyTimeoutMs,
+        cache_mib=config.store.cacheMiB,
     )
 
 
