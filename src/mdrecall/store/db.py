@@ -308,12 +308,6 @@ class IndexDB:
         except (apsw.Error, OSError) as exc:
             raise StoreError(f"cannot open index database {path}: {exc}") from exc
         self.conn.setbusytimeout(options.busy_timeout_ms)
-        if options.cache_mib > 0:
-            # Pages read again by the next search (the keyword index's inner pages, common terms'
-            # postings, the candidates' rows) come from memory instead of a read() each: at 1M
-            # chunks 5-15 % off a hybrid search in alternating runs; SQLite's own 2 MiB held too
-            # few of them. Memory grows only as pages are read (docs/benchmarks.md, "A page cache").
-            self.conn.execute(f"PRAGMA cache_size={-int(options.cache_mib) * 1024}")
         self._tokenizer: Any = None  # the keyword index's tokenizer, for query statistics
         self._vocab_ready = False
         if options.connection_hook is not None:
@@ -331,6 +325,12 @@ class IndexDB:
                 raise StoreError(f"cannot switch {self.path} to WAL mode (got {mode})")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=OFF")
+            if self.options.cache_mib > 0:
+                # Pages read again by the next search (the keyword index's inner pages, common
+                # terms' postings, the candidates' rows) come from memory instead of a read() each:
+                # at 1M chunks 5-15 % off a hybrid search in alternating runs; SQLite's own 2 MiB
+                # held too few. It grows only as pages are read (docs/benchmarks.md, "A page cache").
+                conn.execute(f"PRAGMA cache_size={-int(self.options.cache_mib) * 1024}")
             # Schema changes take the write lock up front (BEGIN IMMEDIATE waits on the busy timeout):
             # a deferred transaction that reads the schema first and then upgrades to a write fails at
             # once with "database is locked" when another process created the schema meanwhile.
