@@ -350,14 +350,15 @@ def _from_stored(db: Any, queries: list[Any], seed: int = 13) -> list[Any]:
 
 def bench_sqlite(corpus: Corpus, size: int, queries: list[Any], work: Path, *, recipe: dict[str, Any],
                  real_queries: list[tuple[str, Any]], build_only: bool = False, exact: bool = True,
-                 memory_cache_mib: int | None = None, busy: int = 0, profile: int = 0,
-                 embed_query: Callable[[str], Any] | None = None) -> dict[str, Any]:
+                 memory_cache_mib: int | None = None, page_cache_mib: int | None = None, busy: int = 0,
+                 profile: int = 0, embed_query: Callable[[str], Any] | None = None) -> dict[str, Any]:
     """Build (or reuse, when ``work`` holds one built from the same recipe) the builtin index, then
     measure keyword and hybrid search with the KNN the builtin manager picks: the in-memory matrix
     under ``store.vector.memoryCacheMiB``, past it the approximate index (search/ann.py), built here
     once. ``exact``: the same searches again with an exact KNN (the whole matrix in memory), for
     recall@10 of the engine's results against exact search. ``busy``: hybrid and keyword timed again
-    beside that many busy-looping processes; ``profile``: that many of each under cProfile."""
+    beside that many busy-looping processes; ``profile``: that many of each under cProfile;
+    ``page_cache_mib``: SQLite's page cache per connection (``store.cacheMiB``; None: the engine's)."""
     from mdrecall.config import MemoryConfig
     from mdrecall.search import ann as ann_module
     from mdrecall.search.ann import ApproximateVectors
@@ -389,7 +390,9 @@ def bench_sqlite(corpus: Corpus, size: int, queries: list[Any], work: Path, *, r
 
     gc.collect()
     out["rss_before_engine_mib"] = _rss_mib()
-    db = IndexDB(path, StoreOptions())
+    options = StoreOptions() if page_cache_mib is None else StoreOptions(cache_mib=page_cache_mib)
+    out["page_cache_mib"] = options.cache_mib
+    db = IndexDB(path, options)
     queries = _from_stored(db, queries)
     probe = queries[0][2]
     vectors = InProcessVectors(max_bytes=config.store.vector.memoryCacheMiB * 2**20)
@@ -398,7 +401,7 @@ def bench_sqlite(corpus: Corpus, size: int, queries: list[Any], work: Path, *, r
         knn: Any = vectors.search
         out["knn"] = "in-memory matrix"
     elif ann_module.available() and db.vector_encoding() == "float16":
-        approximate = ApproximateVectors(path, StoreOptions())
+        approximate = ApproximateVectors(path, options)
         rss = _rss_mib()
         started = _timer()
         if approximate.search(db, probe, 10, Scope()) is None:  # not built, or stale: build now
@@ -542,12 +545,16 @@ def main(argv: list[str] | None = None) -> int:
                              "(benchmarks/ann.py's synthesise) instead of topic directions")
     parser.add_argument("--build-only", action="store_true", help="build the builtin index (and its approximate index), then stop")
     parser.add_argument("--memory-cache-mib", type=int, default=None, help="store.vector.memoryCacheMiB (default: the engine's)")
+    parser.add_argument("--page-cache-mib", type=int, default=None,
+                        help="SQLite's page cache per connection, MiB (store.cacheMiB; default: the engine's; 0: SQLite's 2 MiB)")
     parser.add_argument("--no-exact", action="store_true", help="skip the exact-KNN reference searches (1M: +1.5 GiB)")
     parser.add_argument("--busy", nargs="?", type=int, const=-1, default=0,
                         help="also time the builtin searches beside a competing CPU load (N busy processes; default: one per core)")
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile N hybrid and N keyword searches (builtin)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
+    if args.page_cache_mib is not None and args.page_cache_mib < 0:
+        parser.error("--page-cache-mib must be 0 or more")
 
     from threadpoolctl import threadpool_limits
 
@@ -590,7 +597,7 @@ def main(argv: list[str] | None = None) -> int:
         recipe = {"chunks": args.sqlite_chunks, "topics": args.topics, "vectors_from": args.vectors_from}
         result["sqlite"] = bench_sqlite(corpus, args.sqlite_chunks, sqlite_queries, work, recipe=recipe,
                                         real_queries=real_queries, build_only=args.build_only, exact=not args.no_exact,
-                                        memory_cache_mib=args.memory_cache_mib,
+                                        memory_cache_mib=args.memory_cache_mib, page_cache_mib=args.page_cache_mib,
                                         busy=(os.cpu_count() or 1) if args.busy == -1 else args.busy, profile=args.profile,
                                         embed_query=embed_query)
         print(json.dumps(result["sqlite"], indent=1), flush=True)

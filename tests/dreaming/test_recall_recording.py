@@ -322,15 +322,17 @@ def test_a_burst_of_searches_wakes_the_writer_once(workspace: Path) -> None:
             Counting.wakes += 1
             super().notify_all()
 
-    writer = RecallWriter(workspace, UTC, idle_s=0.4, max_wait_s=60.0)
+    # The first job's pause would end at 1.0 s, the last one's at 1.6 s: the check at ~1.3 s has
+    # 0.3 s of slack each way on a loaded machine.
+    writer = RecallWriter(workspace, UTC, idle_s=1.0, max_wait_s=60.0)
     writer._cond = Counting()
     try:
         writer.submit("postgres port", [hit("memory/2026-03-02.md", 1, 12, 0.9)], at(days=0))
-        time.sleep(0.25)
+        time.sleep(0.6)
         for day in range(1, 6):  # each moves the pause's end later, without waking the writer
             writer.submit("postgres port", [hit("memory/2026-03-02.md", 1, 12, 0.9)], at(days=day))
         assert Counting.wakes == 1
-        time.sleep(0.25)  # the first job's deadline has passed, the last one's not
+        time.sleep(0.7)  # the first job's pause is over, the last one's not
         assert writer.batches == 0
         deadline = time.monotonic() + 10
         while writer.batches == 0 and time.monotonic() < deadline:
