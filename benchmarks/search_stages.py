@@ -274,4 +274,8 @@ def _results(m: Any, query: str) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except KeyboardInterrupt:
+        print("interrupted: no figures printed", file=sys.stderr)
+        raise SystemExit(130) from None
