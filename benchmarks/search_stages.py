@@ -15,13 +15,14 @@ it, and the reused index must stay as speed.py left it.
     python benchmarks/search_stages.py --workdir DIR --size 1000 --dump before-1000.json
     python benchmarks/search_stages.py --workdir DIR --size 200 --stats   # also os.stat calls a search
     python benchmarks/search_stages.py --workdir DIR --size 1000 --passes 3
-    python benchmarks/search_stages.py --workdir DIR --size 1000 --timeline [--switch-interval 0.0005]
+    python benchmarks/search_stages.py --workdir DIR --size 1000 --timeline [--passes 2] [--switch-interval 0.0005]
 
 ``--passes N`` asks the questions N times over in the same process. The first pass is what speed.py
 times (each question once); a chunk's derived data (its keyword profile, its file's lines, its
 sentences) is made the first time a search sees it and kept, so later passes show a process whose
 caches hold the workspace. Each pass also gives the thread CPU of the ONNX run inside the searches
-(on the embedding's helper thread), against the same run alone after the passes.
+(on the embedding's helper thread), against the same run alone after the passes, and Python's
+garbage collections by generation, inside the searches and between them (src/mdrecall/gcpause.py).
 
 ``--timeline`` instead prints when each step begins and ends, wall clock from the start of the
 manager's search (medians over the searches), the query embedding's helper thread included: which
@@ -42,6 +43,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -106,13 +108,16 @@ def main(argv: list[str] | None = None) -> int:
             onnx.clear()
             m.flush()
             stat_calls = _counting_stats() if args.stats else None
-            t0, c0, w0 = time.thread_time(), time.process_time(), time.perf_counter()
-            for q in timed:
-                m.search(q)
-            main_cpu, cpu, wall = time.thread_time() - t0, time.process_time() - c0, time.perf_counter() - w0
+            with _collections() as collected:
+                t0, c0, w0 = time.thread_time(), time.process_time(), time.perf_counter()
+                for q in timed:
+                    collected.searching = True
+                    m.search(q)
+                    collected.searching = False
+                main_cpu, cpu, wall = time.thread_time() - t0, time.process_time() - c0, time.perf_counter() - w0
             if stat_calls is not None:
                 os.stat = stat_calls.real  # type: ignore[assignment]
-            passes.append((main_cpu, cpu, wall, dict(spent), list(onnx), stat_calls.count if stat_calls else None))
+            passes.append((main_cpu, cpu, wall, dict(spent), list(onnx), stat_calls.count if stat_calls else None, collected))
         onnx.clear()
         e0 = time.thread_time()
         for q in timed:
@@ -121,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         onnx_alone = list(onnx)
         m.flush()
     n = len(timed)
-    for number, (main_cpu, cpu, wall, stages, onnx_runs, stats) in enumerate(passes, 1):
+    for number, (main_cpu, cpu, wall, stages, onnx_runs, stats, collected) in enumerate(passes, 1):
         label = f"pass {number} of {len(passes)}: " if len(passes) > 1 else ""
         print(f"{label}{args.size} chunks, {n} searches: main thread {main_cpu / n * 1000:.1f} ms CPU a search (process "
               f"{cpu / n * 1000:.1f} ms, wall {wall / n * 1000:.1f} ms); query embedding alone {embed / n * 1000:.1f} ms")
@@ -130,10 +135,46 @@ def main(argv: list[str] | None = None) -> int:
                   f"{_median_ms(onnx_alone):.2f} ms alone")
         if stats is not None:
             print(f"  os.stat calls a search (all threads): {stats / n:.1f}")
+        print(f"  garbage collections, inside the searches / between them: {collected.summary()}")
         for label in dict.fromkeys(label for _, label in STAGES):
             if label in stages:
                 print(f"  {label:40s} {stages[label] / n * 1000:6.2f} ms  {stages[label] / main_cpu * 100:5.1f} %")
     return 0
+
+
+@dataclass
+class _Collections:
+    """Python's garbage collections (gc.callbacks) by generation: count and ms, inside a search
+    or between searches (src/mdrecall/gcpause.py holds them off while a search runs)."""
+
+    searching: bool = False
+    inside: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
+    between: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
+    _started: float = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            (self.inside if self.searching else self.between)[info["generation"]].append(time.perf_counter() - self._started)
+
+    def summary(self) -> str:
+        def one(found: dict[int, list[float]]) -> str:
+            return ", ".join(f"gen{g} {len(found[g])} ({sum(found[g]) * 1000:.1f} ms)" for g in range(3)) or "none"
+
+        return f"{one(self.inside)} / {one(self.between)}"
+
+
+@contextmanager
+def _collections() -> Iterator[_Collections]:
+    import gc
+
+    collected = _Collections()
+    gc.callbacks.append(collected)
+    try:
+        yield collected
+    finally:
+        gc.callbacks.remove(collected)
 
 
 def _onnx_clock() -> list[float]:
@@ -249,19 +290,24 @@ def _timeline(args: argparse.Namespace) -> int:
         owner = getattr(module, owner_name, None) if owner_name else module
         if owner is not None and hasattr(owner, attr):  # older codes lack some
             setattr(owner, attr, marked(getattr(owner, attr), label))
-    rows: list[dict[str, float]] = []
+    passes: list[list[dict[str, float]]] = []
     with _warm_manager(args) as (m, queries):
-        for q in queries[5:]:
-            marks.clear()
-            m.search(q)
-            start = marks["search: begins"]
-            rows.append({label: (at - start) * 1000 for label, at in marks.items()})
-    labels = {label for row in rows for label in row}
-    medians = {label: statistics.median(row[label] for row in rows if label in row) for label in labels}
-    print(f"{args.size} chunks, {len(rows)} searches, switch interval {sys.getswitchinterval() * 1000:g} ms: "
-          "ms from the start of the search (medians)")
-    for label, at in sorted(medians.items(), key=lambda item: item[1]):
-        print(f"  {at:7.2f}  {label}")
+        for _ in range(args.passes):
+            rows: list[dict[str, float]] = []
+            for q in queries[5:]:
+                marks.clear()
+                m.search(q)
+                start = marks["search: begins"]
+                rows.append({label: (at - start) * 1000 for label, at in marks.items()})
+            passes.append(rows)
+    for number, rows in enumerate(passes, 1):
+        labels = {label for row in rows for label in row}
+        medians = {label: statistics.median(row[label] for row in rows if label in row) for label in labels}
+        label = f"pass {number} of {len(passes)}: " if len(passes) > 1 else ""
+        print(f"{label}{args.size} chunks, {len(rows)} searches, switch interval {sys.getswitchinterval() * 1000:g} "
+              "ms: ms from the start of the search (medians)")
+        for name, at in sorted(medians.items(), key=lambda item: item[1]):
+            print(f"  {at:7.2f}  {name}")
     return 0
 
 

@@ -712,13 +712,22 @@ def test_searches_under_a_trusted_watcher_read_no_file_state_until_it_sees_a_cha
         assert token is not None
         m.search("amber")
         monkeypatch.setattr(filelines, "os", CountingOs)
+        reads: list[str] = []
+        real_read = filelines.read_inside
+
+        def counting_read(full: str, root: str | None) -> object:
+            reads.append(os.path.basename(full))
+            return real_read(full, root)
+
+        monkeypatch.setattr(filelines, "read_inside", counting_read)
         for _ in range(3):
             assert _paths(m.search("amber")) == ["MEMORY.md"]
-        assert stats == [] and m.monitor.unchanged_token() == token
+        assert stats == [] and reads == [] and m.monitor.unchanged_token() == token
         (ws / "memory" / "2026-11-01.md").write_text("# 2026-11-01\n- Met Dana about the amber rollout plan.\n", encoding="utf-8")
         assert wait_for(lambda: "memory/2026-11-01.md" in _paths(m.search("amber rollout")) and m.monitor.unchanged_token() is not None)
         assert m.monitor.unchanged_token() != token
-        assert "2026-11-01.md" in stats  # checked, and read again
+        assert "MEMORY.md" in stats  # checked again
+        assert "2026-11-01.md" in reads  # first seen: read (its stat is the open file's)
         cached = filelines.lengths_for(ws).names("memory/2026-11-01.md", "memory")
         assert cached is not None and cached.lengths[1] == len("- Met Dana about the amber rollout plan.")
         m.watcher.notify([ws / "MEMORY.md"])  # an event not yet synced: nothing is taken as unchanged

@@ -10,7 +10,15 @@ import pytest
 
 from mdrecall.config import parse_config
 from mdrecall.errors import PathError
-from mdrecall.sources.workspace import discover_memory_files, is_evergreen, note_date, resolve_memory_path
+from mdrecall.sources import workspace
+from mdrecall.sources.workspace import (
+    discover_memory_files,
+    is_evergreen,
+    note_date,
+    read_inside,
+    resolve_memory_path,
+    stat_inside,
+)
 
 
 def write_files(root: Path, files: dict[str, str]) -> Path:
@@ -228,3 +236,51 @@ def test_resolve_memory_path_normalises(path_ws: Path) -> None:
     real, rel = resolve_memory_path(path_ws, parse_config({}), "./memory/../memory/a.md")
     assert rel == "memory/a.md"
     assert real == (path_ws / "memory" / "a.md").resolve()
+
+
+@pytest.mark.parametrize("descriptor_paths", [True, False], ids=["checked-after-open", "resolved-before-open"])
+def test_read_inside_reads_regular_files_inside_the_root_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              descriptor_paths: bool) -> None:  # fmt: skip
+    """The search's first read of an indexed file (search/filelines.py, search/dating.py): the file
+    opened must resolve inside the workspace (on Linux checked on the open descriptor, elsewhere on
+    the path before opening) and be a regular file; anything else is None, never an error."""
+    if descriptor_paths and not workspace._FD_LINKS:
+        pytest.skip("no /proc/self/fd here")
+    monkeypatch.setattr(workspace, "_FD_LINKS", descriptor_paths)
+    ws, outside = (tmp_path / "ws").resolve(), tmp_path / "secret.md"
+    (ws / "memory").mkdir(parents=True)
+    note = ws / "memory" / "a.md"
+    note.write_text("- hello\n", encoding="utf-8")
+    outside.write_text("- secret\n", encoding="utf-8")
+    (ws / "memory" / "out.md").symlink_to(outside)
+    (ws / "memory" / "in.md").symlink_to(note)
+    root = str(ws)
+    found = read_inside(str(note), root)
+    assert found is not None and found[1] == b"- hello\n" and found[0].st_size == 8
+    assert read_inside(str(ws / "memory" / "in.md"), root) is not None  # a link that stays inside
+    assert read_inside(str(ws / "memory" / "out.md"), root) is None
+    assert stat_inside(str(ws / "memory" / "out.md"), root) is None
+    assert read_inside(str(ws / "memory" / "out.md"), None) is not None  # no root: an allowed extra folder
+    assert read_inside(str(ws / "memory"), root) is None  # a folder
+    assert read_inside(str(ws / "memory" / "missing.md"), root) is None
+    assert read_inside(str(ws / "memory" / "a\x00.md"), root) is None
+    st = stat_inside(str(note), root)
+    assert st is not None and st.st_size == 8
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_read_inside_does_not_wait_on_a_fifo_named_like_a_note(tmp_path: Path) -> None:
+    """A FIFO opened for reading waits for a writer: a search must not hang on one."""
+    import threading
+
+    fifo = tmp_path / "memory.md"
+    os.mkfifo(fifo)
+    found: list[object] = []
+    reader = threading.Thread(target=lambda: found.append(read_inside(str(fifo), str(tmp_path.resolve()))), daemon=True)
+    reader.start()
+    reader.join(5)
+    if reader.is_alive():  # the old open() would wait here: free it before failing
+        with open(fifo, "wb"):
+            pass
+        pytest.fail("read_inside waited on a FIFO")
+    assert found == [None]

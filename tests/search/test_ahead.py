@@ -317,3 +317,32 @@ def test_work_done_ahead_gives_the_same_answers_and_is_not_done_again(
     assert inline_calls["before"] == 0 and inline_calls["after"] > 0
     assert ahead_calls["before"] > 0, "the named-speaker step ran ahead"
     assert ahead_calls["after"] < inline_calls["after"], "and was not run again on the same hits"
+
+
+def test_the_search_goes_on_once_the_helper_has_taken_the_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The search waits (its GIL free) until the helper takes the embedding, so the helper reaches
+    the provider's native code at once, not at the search's next blocking call; a helper that does
+    not come within the handover time is not waited for."""
+    monkeypatch.setattr(ahead, "_OVERLAP", True)
+    monkeypatch.setattr(ahead, "_HANDOVER_S", 10.0)
+    began = threading.Event()
+    release = threading.Event()
+
+    def embed(text: str) -> list[float]:
+        began.set()
+        release.wait(10)
+        return [1.0]
+
+    pending = QueryEmbedding(embed, "q")
+    assert began.is_set()  # the constructor returned after the helper had begun
+    release.set()
+    assert pending.result() == [1.0]
+
+    # A helper that cannot start (the pool's queue held up): the search goes on after the handover time.
+    monkeypatch.setattr(ahead, "_HANDOVER_S", 0.05)
+    held = threading.Event()
+    monkeypatch.setattr(ahead._HELPERS, "run", lambda job: threading.Timer(0.5, lambda: (job.compute(), job.finish())).start())
+    t0 = time.perf_counter()
+    late = QueryEmbedding(lambda text: (held.set(), [2.0])[1], "q")
+    assert time.perf_counter() - t0 < 0.4 and not held.is_set()
+    assert late.result() == [2.0]

@@ -193,3 +193,26 @@ def test_a_file_checked_under_the_same_unchanged_token_is_not_checked_again(tmp_
     note.write_text("- Caroline: shorter\n", encoding="utf-8")
     os.utime(note, ns=(1, 2 * 10**9))
     assert lines("a.md", "memory") == [19, 0]  # outside a search that knows: always checked
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_put_where_a_note_was_is_not_waited_on(tmp_path: Path) -> None:
+    """An indexed note replaced by a FIFO: reading it for a citation's lines must not hang the search."""
+    import os
+    import threading
+
+    from mdrecall.search.dating import FileTimes
+
+    (tmp_path / "memory").mkdir()
+    os.mkfifo(tmp_path / "memory" / "a.md")
+    lines, times = FileLineLengths(tmp_path), FileTimes(tmp_path)
+    found: list[object] = []
+    reader = threading.Thread(target=lambda: found.extend([lines("memory/a.md", "memory"), times.messages("memory/a.md"),
+                                                           times.mtime("memory/a.md")]), daemon=True)  # fmt: skip
+    reader.start()
+    reader.join(5)
+    if reader.is_alive():
+        with open(tmp_path / "memory" / "a.md", "wb"):
+            pass
+        pytest.fail("a FIFO was waited on")
+    assert found == [None, None, None]

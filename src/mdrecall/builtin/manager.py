@@ -38,6 +38,7 @@ from mdrecall.freshness.monitor import (
 )
 from mdrecall.freshness.snapshot import DIRS_KEY, Delta, Snapshot, scan_dirs, stored_snapshot
 from mdrecall.freshness.watcher import MemoryWatcher
+from mdrecall.gcpause import deferred_collection
 from mdrecall.index.changes import UNREADABLE, Observed, pending_changes
 from mdrecall.index.identity import EMBEDDING_KEYS, identity_mismatch
 from mdrecall.index.recovery import IndexHandle
@@ -277,7 +278,8 @@ class BuiltinMemoryManager(ManagerBase):
         if self._closed:
             raise MdrecallError("manager is closed")
         try:
-            return self.index.recovering(lambda: self._search(request))
+            with deferred_collection():
+                return self.index.recovering(lambda: self._search(request))
         finally:
             self.monitor.attach_now()  # a large tree's watcher waits for the first search to end
 
@@ -303,10 +305,8 @@ class BuiltinMemoryManager(ManagerBase):
         if building is not None:
             done, total = building.get("completed", 0), building.get("total", 0)
             what = "first index" if building.get("from") is None else "rebuild"
-            notes.append(
-                f"{what} in progress ({done} of {total} {building.get('label', '')}); results may be incomplete"
-                if total else f"{what} in progress; results may be incomplete"
-            )
+            notes.append(f"{what} in progress ({done} of {total} {building.get('label', '')}); results may be incomplete"
+                         if total else f"{what} in progress; results may be incomplete")  # fmt: skip
         configured = list(self.config.sources)
         wanted = [s for s in sources if s in configured] if sources else configured
         response = SearchResponse(

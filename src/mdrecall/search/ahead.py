@@ -38,7 +38,7 @@ class QueryEmbedding:
     """``embed(text)``, started now on a helper thread; :meth:`result` waits for it and returns the
     vector or raises what the provider raised."""
 
-    __slots__ = ("_done", "_due_at", "_embed", "_error", "_text", "_value")
+    __slots__ = ("_done", "_due_at", "_embed", "_error", "_taken", "_text", "_value")
 
     def __init__(self, embed: Callable[[str], list[float]], text: str) -> None:
         self._embed, self._text = embed, text
@@ -51,9 +51,16 @@ class QueryEmbedding:
             typical = _TIMES.typical(embed)
             if typical is not None:
                 self._due_at = time.perf_counter() + typical * (1 - _DUE_MARGIN)
+            # Held until the helper takes the job: the search waits for that (its GIL free) so the
+            # helper reaches the provider's native code now, not at the search's next blocking call.
+            self._taken = threading.Lock()
+            self._taken.acquire()
             _HELPERS.run(self)
+            self._taken.acquire(timeout=_HANDOVER_S)
 
     def compute(self) -> None:
+        if self._done is not None:
+            self._taken.release()
         started = time.perf_counter()
         try:
             self._value = self._embed(self._text)
@@ -85,6 +92,10 @@ class QueryEmbedding:
             raise error
         return self._value  # type: ignore[return-value]  # what the provider returned
 
+
+#: The longest the search waits for the helper to take the job (a loaded machine may not run it at
+#: once: the search then goes on, as it did before the handover was waited for).
+_HANDOVER_S = 0.0005
 
 #: The share of a typical embedding's time left to it alone at the end: the search waits, its GIL
 #: free, so the helper hands the vector over at once.

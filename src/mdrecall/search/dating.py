@@ -30,7 +30,7 @@ from typing import Literal
 from mdrecall.search.budget import Hit, message_map
 from mdrecall.sources.appends import Kept, resume
 from mdrecall.sources.transcripts import message_times
-from mdrecall.sources.workspace import note_date, path_inside
+from mdrecall.sources.workspace import note_date, read_inside, stat_inside
 
 How = Literal["note", "message", "promoted", "dated line", "modified", "unknown"]
 
@@ -97,62 +97,60 @@ class FileTimes:
         self._lock = threading.Lock()
         self._max = max_files
 
-    def _full(self, path: str) -> Path | None:
-        candidate = Path(path)
+    def _checked(self, path: str) -> tuple[str, str | None] | None:
+        """The full path of an indexed ``path`` and the folder a read must stay inside (None: an
+        extra folder's absolute path, allowed by the index); None for another agent's note."""
         if path.startswith("@"):
             return None  # another agent's note: not a file here
-        full = candidate if candidate.is_absolute() else self.root / candidate
-        try:
-            if not candidate.is_absolute() and not path_inside(os.path.realpath(full), self._root):
-                return None
-        except (OSError, ValueError):
-            return None
-        return full
+        if os.path.isabs(path):
+            return path, None
+        return os.path.join(self._root, path), self._root
 
     def mtime(self, path: str) -> datetime | None:
-        if not path.startswith("@"):
+        checked = self._checked(path)
+        if checked is None:
+            return None
+        with self._lock:
+            known = self._inside.get(path)
+        if known is not None:
             try:
-                st = os.stat(os.path.join(self.root, path))  # an absolute path stays itself
+                st = os.stat(checked[0])
             except (OSError, ValueError):
                 return None
-            with self._lock:
-                inside = self._inside.get(path) == (st.st_mtime_ns, st.st_size)
-            if inside:
-                # Found inside the workspace before with this mtime and size (resolving the path
-                # costs ~6 lstat calls; supersession asks for each undated hit of its head).
+            if known == (st.st_mtime_ns, st.st_size):
+                # Found inside the workspace before with this mtime and size (supersession asks
+                # for each undated hit of its head).
                 return datetime.fromtimestamp(st.st_mtime, UTC)
-        full = self._full(path)
-        if full is None:
-            return None
-        try:
-            st = os.stat(full)
-        except (OSError, ValueError):
+        found = stat_inside(*checked)
+        if found is None:
             return None
         with self._lock:
             if len(self._inside) >= _INSIDE_PATHS:
                 self._inside.clear()
-            self._inside[path] = (st.st_mtime_ns, st.st_size)
-        return datetime.fromtimestamp(st.st_mtime, UTC)
+            self._inside[path] = (found.st_mtime_ns, found.st_size)
+        return datetime.fromtimestamp(found.st_mtime, UTC)
 
     def messages(self, path: str) -> dict[int, int | None] | None:
         """JSONL line -> message time in epoch ms, a message without one taking the previous one's."""
-        full = self._full(path)
-        if full is None:
+        checked = self._checked(path)
+        if checked is None:
             return None
-        try:
-            st = os.stat(full)
-        except (OSError, ValueError):
-            return None
-        stamp = (st.st_mtime_ns, st.st_size)
         with self._lock:
             found = self._cache.get(path)
-            if found is not None and found[0] == stamp:
-                self._cache.move_to_end(path)
-                return found[1]
-        try:
-            raw = full.read_bytes()
-        except OSError:
+        if found is not None:
+            try:
+                st = os.stat(checked[0])
+            except (OSError, ValueError):
+                return None
+            with self._lock:
+                found = self._cache.get(path)
+                if found is not None and found[0] == (st.st_mtime_ns, st.st_size):
+                    self._cache.move_to_end(path)
+                    return found[1]
+        opened = read_inside(*checked)
+        if opened is None:
             return None
+        stamp, raw = (opened[0].st_mtime_ns, opened[0].st_size), opened[1]
         # A transcript grows by appends: only the lines appended since it was read are parsed.
         at = resume(raw, found[2] if found is not None else None)
         times: dict[int, int | None] = {}

@@ -26,7 +26,7 @@ from typing import Any
 from mdrecall.search import lru
 from mdrecall.search.speaker import Speaker, line_name, markdown_speaker, name_counts
 from mdrecall.sources.appends import Kept, resume
-from mdrecall.sources.workspace import path_inside
+from mdrecall.sources.workspace import read_inside
 
 #: (path, source) -> the length of each line as a reader of the citation gets it (a Markdown line's
 #: characters; a transcript line's message content), or None when the file cannot be read.
@@ -76,32 +76,30 @@ class FileLineLengths:
                     self._cache[path] = (cached[0], cached[1], lru._now(), cached[3], token)
                     self._cache.move_to_end(path)
                     return cached[1]
-        full = os.path.join(self.root, path)  # an absolute path (an extra folder) stays itself
-        try:
-            st = os.stat(full)
-        except (OSError, ValueError):
-            return None
-        stamp = (st.st_mtime_ns, st.st_size)
+        full = os.path.join(self._root, path)  # an absolute path (an extra folder) stays itself
         with self._lock:
             cached = self._cache.get(path)
-            if cached is not None and cached[0] == stamp:
-                # Read (and checked to be inside the workspace) before, unchanged since: a link
-                # swapped to point outside would have to keep the same mtime and size, and even
-                # then only what was read from inside is returned.
-                self._cache[path] = (stamp, cached[1], lru._now(), cached[3], token)
-                self._cache.move_to_end(path)
-                return cached[1]
-        try:
-            # Path.resolve() and is_relative_to() on strings: half the cost of a first read.
-            if not os.path.isabs(path) and not path_inside(os.path.realpath(full), self._root):
+        if cached is not None:  # else no stat first: the read below fstats what it opened
+            try:
+                st = os.stat(full)
+            except (OSError, ValueError):
                 return None
-        except (OSError, ValueError):
+            stamp = (st.st_mtime_ns, st.st_size)
+            with self._lock:
+                cached = self._cache.get(path)
+                if cached is not None and cached[0] == stamp:
+                    # Read (and checked to be inside the workspace) before, unchanged since: a link
+                    # swapped to point outside would have to keep the same mtime and size, and even
+                    # then only what was read from inside is returned.
+                    self._cache[path] = (stamp, cached[1], lru._now(), cached[3], token)
+                    self._cache.move_to_end(path)
+                    return cached[1]
+        # Checked inside the workspace on the descriptor read (an extra folder's absolute path was
+        # allowed by the index); the stamp kept is the file read's own.
+        opened = read_inside(full, None if os.path.isabs(path) else self._root)
+        if opened is None:
             return None
-        try:
-            with open(full, "rb") as handle:
-                raw = handle.read()
-        except OSError:
-            return None
+        stamp, raw = (opened[0].st_mtime_ns, opened[0].st_size), opened[1]
         # A file that grew by appends (a transcript, a daily note) is parsed from where it grew.
         at = resume(raw, cached[3] if cached is not None else None)
         found: FileLines = FileLines([], [], [])

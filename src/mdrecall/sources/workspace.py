@@ -346,3 +346,53 @@ def read_memory_bytes(
     finally:
         os.close(fd)
 
+
+
+#: Linux names each open descriptor's file under /proc/self/fd: its resolved path in one readlink,
+#: where ``realpath`` takes an lstat per component (and more Python than the read itself).
+_FD_LINKS = os.path.isdir("/proc/self/fd")
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+def read_inside(full: str, root: str | None) -> tuple[os.stat_result, bytes] | None:
+    """The stat and bytes of the regular file at ``full``; None when it cannot be read, is not a
+    regular file, or (``root`` given: a resolved folder) resolves outside ``root``.
+
+    For the search's caches of indexed files (line lengths, speakers, message times), on first
+    sight of a file. Where the system names an open descriptor's file (Linux), the check is made on
+    the file opened, so a link swapped in between cannot lead the read outside; elsewhere the path
+    is resolved before opening. Opened non-blocking: a FIFO named like a note does not hang a search.
+    """
+    return _open_inside(full, root, read=True)
+
+
+def stat_inside(full: str, root: str | None) -> os.stat_result | None:
+    """The stat of the regular file at ``full``, checked as :func:`read_inside` checks it."""
+    found = _open_inside(full, root, read=False)
+    return found[0] if found is not None else None
+
+
+def _open_inside(full: str, root: str | None, *, read: bool) -> tuple[os.stat_result, bytes] | None:
+    try:
+        if root is not None and not _FD_LINKS and not path_inside(os.path.realpath(full), root):
+            return None
+        fd = os.open(full, _READ_FLAGS)
+    except (OSError, ValueError):
+        return None
+    try:
+        if root is not None and _FD_LINKS and not path_inside(os.readlink(f"/proc/self/fd/{fd}"), root):
+            return None
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        if not read:
+            return st, b""
+        # One read of the size fstat gave, and more until the end (a file may grow meanwhile).
+        chunks = [os.read(fd, st.st_size + 1)]
+        while chunks[-1]:
+            chunks.append(os.read(fd, 1 << 20))
+        return st, b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
