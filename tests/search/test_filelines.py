@@ -216,3 +216,58 @@ def test_a_fifo_put_where_a_note_was_is_not_waited_on(tmp_path: Path) -> None:
             pass
         pytest.fail("a FIFO was waited on")
     assert found == [None, None, None]
+
+
+def test_lines_a_sync_read_are_kept_and_a_search_does_not_read_them_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``prime`` (the sync's ``on_read``) keeps what a search's own read would: the same lines, checked
+    by stamp, read again only once the file changed; and only while the cache has room."""
+    import os
+
+    from mdrecall.search import filelines
+
+    note = tmp_path / "memory" / "a.md"
+    note.parent.mkdir()
+    note.write_text("- Caroline: hi\n- Melanie: hello there\n- Caroline: bye\n", encoding="utf-8")
+    st = note.stat()
+    want = FileLineLengths(tmp_path).names("memory/a.md", "memory")
+    reads: list[str] = []
+    real = filelines.read_inside
+    monkeypatch.setattr(filelines, "read_inside", lambda full, root: reads.append(full) or real(full, root))
+    lines = FileLineLengths(tmp_path)
+    lines.prime("memory/a.md", (st.st_mtime_ns, st.st_size), note.read_bytes())
+    got = lines.names("memory/a.md", "memory")
+    assert got is not None and want is not None and reads == []
+    assert (got.lengths, got.speakers, got.names, got.people) == (want.lengths, want.speakers, want.names, want.people)
+    note.write_text("- Caroline: changed\n", encoding="utf-8")
+    os.utime(note, ns=(st.st_mtime_ns + 10**9, st.st_mtime_ns + 10**9))
+    again = lines.names("memory/a.md", "memory")
+    assert again is not None and again.lengths == [19, 0] and len(reads) == 1
+    full = FileLineLengths(tmp_path, max_files=1)
+    full.names("memory/a.md", "memory")
+    full.prime("memory/b.md", (1, 1), b"- x\n")
+    assert list(full._cache) == ["memory/a.md"]  # nothing a search used is pushed out
+
+
+def test_a_managers_sync_hands_the_files_it_read_to_the_search(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not a file written within the racy window (index/indexer.py ``is_racy``): its bytes may not be
+    the ones its stamp names, so a search reads it itself."""
+    import os
+    import time
+
+    from mdrecall import open_manager
+    from mdrecall.search import filelines
+
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text("# Memory\n\n- The cat is called Miso.\n", encoding="utf-8")
+    (ws / "memory" / "2026-01-05.md").write_text("# 2026-01-05\n\n- Miso had a vet visit.\n", encoding="utf-8")
+    for note in (ws / "MEMORY.md", ws / "memory" / "2026-01-05.md"):  # written a while ago: not racy
+        os.utime(note, (time.time() - 3600, time.time() - 3600))
+    reads: list[str] = []
+    real = filelines.read_inside
+    monkeypatch.setattr(filelines, "read_inside", lambda full, root: reads.append(full) or real(full, root))
+    with open_manager(ws, {"provider": "none"}, use_global_config=False) as m:
+        m.sync()
+        found = m.search("Miso")
+        assert {h.path for h in found.results} == {"MEMORY.md", "memory/2026-01-05.md"}
+    assert reads == []

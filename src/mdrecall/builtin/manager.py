@@ -86,7 +86,7 @@ class BuiltinMemoryManager(ManagerBase):
         self.monitor = FreshnessMonitor(self)
         self._lock = WriterLock(self.db_path)
         self._sync_mutex = threading.RLock()
-        self._syncer = IndexSyncer(workspace, config, self.db_path, options, self.extra_sources)
+        self._syncer = IndexSyncer(workspace, config, self.db_path, options, self.extra_sources, lengths_for(workspace).prime)
         self.vectors = InProcessVectors(max_bytes=config.store.vector.memoryCacheMiB * 2**20)
         #: Past the memory budget: the approximate index beside the file (search/ann.py), if on.
         self.ann = ApproximateVectors(self.db_path, options) if config.store.vector.approximate == "auto" else None

@@ -118,6 +118,11 @@ class SyncContext:
     model: str
     #: Set to stop the sync at the next file (a closing manager): every file finished is kept.
     cancel: threading.Event | None = None
+    #: ``on_read(stored path, (mtime_ns, size), raw)``: a file this sync read to index it, with the
+    #: stat taken before the read (not for one changed too recently to trust it). The builtin engine
+    #: hands it to the search's cache of line data (search/filelines.py): the next search that cites
+    #: the file does not read it again.
+    on_read: Callable[[str, tuple[int, int], bytes], None] | None = None
 
     def stopping(self) -> bool:
         return self.cancel is not None and self.cancel.is_set()
@@ -370,6 +375,8 @@ class Indexer:
             return None
         if racy_now:
             racy.append((file, mtime))
+        elif self.ctx.on_read is not None:
+            self.ctx.on_read(file.rel_path, (mtime, size), raw)
         if self.on_text is not None:
             self.on_text(file, text)
         chunks, line_map = self._chunk(file, text)

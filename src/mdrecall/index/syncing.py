@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,6 +67,7 @@ class IndexSyncer:
         db_path: Path,
         options: StoreOptions,
         extra_sources: Sequence[SourceAdapter],
+        on_read: Callable[[str, tuple[int, int], bytes], None] | None = None,
     ) -> None:
         self.workspace = workspace
         self.config = config
@@ -80,6 +81,8 @@ class IndexSyncer:
         #: Set to stop a running sync at its next file (:meth:`BuiltinMemoryManager.close`).
         self.cancel = threading.Event()
         self._dirs: tuple[dict[str, int], bool] | None = None
+        #: What each sync hands the files it read to (``SyncContext.on_read``).
+        self.on_read = on_read
 
     def run(
         self,
@@ -125,7 +128,7 @@ class IndexSyncer:
         base: tuple[Snapshot, Delta | None] | None,
     ) -> SyncRun:
         cleanup_stale_rebuilds(self.db_path)
-        ctx = SyncContext(provider, provider_key, desired["model"], self.cancel)
+        ctx = SyncContext(provider, provider_key, desired["model"], self.cancel, self.on_read)
         writer = IndexDB(self.db_path, self.options)
         try:
             stored = writer.read_meta()

@@ -100,6 +100,21 @@ class FileLineLengths:
         if opened is None:
             return None
         stamp, raw = (opened[0].st_mtime_ns, opened[0].st_size), opened[1]
+        return self._keep(path, stamp, raw, cached, token)
+
+    def prime(self, path: str, stamp: tuple[int, int], raw: bytes) -> None:
+        """Keep the lines of ``raw``, the bytes a sync just read of the indexed ``path`` under
+        ``stamp`` (``SyncContext.on_read``), as a search's first read of it would: the next search
+        that cites the file checks its stamp instead of reading and parsing it again. Only while
+        the cache has room: a first index of a large tree pushes out nothing searches use."""
+        with self._lock:
+            cached = self._cache.get(path)
+            if cached is None and (len(self._cache) >= self._max or self._held_lines >= self._max_lines):
+                return
+        self._keep(path, stamp, raw, None, None)
+
+    def _keep(self, path: str, stamp: tuple[int, int], raw: bytes,
+              cached: tuple[tuple[int, int], FileLines, float, Kept, object | None] | None, token: object | None) -> FileLines:  # fmt: skip
         # A file that grew by appends (a transcript, a daily note) is parsed from where it grew.
         at = resume(raw, cached[3] if cached is not None else None)
         found: FileLines = FileLines([], [], [])
