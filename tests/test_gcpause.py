@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -83,4 +84,33 @@ def test_a_managers_search_runs_with_the_collector_held_off(tmp_path: Path, monk
         m.sync()
         assert m.search("cat").results
     assert during == [False]
+    assert gc.isenabled()
+
+
+def test_searches_that_overlap_without_a_break_still_collect(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server whose searches always overlap never has none running: once the pause has lasted
+    ``MAX_PAUSE_S``, a search that ends runs the collection that was due, the others still running."""
+    from mdrecall import gcpause
+
+    monkeypatch.setattr(gcpause, "MAX_PAUSE_S", 0.05)
+    collected: list[int] = []
+
+    def watch(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collected.append(info["generation"])
+
+    gc.callbacks.append(watch)
+    try:
+        with deferred_collection():  # a long search the others overlap
+            with deferred_collection():
+                junk = [[i] for i in range(5000)]  # allocations: a collection is due
+            assert collected == []  # the pause has not lasted long enough yet
+            time.sleep(0.06)
+            with deferred_collection():
+                junk = [[i] for i in range(5000)]
+            assert len(collected) == 1  # the generation due by the counts (the youngest, mostly)
+            assert not gc.isenabled()  # the long search still runs
+            del junk
+    finally:
+        gc.callbacks.remove(watch)
     assert gc.isenabled()
