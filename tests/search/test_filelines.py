@@ -246,6 +246,12 @@ def test_lines_a_sync_read_are_kept_and_a_search_does_not_read_them_again(tmp_pa
     full.names("memory/a.md", "memory")
     full.prime("memory/b.md", (1, 1), b"- x\n")
     assert list(full._cache) == ["memory/a.md"]  # nothing a search used is pushed out
+    few = FileLineLengths(tmp_path, max_lines=16)  # primed up to a quarter of its lines: 4
+    few.prime("memory/b.md", (1, 1), b"- x\n")  # 2 lines: held 2
+    few.prime("memory/c.md", (1, 1), b"- y\n")  # held 2: not yet a quarter; now 4
+    few.prime("memory/d.md", (1, 1), b"- z\n")  # a quarter held: not kept
+    few.prime("memory/e.md", (1, 1), b"x" * (filelines.PRIME_MAX_BYTES + 1))  # too large to keep
+    assert list(few._cache) == ["memory/b.md", "memory/c.md"]
 
 
 def test_a_managers_sync_hands_the_files_it_read_to_the_search(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -33,6 +33,10 @@ from mdrecall.sources.workspace import read_inside
 LineLengths = Callable[[str, str], "Sequence[int] | None"]
 
 
+#: The largest file a sync's read is kept for (``FileLineLengths.prime``): a note, not a long transcript.
+PRIME_MAX_BYTES = 256 * 1024
+
+
 class FileLineLengths:
     """Line lengths of indexed files, read from the workspace and cached by (mtime, size).
 
@@ -106,10 +110,14 @@ class FileLineLengths:
         """Keep the lines of ``raw``, the bytes a sync just read of the indexed ``path`` under
         ``stamp`` (``SyncContext.on_read``), as a search's first read of it would: the next search
         that cites the file checks its stamp instead of reading and parsing it again. Only while
-        the cache has room: a first index of a large tree pushes out nothing searches use."""
+        the cache has room, and up to a quarter of its lines: a first index of a large tree pushes
+        out nothing searches use, nor fills the cache with lines no search asked for (large files,
+        long transcripts, are left to the search that needs them)."""
+        if len(raw) > PRIME_MAX_BYTES:
+            return
         with self._lock:
             cached = self._cache.get(path)
-            if cached is None and (len(self._cache) >= self._max or self._held_lines >= self._max_lines):
+            if cached is None and (len(self._cache) >= self._max or self._held_lines >= self._max_lines // 4):
                 return
         self._keep(path, stamp, raw, None, None)
 
