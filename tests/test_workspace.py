@@ -268,6 +268,27 @@ def test_read_inside_reads_regular_files_inside_the_root_only(tmp_path: Path, mo
     assert st is not None and st.st_size == 8
 
 
+def test_read_inside_resolves_the_path_where_the_descriptor_cannot_be_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sandbox may list /proc/self/fd but refuse to read its links: the check then resolves the
+    path, as where there is no /proc, instead of refusing every file."""
+    monkeypatch.setattr(workspace, "_FD_LINKS", True)
+    real_readlink = os.readlink
+
+    def refused(path: str) -> str:
+        if str(path).startswith("/proc/self/fd/"):
+            raise PermissionError(13, "Permission denied")
+        return real_readlink(path)
+
+    monkeypatch.setattr(workspace.os, "readlink", refused)
+    ws, outside = (tmp_path / "ws").resolve(), tmp_path / "secret.md"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "memory" / "a.md").write_text("- hello\n", encoding="utf-8")
+    outside.write_text("- secret\n", encoding="utf-8")
+    (ws / "memory" / "out.md").symlink_to(outside)
+    assert read_inside(str(ws / "memory" / "a.md"), str(ws)) is not None
+    assert read_inside(str(ws / "memory" / "out.md"), str(ws)) is None
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
 def test_read_inside_does_not_wait_on_a_fifo_named_like_a_note(tmp_path: Path) -> None:
     """A FIFO opened for reading waits for a writer: a search must not hang on one."""

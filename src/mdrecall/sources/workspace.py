@@ -380,7 +380,7 @@ def _open_inside(full: str, root: str | None, *, read: bool) -> tuple[os.stat_re
     except (OSError, ValueError):
         return None
     try:
-        if root is not None and _FD_LINKS and not path_inside(os.readlink(f"/proc/self/fd/{fd}"), root):
+        if root is not None and _FD_LINKS and not path_inside(_opened_path(fd, full), root):
             return None
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -396,3 +396,12 @@ def _open_inside(full: str, root: str | None, *, read: bool) -> tuple[os.stat_re
         return None
     finally:
         os.close(fd)
+
+
+def _opened_path(fd: int, full: str) -> str:
+    """The resolved path of the file open at ``fd``; where the system will not name it (a sandbox
+    that restricts /proc), ``full`` resolved now, as on systems without /proc."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(full)
