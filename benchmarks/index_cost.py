@@ -150,8 +150,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        raise SystemExit(main())
-    except KeyboardInterrupt:
-        print("interrupted: no figures written", file=sys.stderr)
-        raise SystemExit(130) from None
+    import interruptible
+
+    interruptible.run(main, "no figures written")

@@ -12,7 +12,6 @@ OLDER``). At 1M chunks every search profiles ~120 texts it never saw (docs/bench
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -73,8 +72,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        raise SystemExit(main())
-    except KeyboardInterrupt:
-        print("interrupted: no figures printed", file=sys.stderr)
-        raise SystemExit(130) from None
+    import interruptible
+
+    interruptible.run(main)

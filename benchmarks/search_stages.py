@@ -320,8 +320,6 @@ def _results(m: Any, query: str) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    try:
-        raise SystemExit(main())
-    except KeyboardInterrupt:
-        print("interrupted: no figures printed", file=sys.stderr)
-        raise SystemExit(130) from None
+    import interruptible
+
+    interruptible.run(main)
