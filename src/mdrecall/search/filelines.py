@@ -33,6 +33,10 @@ from mdrecall.sources.workspace import read_inside
 LineLengths = Callable[[str, str], "Sequence[int] | None"]
 
 
+#: A cached file: ((mtime, size), its lines, when last asked for, the complete lines they cover, the
+#: token of :func:`files_unchanged` they were last checked under).
+_Entry = tuple[tuple[int, int], "FileLines", float, Kept, object | None]
+
 #: The largest file a sync's read is kept for (``FileLineLengths.prime``): a note, not a long transcript.
 PRIME_MAX_BYTES = 256 * 1024
 
@@ -47,9 +51,8 @@ class FileLineLengths:
     def __init__(self, workspace: Path, max_files: int = 4096, max_lines: int = 1_000_000, idle_s: float | None = None) -> None:
         self.root = workspace.resolve()
         self._root = str(self.root)
-        #: path -> ((mtime, size), lines, when last asked for, the complete lines they cover, the
-        #: token of :func:`files_unchanged` they were last checked under), least recently asked first.
-        self._cache: OrderedDict[str, tuple[tuple[int, int], FileLines, float, Kept, object | None]] = OrderedDict()
+        #: path -> its entry, least recently asked first.
+        self._cache: OrderedDict[str, _Entry] = OrderedDict()
         self._idle_s = idle_s
         self._lock = threading.Lock()
         # Every search asks about each candidate's file, several times: a workspace's files should
@@ -121,8 +124,7 @@ class FileLineLengths:
                 return
         self._keep(path, stamp, raw, None, None)
 
-    def _keep(self, path: str, stamp: tuple[int, int], raw: bytes,
-              cached: tuple[tuple[int, int], FileLines, float, Kept, object | None] | None, token: object | None) -> FileLines:  # fmt: skip
+    def _keep(self, path: str, stamp: tuple[int, int], raw: bytes, cached: _Entry | None, token: object | None) -> FileLines:
         # A file that grew by appends (a transcript, a daily note) is parsed from where it grew.
         at = resume(raw, cached[3] if cached is not None else None)
         found: FileLines = FileLines([], [], [])
